@@ -1,0 +1,1 @@
+"""neuronxcc driver layer."""

@@ -1,0 +1,131 @@
+"""The compiler's one error hierarchy.
+
+Every error a user can cause is a ``CompilerError`` subclass carrying an
+``NCC_<XXXX><nnn>`` code. The driver logs the traceback to the log file and
+prints exactly one line, ``[<code>] <message>``, then exits with status 70
+(``os.EX_SOFTWARE``). Internal errors (bugs, layers not built yet) carry the
+``[INTERNAL_ERROR]`` tag in front of their code.
+"""
+
+SUPPORT_URL = "https://github.com/aws-neuron/aws-neuron-sdk/issues/new"
+
+
+class CompilerError(Exception):
+    """Base class. ``code`` is the NCC_ code; ``internal`` marks compiler bugs."""
+
+    code = "NCC_EGEN001"
+    internal = False
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.message = str(message)
+        if code is not None:
+            self.code = code
+
+    def one_line(self):
+        """The single console line for this error (no newline, no traceback)."""
+        msg = " ".join(self.message.split("\n")[0:1]) if self.message else type(self).__name__
+        tag = "[INTERNAL_ERROR] " if self.internal else ""
+        return "%s[%s] %s" % (tag, self.code, msg)
+
+    def __str__(self):
+        return self.message
+
+
+class CompilerInvalidInputException(CompilerError):
+    """Bad user input: flags, files, unknown names (the seeds' name)."""
+
+    code = "NCC_EARG001"
+
+
+class InvalidArgumentError(CompilerInvalidInputException):
+    code = "NCC_EARG002"
+
+
+class InputFileError(CompilerInvalidInputException):
+    """A missing, empty, truncated or corrupt input file."""
+
+    code = "NCC_EINP001"
+
+
+class HloParseError(InputFileError):
+    """HLO bytes or text that cannot be read; text errors carry line and column."""
+
+    code = "NCC_EHLO001"
+
+    def __init__(self, message, line=None, column=None, code=None):
+        if line is not None:
+            message = "%s (line %d%s)" % (message, line, ", column %d" % column if column is not None else "")
+        super().__init__(message, code)
+        self.line = line
+        self.column = column
+
+
+class HloVerifyError(CompilerInvalidInputException):
+    """A module that reads but does not make sense (shapes disagree, missing parameter)."""
+
+    code = "NCC_EVRF002"
+
+
+class UnsupportedOperatorError(CompilerInvalidInputException):
+    """An HLO op outside the supported table (see ``neuronx-cc list-operators``)."""
+
+    code = "NCC_EVRF001"
+
+
+class UnknownCustomCallError(UnsupportedOperatorError):
+    code = "NCC_EVRF015"
+
+
+class TensorTooLargeError(CompilerInvalidInputException):
+    """A tensor that cannot be materialised or does not fit the target's HBM."""
+
+    code = "NCC_EOOM001"
+
+
+class OutOfMemoryError(CompilerError):
+    """On-chip memory (SBUF/PSUM) exhausted and spilling could not help."""
+
+    code = "NCC_EOOM002"
+
+
+class NeffFormatError(InputFileError):
+    """A NEFF whose header or members are malformed or unsafe."""
+
+    code = "NCC_ENEF001"
+
+
+class InternalCompilerError(CompilerError):
+    code = "NCC_INLA001"
+    internal = True
+
+    def one_line(self):
+        return "%s - Please open a support ticket at %s" % (super().one_line(), SUPPORT_URL)
+
+
+class NotBuiltYetError(InternalCompilerError):
+    """A pipeline layer this reimplementation has not built yet.
+
+    Raised instead of writing any artifact, so nothing made up ever reaches
+    the output.
+    """
+
+    code = "NCC_INBY001"
+
+
+class NumericalMismatchError(InternalCompilerError):
+    """The bir_sim check found the compiled program disagrees with the goldens."""
+
+    code = "NCC_IBSM001"
+
+
+def source_location(metadata):
+    """Format ``file:line`` from an HLO op's metadata dict/object, or ''."""
+    if metadata is None:
+        return ""
+    get = metadata.get if isinstance(metadata, dict) else (lambda k, d=None: getattr(metadata, k, d))
+    fname = get("source_file", "") or ""
+    line = get("source_line", 0) or 0
+    if not fname:
+        return ""
+    return "%s:%d" % (fname, line) if line else fname

@@ -1,0 +1,1 @@
+"""starfish: the compiler core (tools in bin/, Penguin, BIR, the simulator)."""
