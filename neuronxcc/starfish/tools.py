@@ -14,7 +14,7 @@ TOOLS = {
     "hlo2penguin": ("neuronxcc.starfish.penguin.hlo2penguin", "main"),
     "xla_infergoldens": ("neuronxcc.hlo.infergoldens", "main"),
     "hlo-opt": ("neuronxcc.hlo.opt", "main"),
-    "hlo-neff-wrapper": ("neuronxcc.neff.wrapper", "main"),
+    "hlo-neff-wrapper": ("neuronxcc.hlo.neff_wrapper", "main"),
     "snapshot-unpack": ("neuronxcc.driver.jobs.support.Snapshot", "unpack_main"),
     "walrus_bugpoint_driver": ("neuronxcc.walrus.bugpoint", "main"),
     "coloring_allocator_with_loop": ("neuronxcc.walrus.tools", "coloring_allocator_with_loop_main"),

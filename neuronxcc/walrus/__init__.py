@@ -1,0 +1,1 @@
+"""walrus: the backend. Passes over BIR named as in ``--walrus-passes``."""
