@@ -9,6 +9,6 @@ PY=${PYTHON:-python3}
 VENV=${NCC_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=1.24"
+"$VENV/bin/python" -m pip install -q --upgrade "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.24"
 "$VENV/bin/python" -m pip install -q --no-build-isolation ".[test]"
 exec "$VENV/bin/pytest" -q "$@"
