@@ -114,9 +114,21 @@ class BuildExt(build_ext):
         return super().get_export_symbols(ext)
 
     def build_extension(self, ext):
-        if ext.name.rsplit(".", 1)[-1].startswith(CUSTOM_OP_PREFIX):
+        leaf = ext.name.rsplit(".", 1)[-1]
+        if leaf.startswith(CUSTOM_OP_PREFIX):
             # No Python headers or libpython needed for the custom-op CPU libraries.
+            # The eight libraries share their sources but not their -D flags, so
+            # each gets its own object directory (a shared one races under
+            # --parallel and mixes CPU ids between libraries).
             ext.libraries = []
+            objects = self.compiler.compile(ext.sources, output_dir=os.path.join(self.build_temp, leaf),
+                                            macros=ext.define_macros, include_dirs=ext.include_dirs,
+                                            extra_postargs=ext.extra_compile_args, depends=ext.depends)
+            out = self.get_ext_fullpath(ext.name)
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            self.compiler.link_shared_object(objects, out, extra_postargs=ext.extra_link_args,
+                                             target_lang="c")
+            return
         super().build_extension(ext)
 
 
