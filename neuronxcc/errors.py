@@ -129,3 +129,11 @@ def source_location(metadata):
     if not fname:
         return ""
     return "%s:%d" % (fname, line) if line else fname
+
+
+class CustomOpError(CompilerError):
+    """Custom-op staging/registry errors: library version conflicts, the
+    FunctionId cap, functions bound to an unregistered library, a missing
+    custom-op data directory."""
+
+    code = "NCC_ECOP001"
