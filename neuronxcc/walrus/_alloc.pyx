@@ -1,0 +1,278 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Typed core of the SBUF/PSUM allocators.
+
+Values are abstract: value v is live over instruction positions
+[start[v], end[v]] (inclusive), needs ``size[v]`` bytes in each of
+``nparts[v]`` consecutive partitions. Placement picks a start partition and a
+byte offset so that no two values whose live ranges intersect overlap in
+(partition range x byte range).
+
+Rules enforced at placement (hardware reference section 4, "Allocation rules"):
+  * start partition: 0 when nparts > 64; {0, 64} when 32 < nparts <= 64;
+    {0, 32, 64, 96} when nparts <= 32 (``pin_zero`` forces 0, e.g. for values
+    the PE reads, whose rows must start at partition 0);
+  * byte offset aligned to ``align``; offset + size <= capacity;
+  * banked memories (PSUM, ``bank_bytes`` > 0): a value of at most one bank
+    lies inside one bank (a matmul accumulation group never crosses a 2 KiB
+    bank boundary); a larger value starts on a bank boundary.
+
+Two drivers share ``place_one``:
+  * ``color_allocate``: interference-graph colouring; the graph (CSR) comes
+    from ``interference_graph``; values are placed in the caller's order and
+    only already-placed neighbours are consulted;
+  * ``linear_scan_allocate``: values sorted by start; an active list is
+    expired as the scan passes each value's end (Poletto-Sarkar), the active
+    values are the only ones consulted.
+Both return -1 on success or the index of the first value that did not fit
+(the Python layer then spills or raises OutOfMemoryError).
+
+Python validates; this module assumes valid, contiguous int64 inputs.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.stdlib cimport malloc, free, qsort
+
+cnp.import_array()
+
+
+cdef int _cmp_rect_blo(const void* a, const void* b) noexcept nogil:
+    cdef i64 x = (<Rect*>a).blo
+    cdef i64 y = (<Rect*>b).blo
+    return -1 if x < y else (1 if x > y else 0)
+
+
+cdef inline i64 _fix(i64 o, i64 size, i64 align, i64 bank) noexcept nogil:
+    """Smallest offset >= o that is aligned and respects the bank rule."""
+    if align > 1 and o % align:
+        o += align - o % align
+    if bank > 0:
+        if size <= bank:
+            if o // bank != (o + size - 1) // bank:
+                o = (o // bank + 1) * bank
+        elif o % bank:
+            o = (o // bank + 1) * bank
+    return o
+
+
+cdef i64 place_one(Rect* occ, i64 nocc, Rect* scratch, i64 size, i64 nparts,
+                   i64 capacity, i64 align, i64 bank_bytes, i64 num_partitions,
+                   i64 pin_zero, i64* out_pstart) noexcept nogil:
+    """Lowest-offset placement against the ``nocc`` occupied rects; -1 if none.
+
+    Tries every legal start partition and keeps the lowest byte offset (ties:
+    lowest partition). ``scratch`` has room for ``nocc`` rects.
+    """
+    cdef i64 step, ps, k, n, cand, best = -1, best_ps = 0
+    if nparts > 64 or pin_zero:
+        step = num_partitions
+    elif nparts > 32:
+        step = 64
+    else:
+        step = 32
+    ps = 0
+    while ps + nparts <= num_partitions:
+        n = 0
+        for k in range(nocc):
+            if occ[k].plo < ps + nparts and ps < occ[k].phi:
+                scratch[n] = occ[k]
+                n += 1
+        if n > 1:
+            qsort(scratch, n, sizeof(Rect), _cmp_rect_blo)
+        cand = _fix(0, size, align, bank_bytes)
+        for k in range(n):
+            if cand + size <= scratch[k].blo:
+                break
+            if scratch[k].bhi > cand:
+                cand = _fix(scratch[k].bhi, size, align, bank_bytes)
+        if cand + size <= capacity and (best < 0 or cand < best):
+            best = cand
+            best_ps = ps
+            if best == 0:
+                break
+        ps += step
+    out_pstart[0] = best_ps
+    return best
+
+
+def interference_graph(const i64[::1] start, const i64[::1] end):
+    """CSR adjacency (indptr, indices) of the interval-overlap graph.
+
+    Sweep over values sorted by start; each value meets the values still
+    active. O(n log n + edges).
+    """
+    cdef Py_ssize_t n = start.shape[0]
+    cdef cnp.int64_t[::1] order = np.argsort(np.asarray(start), kind="stable").astype(np.int64)
+    cdef cnp.int64_t[::1] deg = np.zeros(n, dtype=np.int64)
+    cdef i64* active = <i64*>malloc((n + 1) * sizeof(i64))
+    cdef Py_ssize_t nact = 0, i, j, k, v, u, w
+    cdef list pairs_a = [], pairs_b = []
+    cdef cnp.int64_t[::1] ea, eb
+    # first pass: count edges
+    cdef i64 m = 0
+    try:
+        for i in range(n):
+            v = order[i]
+            k = 0
+            for j in range(nact):
+                u = active[j]
+                if end[u] >= start[v]:
+                    active[k] = u
+                    k += 1
+            nact = k
+            m += nact
+            active[nact] = v
+            nact += 1
+        ea = np.empty(m, dtype=np.int64)
+        eb = np.empty(m, dtype=np.int64)
+        nact = 0
+        w = 0
+        for i in range(n):
+            v = order[i]
+            k = 0
+            for j in range(nact):
+                u = active[j]
+                if end[u] >= start[v]:
+                    active[k] = u
+                    k += 1
+                    ea[w] = u
+                    eb[w] = v
+                    w += 1
+                    deg[u] += 1
+                    deg[v] += 1
+            nact = k
+            active[nact] = v
+            nact += 1
+    finally:
+        free(active)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.asarray(deg), out=indptr[1:])
+    indices = np.empty(2 * m, dtype=np.int64)
+    cdef cnp.int64_t[::1] ip = indptr.copy()
+    cdef cnp.int64_t[::1] ind = indices
+    for w in range(m):
+        ind[ip[ea[w]]] = eb[w]
+        ip[ea[w]] += 1
+        ind[ip[eb[w]]] = ea[w]
+        ip[eb[w]] += 1
+    return indptr, indices
+
+
+def color_allocate(const i64[::1] indptr, const i64[::1] indices, const i64[::1] order,
+                   const i64[::1] size, const i64[::1] nparts, const i64[::1] pin_zero,
+                   i64 capacity, i64 align, i64 bank_bytes, i64 num_partitions,
+                   i64[::1] out_offset, i64[::1] out_pstart):
+    """Place values in ``order`` against their placed neighbours. -1 or the failing value."""
+    cdef Py_ssize_t n = size.shape[0], i, k, v, u, nocc
+    cdef i64 maxdeg = 0, off, ps
+    for v in range(n):
+        if indptr[v + 1] - indptr[v] > maxdeg:
+            maxdeg = indptr[v + 1] - indptr[v]
+        out_offset[v] = -1
+    cdef Rect* occ = <Rect*>malloc((maxdeg + 1) * sizeof(Rect))
+    cdef Rect* scr = <Rect*>malloc((maxdeg + 1) * sizeof(Rect))
+    cdef i64 failed = -1
+    try:
+        with nogil:
+            for i in range(order.shape[0]):
+                v = order[i]
+                nocc = 0
+                for k in range(indptr[v], indptr[v + 1]):
+                    u = indices[k]
+                    if out_offset[u] >= 0:
+                        occ[nocc].plo = out_pstart[u]
+                        occ[nocc].phi = out_pstart[u] + nparts[u]
+                        occ[nocc].blo = out_offset[u]
+                        occ[nocc].bhi = out_offset[u] + size[u]
+                        nocc += 1
+                off = place_one(occ, nocc, scr, size[v], nparts[v], capacity, align,
+                                bank_bytes, num_partitions, pin_zero[v], &ps)
+                if off < 0:
+                    failed = v
+                    break
+                out_offset[v] = off
+                out_pstart[v] = ps
+    finally:
+        free(occ)
+        free(scr)
+    return failed
+
+
+def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
+                         const i64[::1] size, const i64[::1] nparts, const i64[::1] pin_zero,
+                         i64 capacity, i64 align, i64 bank_bytes, i64 num_partitions,
+                         i64[::1] out_offset, i64[::1] out_pstart):
+    """Linear scan in start order (ties: larger first). -1 or the failing value."""
+    cdef Py_ssize_t n = start.shape[0], i, j, k, v, u, nact = 0
+    # sort by (start, -size*nparts): big values first among equal starts
+    key = np.lexsort((-(np.asarray(size) * np.asarray(nparts)), np.asarray(start)))
+    cdef cnp.int64_t[::1] order = key.astype(np.int64)
+    cdef i64* active = <i64*>malloc((n + 1) * sizeof(i64))
+    cdef Rect* occ = <Rect*>malloc((n + 1) * sizeof(Rect))
+    cdef Rect* scr = <Rect*>malloc((n + 1) * sizeof(Rect))
+    cdef i64 failed = -1, off, ps
+    for v in range(n):
+        out_offset[v] = -1
+    try:
+        with nogil:
+            for i in range(n):
+                v = order[i]
+                k = 0
+                for j in range(nact):
+                    u = active[j]
+                    if end[u] >= start[v]:
+                        active[k] = u
+                        occ[k].plo = out_pstart[u]
+                        occ[k].phi = out_pstart[u] + nparts[u]
+                        occ[k].blo = out_offset[u]
+                        occ[k].bhi = out_offset[u] + size[u]
+                        k += 1
+                nact = k
+                off = place_one(occ, nact, scr, size[v], nparts[v], capacity, align,
+                                bank_bytes, num_partitions, pin_zero[v], &ps)
+                if off < 0:
+                    failed = v
+                    break
+                out_offset[v] = off
+                out_pstart[v] = ps
+                active[nact] = v
+                nact += 1
+    finally:
+        free(active)
+        free(occ)
+        free(scr)
+    return failed
+
+
+def max_live_lower_bound(const i64[::1] start, const i64[::1] end, const i64[::1] size,
+                         const i64[::1] nparts, i64 num_partitions):
+    """A lower bound on any allocation's peak bytes per partition.
+
+    max over positions t of max(ceil(sum size*nparts / num_partitions),
+    sum of size over live values that need more than half the partitions
+    (they all share partition 0..64)).
+    """
+    cdef Py_ssize_t n = start.shape[0], i, v
+    ev_pos = np.concatenate([np.asarray(start), np.asarray(end) + 1])
+    ev_kind = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])  # 0 = start
+    ev_val = np.concatenate([np.arange(n), np.arange(n)]).astype(np.int64)
+    order = np.lexsort((-ev_kind, ev_pos))  # ends (kind 1) before starts at the same position
+    cdef cnp.int64_t[::1] o = order.astype(np.int64)
+    cdef cnp.int64_t[::1] kind = ev_kind
+    cdef cnp.int64_t[::1] val = ev_val
+    cdef i64 area = 0, wide = 0, best = 0, cur
+    for i in range(2 * n):
+        v = val[o[i]]
+        if kind[o[i]] == 0:
+            area += size[v] * nparts[v]
+            if nparts[v] > num_partitions // 2:
+                wide += size[v]
+        else:
+            area -= size[v] * nparts[v]
+            if nparts[v] > num_partitions // 2:
+                wide -= size[v]
+        cur = (area + num_partitions - 1) // num_partitions
+        if wide > cur:
+            cur = wide
+        if cur > best:
+            best = cur
+    return best

@@ -1,0 +1,22 @@
+"""The walrus passes. Importing this package registers every pass name.
+
+Real passes live in their own modules; the seed names that have nothing to do
+in this reimplementation are registered here as no-ops with the reason, which
+``walrus_driver --list-passes`` prints.
+"""
+from neuronxcc.walrus.registry import register_noop
+
+_NOOPS = {
+    "lower_ac": "the Penguin codegen already emits access patterns in hardware form "
+                "(partition-start and free-dim rules are checked by birverifier)",
+    "partitioner": "programs target one NeuronCore; there is nothing to partition",
+    "bir_splitter": "the Penguin codegen emits hardware-sized instructions; nothing to split",
+    "vn_splitter": "on-chip values are memory locations, not value numbers; live ranges "
+                   "are split only by the allocators' spilling",
+    "tensorcopy_accel": "not implemented: tensor copies stay on the engine codegen chose",
+    "experimental_loop_shift_left": "not implemented (experimental in the original)",
+    "shift_left": "not implemented: pre_sched/post_sched already order each stream",
+}
+
+for _name, _why in _NOOPS.items():
+    register_noop(_name, _why)
