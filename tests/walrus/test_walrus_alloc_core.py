@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from walrus_alloc_checker import check_placement
+from support.walrus_checks import check_placement
 from neuronxcc.walrus import _alloc
 
 values_st = st.lists(
