@@ -137,3 +137,23 @@ class CustomOpError(CompilerError):
     custom-op data directory."""
 
     code = "NCC_ECOP001"
+
+
+class BirFormatError(InputFileError):
+    """A BIR JSON file (or NEFF engine stream) that cannot be read as BIR."""
+
+    code = "NCC_EBIR001"
+
+
+class BirVerifyError(InternalCompilerError):
+    """A BIR module that breaks a machine rule (partitions, PSUM banks, engine/memory
+    legality, dtypes, bounds). Generated BIR failing it is a compiler bug."""
+
+    code = "NCC_IBIR001"
+
+
+class BirSimError(InternalCompilerError):
+    """birsim could not execute a BIR program (out-of-bounds access at run time,
+    unsatisfiable semaphore wait, unknown register, runaway While)."""
+
+    code = "NCC_IBSM002"
