@@ -1,0 +1,25 @@
+"""HLO front door: readers (HloModuleProto, HloProto, HLO text, model
+directories), the module model, writers (proto, text) and verification.
+
+See docs/INTERFACES.md section 3 for the API other layers use.
+"""
+from neuronxcc.hlo.model import (HloComputation, HloInstruction, HloModule, Shape, WindowDim, ConvDims,  # noqa: F401
+                                 dtype_of, element_type_of)
+from neuronxcc.hlo.loader import detect_format, load_module, load_module_bytes  # noqa: F401
+
+
+def parse_hlo_text(text, verify=True):
+    """HloModule from HLO text (str or bytes). Errors: HloParseError with line/column."""
+    from neuronxcc.hlo.text_parser import parse_hlo_text as _parse
+    return _parse(text, verify=verify)
+
+
+def module_from_proto_bytes(data, verify=True):
+    """HloModule from HloModuleProto/HloProto bytes."""
+    from neuronxcc.hlo.proto_io import module_from_proto_bytes as _read
+    return _read(data, verify=verify)
+
+
+def verify_module(module):
+    from neuronxcc.hlo.verifier import verify_module as _verify
+    return _verify(module)

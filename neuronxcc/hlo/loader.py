@@ -1,0 +1,86 @@
+"""``load_module``: one entry point for every HLO form a caller hands us.
+
+The format is found from the content, never from the file name: a directory
+is a torch-neuronx model directory (metadata.json + graph.hlo + weights), a
+file or bytes whose first non-blank text is ``HloModule`` is HLO text, a JSON
+object with ``model_files`` is a model directory's metadata.json, anything
+else is a serialized HloModuleProto (or an HloProto wrapping one). Failures
+are InputFileError subclasses (HloParseError) or HloVerifyError, never
+another exception type.
+"""
+import os
+import re
+
+from neuronxcc.errors import CompilerError, HloParseError, InputFileError
+
+_TEXT_START = re.compile(rb"^\s*(?://[^\n]*\n\s*|/\*.*?\*/\s*)*HloModule\b", re.S)
+
+
+def detect_format(data):
+    """'text', 'metadata-json' or 'proto' for the bytes of an HLO input."""
+    head = bytes(data[:4096])
+    if _TEXT_START.match(head):
+        return "text"
+    stripped = head.lstrip()
+    if stripped.startswith(b"{") and b"model_files" in head:
+        return "metadata-json"
+    return "proto"
+
+
+def read_input_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InputFileError("input file %s does not exist" % path) from None
+    except IsADirectoryError:
+        raise InputFileError("input %s is a directory" % path) from None
+    except OSError as e:
+        raise InputFileError("cannot read input file %s: %s" % (path, e.strerror or e)) from None
+
+
+def load_module(source, verify=True):
+    """HloModule from a path (file or model directory) or from bytes/str content."""
+    try:
+        return _load(source, verify)
+    except CompilerError:
+        raise
+    except RecursionError as e:
+        raise HloParseError("HLO input nested too deeply") from e
+    except MemoryError as e:
+        from neuronxcc.errors import TensorTooLargeError
+        raise TensorTooLargeError("HLO input too large to load into memory") from e
+
+
+def _load(source, verify):
+    if isinstance(source, str) and _TEXT_START.match(source[:4096].encode("utf-8", "replace")):
+        from neuronxcc.hlo.text_parser import parse_hlo_text
+        return parse_hlo_text(source, verify=verify)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return load_module_bytes(bytes(source), verify=verify)
+    path = os.fspath(source)
+    if os.path.isdir(path):
+        from neuronxcc.hlo.modeldir import load_model_dir
+        return load_model_dir(path, verify=verify)
+    data = read_input_bytes(path)
+    if detect_format(data) == "metadata-json":
+        from neuronxcc.hlo.modeldir import load_model_dir
+        return load_model_dir(os.path.dirname(os.path.abspath(path)), verify=verify)
+    return load_module_bytes(data, verify=verify, origin=path)
+
+
+def load_module_bytes(data, verify=True, origin=None):
+    if not data:
+        raise HloParseError("the HLO input%s is empty" % (" " + origin if origin else ""))
+    fmt = detect_format(data)
+    if fmt == "text":
+        from neuronxcc.hlo.text_parser import parse_hlo_text
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise HloParseError("HLO text is not valid UTF-8 at byte %d" % e.start) from None
+        return parse_hlo_text(text, verify=verify)
+    if fmt == "metadata-json":
+        raise InputFileError("metadata.json content given without its model directory")
+    from neuronxcc.hlo.proto_io import module_from_proto_bytes
+    return module_from_proto_bytes(data, verify=verify)
