@@ -1,0 +1,524 @@
+"""hlo2penguin: HLO module -> Penguin IR file (the HLOToTensorizer tool).
+
+    hlo2penguin MODEL --output penguin.json [--target trn1] [--options '...']
+
+What it does, in order:
+  * reads MODEL with ``neuronxcc.hlo.load_module`` (any form it accepts);
+  * walks the entry computation, inlining ``call``s, flattening tuples
+    (``tuple`` / ``get-tuple-element`` disappear; tuple parameters and
+    results become several inputs / outputs), converting nested regions of
+    ``while`` / ``conditional`` into Penguin sub-graphs;
+  * folds cheap constants (splat broadcasts stay splats, small constant
+    expressions are evaluated with numpy);
+  * annotates every value with shape and dtype, every op with its HLO
+    instruction name and source ``file:line`` (``Op.loc``);
+  * refuses an op outside ``LOWERED_OPCODES`` with UnsupportedOperatorError
+    naming the op, the instruction and the source location, and a program
+    whose tensors cannot fit the target's HBM with TensorTooLargeError.
+
+Exit status: 0 on success, 70 on a compile error (one ``[NCC_...]`` line on
+stderr, the traceback goes to the log only).
+"""
+import argparse
+import logging
+import sys
+
+import numpy as np
+
+from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLargeError,
+                              UnsupportedOperatorError, source_location)
+from neuronxcc.starfish.penguin import ir
+
+log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
+
+HLO_TO_DTYPE = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
+                "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+                "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+                "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "c64": "complex64"}
+
+# HLO opcodes this tool converts (elementwise ops keep their HLO spelling).
+LOWERED_OPCODES = (set(ir.ELEMENTWISE) - {"real", "imag"}) | {
+    "parameter", "constant", "tuple", "get-tuple-element", "call", "broadcast", "reshape",
+    "transpose", "slice", "reverse", "bitcast", "concatenate", "pad", "iota", "dot", "reduce",
+    "dynamic-slice", "dynamic-update-slice", "gather", "scatter", "while", "conditional", "sort",
+    "topk", "custom-call", "reduce-window", "convolution", "opt-barrier", "optimization-barrier",
+    "select-and-scatter", "reduce-precision", "copy-start", "copy-done", "after-all"}
+
+FOLD_LIMIT = 4096          # fold constant expressions up to this many elements
+
+
+def penguin_dtype(shape):
+    et = shape.element_type
+    try:
+        return HLO_TO_DTYPE[et]
+    except KeyError:
+        raise UnsupportedOperatorError("element type %s is not supported" % et)
+
+
+def _attr(inst, *names, default=None):
+    for n in names:
+        if n in inst.attrs:
+            return inst.attrs[n]
+    return default
+
+
+def _ints(x):
+    if x is None:
+        return []
+    if isinstance(x, (int, np.integer)):
+        return [int(x)]
+    return [int(v) for v in x]
+
+
+def _loc(inst):
+    md = getattr(inst, "metadata", None) or {}
+    get = md.get if isinstance(md, dict) else (lambda k, d=None: getattr(md, k, d))
+    loc = {"hlo": inst.name}
+    for k in ("op_name", "source_file", "source_line"):
+        v = get(k, None)
+        if v:
+            loc[k] = v
+    return loc
+
+
+def _where(inst):
+    s = "instruction %s" % inst.name
+    src = source_location(getattr(inst, "metadata", None))
+    return s + (" at %s" % src if src else "")
+
+
+def unsupported(inst, why=None):
+    msg = "Operator '%s' is not supported (%s)" % (inst.opcode, _where(inst))
+    if why:
+        msg += ": " + why
+    return UnsupportedOperatorError(msg)
+
+
+class Converter:
+    """Builds one Penguin Graph from one HLO computation."""
+
+    def __init__(self, module):
+        self.module = module
+
+    # -- public ---------------------------------------------------------------
+    def convert_entry(self):
+        comp = self.module.entry
+        g = ir.Graph(getattr(self.module, "name", "main"))
+        env = {}
+        for p in comp.parameters:
+            env[id(p)] = self._new_inputs(g, p.name, p.shape)
+        self._convert_body(g, comp, env)
+        g.outputs = self._flatten(env[id(comp.root)])
+        g.outputs = self._materialise_outputs(g, g.outputs)
+        g.dce()
+        g.verify()
+        return g
+
+    def convert_region(self, comp, name):
+        """A nested computation as a sub-graph: inputs are its flattened params."""
+        g = ir.Graph(name)
+        env = {}
+        for p in comp.parameters:
+            env[id(p)] = self._new_inputs(g, p.name, p.shape)
+        self._convert_body(g, comp, env)
+        g.outputs = self._materialise_outputs(g, self._flatten(env[id(comp.root)]))
+        g.dce()
+        g.verify()
+        return g
+
+    # -- helpers ---------------------------------------------------------------
+    def _new_inputs(self, g, name, shape):
+        if shape.element_type == "tuple":
+            return [self._new_inputs(g, "%s.%d" % (name, k), s) for k, s in enumerate(shape.tuple_shapes)]
+        if shape.element_type == "token":
+            return None
+        return g.add_input(name, shape.dims, penguin_dtype(shape))
+
+    def _flatten(self, x):
+        if x is None:
+            return []
+        if isinstance(x, list):
+            out = []
+            for e in x:
+                out.extend(self._flatten(e))
+            return out
+        return [x]
+
+    def _materialise_outputs(self, g, outs):
+        """Outputs must be distinct non-input values: copy duplicates and pass-throughs."""
+        seen, res = set(), []
+        for o in outs:
+            if o in seen or o in g.inputs:
+                v = g.values[o]
+                o = g.add_op("copy", [o], [(o + ".out", v.shape, v.dtype)], loc={"hlo": o})[0]
+            seen.add(o)
+            res.append(o)
+        return res
+
+    def _convert_body(self, g, comp, env):
+        for inst in comp.instructions:
+            if inst.opcode == "parameter":
+                continue
+            if inst.opcode not in LOWERED_OPCODES:
+                raise unsupported(inst)
+            try:
+                env[id(inst)] = self._convert(g, inst, env)
+            except CompilerError:
+                raise
+            except Exception as e:  # a bug here must still name the instruction
+                log.exception("hlo2penguin failed on %s", inst.name)
+                raise InternalCompilerError("hlo2penguin failed on %s: %s" % (_where(inst), e))
+
+    def _convert(self, g, inst, env):
+        op = inst.opcode
+        ins = [env[id(o)] for o in inst.operands]
+        loc = _loc(inst)
+        if op in ("tuple",):
+            return list(ins)
+        if op == "get-tuple-element":
+            from neuronxcc.hlo import interp_attrs as A
+            idx = A.int_attr(inst, "index")
+            return ins[0][A.int_attr(inst, "tuple_index", 0) if idx is None else idx]
+        if op in ("opt-barrier", "optimization-barrier", "copy-start", "copy-done", "reduce-precision"):
+            return ins[0]
+        if op == "after-all":
+            return None
+        if op == "call":
+            callee = inst.called_computations[0] if inst.called_computations else _attr(inst, "to_apply")
+            sub = {}
+            for p, a in zip(callee.parameters, ins):
+                sub[id(p)] = a
+            self._convert_body(g, callee, sub)
+            return sub[id(callee.root)]
+        shape = inst.shape
+        if shape.element_type == "tuple":
+            return self._convert_multi(g, inst, ins, loc)
+        dtype = penguin_dtype(shape)
+        dims = tuple(shape.dims)
+        if op == "constant":
+            return self._constant(g, inst.name, np.asarray(inst.literal), dims, dtype, loc)
+        folded = self._try_fold(g, inst, ins, dims, dtype, loc)
+        if folded is not None:
+            return folded
+        attrs = self._attrs(g, inst)
+        return g.add_op(self._kind(inst), ins, [(inst.name, dims, dtype)], attrs, loc)[0]
+
+    def _kind(self, inst):
+        op = inst.opcode
+        if op == "custom-call":
+            tgt = str(_attr(inst, "custom_call_target", default="")).lower()
+            if tgt in ("topk", "top_k"):
+                return "topk"
+            raise unsupported(inst, "custom-call target %r" % tgt)
+        if op == "bitcast":
+            return "reshape"
+        return op
+
+    def _attrs(self, g, inst):
+        from neuronxcc.hlo import interp_attrs as A
+        op = inst.opcode
+        rank = len(inst.operands[0].shape.dims) if inst.operands and inst.operands[0].shape.is_array else 0
+        a = {}
+        if op == "broadcast":
+            a["dimensions"] = A.int_list(inst, "dimensions")
+        elif op == "transpose":
+            a["permutation"] = A.int_list(inst, "dimensions")
+        elif op == "reverse":
+            a["dimensions"] = A.int_list(inst, "dimensions")
+        elif op == "slice":
+            st, li, sd = A.slice_spec(inst, rank)
+            a.update(starts=list(st), limits=list(li), strides=list(sd))
+        elif op == "concatenate":
+            a["dimension"] = A.int_list(inst, "dimensions")[0]
+        elif op == "iota":
+            a["dimension"] = A.int_attr(inst, "iota_dimension", 0)
+        elif op == "compare":
+            a["direction"] = (A.str_attr(inst, "direction") or A.str_attr(inst, "comparison_direction")).upper()
+            a["type"] = A.str_attr(inst, "type") or ""
+        elif op == "dot":
+            a.update({k: list(v) for k, v in A.dot_dims(inst).items()})
+        elif op == "reduce":
+            a["dimensions"] = A.int_list(inst, "dimensions")
+            a["reducer"] = reducer_kind(_called(inst))
+        elif op == "pad":
+            a["padding"] = [list(p) for p in A.padding_config(inst, rank)]
+        elif op == "dynamic-slice":
+            a["sizes"] = A.int_list(inst, "dynamic_slice_sizes")
+        elif op == "sort":
+            a["dimension"] = A.int_list(inst, "dimensions")[0]
+            a["descending"] = _sort_descending(_called(inst))
+            a["stable"] = A.bool_attr(inst, "is_stable", False)
+        elif op == "topk":
+            a["k"] = A.int_attr(inst, "k")
+            a["largest"] = A.bool_attr(inst, "largest", True)
+        elif op == "reduce-window":
+            a["window"] = A.window(inst, rank)
+            a["reducer"] = reducer_kind(_called(inst))
+        elif op == "select-and-scatter":
+            a["window"] = A.window(inst, rank)
+        elif op == "convolution":
+            a["window"] = A.window(inst, len(inst.operands[0].shape.dims) - 2)
+            a["dims"] = A.conv_dims(inst, rank)
+            a["feature_group_count"] = A.int_attr(inst, "feature_group_count", 1)
+            a["batch_group_count"] = A.int_attr(inst, "batch_group_count", 1)
+        elif op == "gather":
+            a["dims"] = A.gather_dims(inst)
+            a["indices_are_sorted"] = A.bool_attr(inst, "indices_are_sorted", False)
+        elif op == "scatter":
+            a["dims"] = A.scatter_dims(inst)
+            a["reducer"] = reducer_kind(_called(inst))
+            a["update_kind"] = _scatter_update_kind(_called(inst))
+        elif op == "while":
+            cond = inst.attrs["condition"]
+            body = inst.attrs["body"]
+            a["cond"] = self.convert_region(cond, cond.name)
+            a["body"] = self.convert_region(body, body.name)
+        elif op == "conditional":
+            comps = inst.attrs.get("branch_computations") or inst.called_computations
+            a["branches"] = [self.convert_region(c, c.name) for c in comps]
+        return a
+
+    def _convert_multi(self, g, inst, ins, loc):
+        """Tuple-shaped results: variadic reduce, sort, topk, while, conditional."""
+        op = inst.opcode
+        specs = []
+        for k, s in enumerate(inst.shape.tuple_shapes):
+            if s.element_type == "tuple":
+                raise unsupported(inst, "nested tuple results")
+            specs.append(("%s.%d" % (inst.name, k), tuple(s.dims), penguin_dtype(s)))
+        flat_ins = self._flatten(ins)
+        attrs = self._attrs(g, inst)
+        if op not in ("reduce", "sort", "topk", "custom-call", "while", "conditional", "reduce-window",
+                      "scatter"):
+            raise unsupported(inst, "tuple-shaped result")
+        return g.add_op(self._kind(inst), flat_ins, specs, attrs, loc)
+
+    # -- constants ------------------------------------------------------------
+    def _constant(self, g, name, arr, dims, dtype, loc):
+        arr = np.asarray(arr).reshape(dims) if arr.size == int(np.prod(dims)) else arr
+        flat = arr.reshape(-1)
+        if flat.size == 1 or (flat.size > 1 and np.array_equal(flat, np.full_like(flat, flat[0]), equal_nan=True)):
+            return g.add_op("constant", [], [(name, dims, dtype)], {"value": _scalar(flat[0])}, loc)[0]
+        return g.add_op("constant", [], [(name, dims, dtype)], {"data": arr.astype(ir.np_dtype(dtype))}, loc)[0]
+
+    def _const_of(self, g, v):
+        """(kind, payload) for a constant value: ('splat', scalar) / ('data', array) / None."""
+        for op in reversed(g.ops):
+            if v in op.outputs:
+                if op.kind != "constant":
+                    return None
+                if "value" in op.attrs:
+                    return ("splat", op.attrs["value"])
+                return ("data", op.attrs["data"])
+        return None
+
+    def _try_fold(self, g, inst, ins, dims, dtype, loc):
+        if not inst.operands or any(not isinstance(x, str) for x in ins):
+            return None
+        consts = [self._const_of(g, v) for v in ins]
+        if any(c is None for c in consts):
+            return None
+        op = inst.opcode
+        # splat propagation through views and cheap elementwise ops: no data at all
+        if all(c[0] == "splat" for c in consts):
+            vals = [c[1] for c in consts]
+            if op in ("broadcast", "reshape", "bitcast", "transpose", "copy", "slice", "reverse"):
+                return g.add_op("constant", [], [(inst.name, dims, dtype)], {"value": vals[0]}, loc)[0]
+        size = int(np.prod(dims)) if dims else 1
+        if size > FOLD_LIMIT:
+            return None
+        arrays = []
+        for v, c in zip(ins, consts):
+            val = g.values[v]
+            if c[0] == "splat":
+                arrays.append(np.full(val.shape, c[1], dtype=ir.np_dtype(val.dtype)))
+            else:
+                arrays.append(np.asarray(c[1]).astype(ir.np_dtype(val.dtype)))
+        res = fold_numpy(op, arrays, self._attrs_for_fold(inst), dims, dtype)
+        if res is None:
+            return None
+        return self._constant(g, inst.name, res, dims, dtype, loc)
+
+    def _attrs_for_fold(self, inst):
+        op = inst.opcode
+        if op in ("broadcast", "transpose", "reverse", "slice", "compare", "concatenate"):
+            return self._attrs(None, inst)
+        return {}
+
+
+def _called(inst):
+    comps = list(getattr(inst, "called_computations", None) or [])
+    if not comps:
+        c = _attr(inst, "to_apply", "comparator", "scatter", "select")
+        comps = [c] if c is not None else []
+    return comps[0] if comps else None
+
+
+def _is_comp(v):
+    return hasattr(v, "instructions") and hasattr(v, "root")
+
+
+def _plain(v):
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    return str(v)
+
+
+_REDUCERS = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul", "and": "and",
+             "or": "or", "xor": "xor"}
+
+
+def reducer_kind(comp):
+    """'add' | 'max' | 'min' | 'mul' | 'and' | 'or' | 'argmax' | 'argmin' | 'other'."""
+    if comp is None:
+        return "other"
+    root = comp.root
+    params = list(comp.parameters)
+    if root.opcode in _REDUCERS and len(params) == 2:
+        if set(id(o) for o in root.operands) == set(id(p) for p in params):
+            return _REDUCERS[root.opcode]
+    if root.opcode == "tuple" and len(params) == 4:
+        # variadic (value, index) reducer: find the value comparison
+        for i in comp.instructions:
+            if i.opcode == "compare":
+                ops = [o for o in i.operands]
+                if (len(ops) == 2 and ops[0] is params[0] and ops[1] is params[2]) or \
+                        (len(ops) == 2 and ops[0] is params[2] and ops[1] is params[0]):
+                    d = str(_attr(i, "direction", "comparison_direction")).upper()
+                    first = ops[0] is params[0]
+                    if d in ("GT", "GE"):
+                        return "argmax" if first else "argmin"
+                    if d in ("LT", "LE"):
+                        return "argmin" if first else "argmax"
+    return "other"
+
+
+def _scatter_update_kind(comp):
+    """'replace' when the scatter combiner returns its update operand, else the reducer kind."""
+    if comp is None:
+        return "other"
+    root = comp.root
+    params = list(comp.parameters)
+    if root.opcode == "parameter" and len(params) == 2 and root is params[1]:
+        return "replace"
+    return reducer_kind(comp)
+
+
+def _sort_descending(comp):
+    if comp is None:
+        return False
+    for i in comp.instructions:
+        if i.opcode == "compare":
+            d = str(_attr(i, "direction", "comparison_direction")).upper()
+            ops = i.operands
+            swapped = ops and ops[0].opcode == "parameter" and ops[0].parameter_number % 2 == 1
+            if d in ("GT", "GE"):
+                return not swapped
+            if d in ("LT", "LE"):
+                return bool(swapped)
+    return False
+
+
+def _scalar(x):
+    x = np.asarray(x)
+    if x.dtype == np.bool_:
+        return bool(x)
+    if x.dtype.kind in "iu":
+        return int(x)
+    return float(x.astype(np.float64))
+
+
+_NP_UNARY = {"abs": np.abs, "negate": np.negative, "exponential": np.exp, "log": np.log, "tanh": np.tanh,
+             "sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil, "sign": np.sign, "not": None,
+             "copy": lambda x: x}
+_NP_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
+              "minimum": np.minimum, "and": None, "or": None}
+
+
+def fold_numpy(op, arrays, attrs, dims, dtype):
+    """Evaluate a cheap op on constant arrays, or None when not foldable here."""
+    nd = ir.np_dtype(dtype)
+    with np.errstate(all="ignore"):
+        if op in ("reshape", "bitcast") and arrays[0].size == int(np.prod(dims)):
+            return arrays[0].reshape(dims).astype(nd)
+        if op == "broadcast":
+            src = arrays[0]
+            shape = [1] * len(dims)
+            for k, d in enumerate(attrs["dimensions"]):
+                shape[d] = src.shape[k]
+            return np.broadcast_to(src.reshape(shape), dims).astype(nd)
+        if op == "transpose":
+            return np.transpose(arrays[0], attrs["permutation"]).astype(nd)
+        if op == "convert":
+            return arrays[0].astype(nd)
+        if op == "slice":
+            sl = tuple(slice(s, l, t) for s, l, t in zip(attrs["starts"], attrs["limits"], attrs["strides"]))
+            return arrays[0][sl].astype(nd)
+        if op == "reverse":
+            return np.flip(arrays[0], axis=tuple(attrs["dimensions"])).astype(nd)
+        if op == "concatenate":
+            return np.concatenate(arrays, axis=attrs["dimension"]).astype(nd)
+        if op in _NP_UNARY and _NP_UNARY[op] is not None and arrays[0].dtype.kind == "f":
+            return _NP_UNARY[op](arrays[0].astype(np.float32)).astype(nd)
+        if op in _NP_BINARY and _NP_BINARY[op] is not None and arrays[0].dtype.kind in "fiu":
+            return _NP_BINARY[op](arrays[0], arrays[1]).astype(nd)
+    return None
+
+
+def check_hbm(graph, target):
+    """TensorTooLargeError when the program's tensors cannot fit the target's HBM."""
+    from neuronxcc.hwm import get_target
+    tm = get_target(target)
+    total = 0
+    for v in graph.values.values():
+        if v.nbytes > tm.hbm_bytes_per_core:
+            raise TensorTooLargeError("Tensor %s (%s%s, %d bytes) exceeds the %s HBM of %d bytes per NeuronCore"
+                                      % (v.name, v.dtype, list(v.shape), v.nbytes, tm.name,
+                                         tm.hbm_bytes_per_core))
+    for n in list(graph.inputs) + list(graph.outputs):
+        total += graph.values[n].nbytes
+    if total > tm.hbm_bytes_per_core:
+        raise TensorTooLargeError("The program's inputs and outputs need %d bytes, more than the %s HBM of %d "
+                                  "bytes per NeuronCore" % (total, tm.name, tm.hbm_bytes_per_core))
+
+
+def hlo_to_penguin(module, target="trn1"):
+    """The library entry: an HloModule -> a verified Penguin Graph."""
+    g = Converter(module).convert_entry()
+    check_hbm(g, target)
+    return g
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="hlo2penguin", description="Lower an HLO module to a Penguin IR file.")
+    ap.add_argument("model", help="HLO module (HloModuleProto, HloProto, HLO text or model directory)")
+    ap.add_argument("--output", "-o", default="penguin.json")
+    ap.add_argument("--target", default="trn1")
+    ap.add_argument("--options", default="", help="hlo2tensorizer options (accepted, recorded)")
+    args = ap.parse_args(argv)
+    try:
+        from neuronxcc.hlo import load_module
+        module = load_module(args.model)
+        g = hlo_to_penguin(module, args.target)
+        g.attrs["target"] = args.target
+        g.attrs["options"] = args.options
+        ir.save(g, args.output)
+    except CompilerError as e:
+        log.debug("hlo2penguin failed", exc_info=True)
+        sys.stderr.write(e.one_line() + "\n")
+        return 70
+    except Exception as e:  # never a traceback on the console
+        log.debug("hlo2penguin crashed", exc_info=True)
+        sys.stderr.write(InternalCompilerError("hlo2penguin: %s: %s" % (type(e).__name__, e)).one_line() + "\n")
+        return 70
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
