@@ -1,0 +1,328 @@
+"""BIR JSON serde and per-engine streams.
+
+Module JSON (``format: "bir"``, ``version: 1``)::
+
+  {"format": "bir", "version": 1, "name": ..., "target": "trn1", "attrs": {...},
+   "tensors": [{"name", "kind", "dtype", "shape", "data"?: {"encoding": "base64", "bytes": ...}}],
+   "inputs": [names], "outputs": [names],
+   "memlocs": [{"name", "memory", "partitions", "bytes_per_partition", "start_partition", "byte_offset"}],
+   "body": [node, ...]}
+
+  node: {"kind": "inst", "id", "opcode", "engine", "dsts": [ap], "srcs": [ap], "attrs": {},
+         "waits": [[sem, value]], "signals": [[sem, inc]], "name"?}
+      | {"kind": "loop", "id", "var", "start", "stop", "step", "body": [...]}
+      | {"kind": "while", "id", "cond", "max_trips"?, "body": [...]}
+      | {"kind": "if", "id", "cond", "then": [...], "else": [...]}
+  ap:   {"target", "dtype", "offset": int | pelican JSON, "pattern": [[step, num], ...],
+         "start_partition": int | null, "num_partitions": int | null}
+
+Wait values are ints or pelican JSON like offsets. Const data is the raw
+little-endian bytes of the tensor in its dtype (omitted with const_data=False;
+the NEFF stores constants as .npy members instead).
+
+Streams: ``split_by_engine(module)`` -> {engine: [nodes]} keeps every
+instruction of that engine with its id, inside copies of the control nodes
+(same ids) that enclose it; control nodes holding no instruction at all go to
+the SP stream. ``merge_engine_streams(header, streams)`` rebuilds the body by
+merging control nodes with equal ids and ordering siblings by id, so
+``merge(split(m)) == m`` for a module whose ids are in program order.
+"""
+import base64
+import json
+
+import numpy as np
+
+from neuronxcc.errors import BirFormatError
+from neuronxcc.starfish.birpy import dtypes as _dt
+from neuronxcc.starfish.birpy.ir import AccessPattern, If, Instruction, Loop, MemLoc, Module, Tensor, While, _pelican
+
+__all__ = ["module_to_json", "module_from_json", "save", "load", "dumps", "loads", "node_to_json",
+           "node_from_json", "split_by_engine", "merge_engine_streams", "stream_to_json", "stream_from_json"]
+
+FORMAT = "bir"
+VERSION = 1
+
+
+def _expr_to_json(e):
+    if isinstance(e, int):
+        return e
+    if e.is_const():
+        return int(e)
+    return e.to_json()
+
+
+def _expr_from_json(obj):
+    pel = _pelican()
+    if isinstance(obj, bool):
+        raise BirFormatError("expected an integer or pelican expression, got %r" % (obj,))
+    if isinstance(obj, int):
+        return pel.const(obj)
+    if isinstance(obj, str):
+        return pel.parse(obj)
+    return pel.Expr.from_json(obj)
+
+
+def _wait_value_to_json(v):
+    return v if isinstance(v, int) else _expr_to_json(v)
+
+
+def _wait_value_from_json(v):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    e = _expr_from_json(v)
+    return int(e) if e.is_const() else e
+
+
+def ap_to_json(ap):
+    return {"target": ap.target, "dtype": ap.dtype, "offset": _expr_to_json(ap.offset),
+            "pattern": [list(p) for p in ap.pattern], "start_partition": ap.start_partition,
+            "num_partitions": ap.num_partitions}
+
+
+def ap_from_json(obj):
+    return AccessPattern(obj["target"], obj["dtype"], _expr_from_json(obj.get("offset", 0)),
+                         obj.get("pattern"), obj.get("start_partition"), obj.get("num_partitions"))
+
+
+def _attr_to_json(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (list, tuple)):
+        return [_attr_to_json(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _attr_to_json(x) for k, x in v.items()}
+    return v
+
+
+def node_to_json(n):
+    if n.kind == "inst":
+        d = {"kind": "inst", "id": n.id, "opcode": n.opcode, "engine": n.engine,
+             "dsts": [ap_to_json(a) for a in n.dsts], "srcs": [ap_to_json(a) for a in n.srcs],
+             "attrs": _attr_to_json(n.attrs), "waits": [[s, _wait_value_to_json(v)] for s, v in n.waits],
+             "signals": [[s, v] for s, v in n.signals]}
+        if n.name is not None:
+            d["name"] = n.name
+        return d
+    if n.kind == "loop":
+        return {"kind": "loop", "id": n.id, "var": n.var, "start": n.start, "stop": n.stop, "step": n.step,
+                "body": [node_to_json(c) for c in n.body]}
+    if n.kind == "while":
+        d = {"kind": "while", "id": n.id, "cond": n.cond, "body": [node_to_json(c) for c in n.body]}
+        if n.max_trips is not None:
+            d["max_trips"] = n.max_trips
+        return d
+    if n.kind == "if":
+        return {"kind": "if", "id": n.id, "cond": n.cond, "then": [node_to_json(c) for c in n.then_body],
+                "else": [node_to_json(c) for c in n.else_body]}
+    raise TypeError("not a BIR node: %r" % (n,))
+
+
+def node_from_json(d):
+    k = d.get("kind")
+    if k == "inst":
+        return Instruction(d["opcode"], d["engine"], [ap_from_json(a) for a in d.get("dsts", [])],
+                           [ap_from_json(a) for a in d.get("srcs", [])], d.get("attrs", {}),
+                           [(s, _wait_value_from_json(v)) for s, v in d.get("waits", [])],
+                           [(s, v) for s, v in d.get("signals", [])], d.get("id"), d.get("name"))
+    if k == "loop":
+        return Loop(d["var"], d["start"], d["stop"], d.get("step", 1), [node_from_json(c) for c in d["body"]], d.get("id"))
+    if k == "while":
+        return While(d["cond"], [node_from_json(c) for c in d["body"]], d.get("id"), d.get("max_trips"))
+    if k == "if":
+        return If(d["cond"], [node_from_json(c) for c in d.get("then", [])],
+                  [node_from_json(c) for c in d.get("else", [])], d.get("id"))
+    raise BirFormatError("unknown BIR node kind %r" % (k,))
+
+
+def _tensor_to_json(t, const_data):
+    d = {"name": t.name, "kind": t.kind, "dtype": t.dtype, "shape": list(t.shape)}
+    if const_data and t.data is not None:
+        arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
+        d["data"] = {"encoding": "base64", "bytes": base64.b64encode(arr.tobytes()).decode("ascii")}
+    return d
+
+
+def _tensor_from_json(d):
+    data = None
+    if d.get("data") is not None:
+        enc = d["data"]
+        if enc.get("encoding") != "base64":
+            raise BirFormatError("tensor %s: unknown data encoding %r" % (d["name"], enc.get("encoding")))
+        raw = base64.b64decode(enc["bytes"])
+        data = np.frombuffer(raw, dtype=_dt.np_dtype(d["dtype"])).reshape(d["shape"]).copy()
+    return Tensor(d["name"], d["kind"], d["dtype"], d["shape"], data)
+
+
+def module_to_json(m, body=True, const_data=True):
+    d = {"format": FORMAT, "version": VERSION, "name": m.name, "target": m.target, "attrs": _attr_to_json(m.attrs),
+         "tensors": [_tensor_to_json(t, const_data) for t in m.tensors.values()],
+         "inputs": list(m.inputs), "outputs": list(m.outputs),
+         "memlocs": [{"name": x.name, "memory": x.memory, "partitions": x.partitions,
+                      "bytes_per_partition": x.bytes_per_partition, "start_partition": x.start_partition,
+                      "byte_offset": x.byte_offset} for x in m.memlocs.values()]}
+    if body:
+        d["body"] = [node_to_json(n) for n in m.body]
+    return d
+
+
+def module_from_json(d):
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise BirFormatError("not a BIR module (expected a JSON object with format 'bir')")
+    if d.get("version") != VERSION:
+        raise BirFormatError("unsupported BIR version %r (this reader knows %d)" % (d.get("version"), VERSION))
+    try:
+        m = Module(d.get("name", "module"), d.get("target", "trn1"))
+        m.attrs = dict(d.get("attrs", {}))
+        for t in d.get("tensors", []):
+            m.tensors[t["name"]] = _tensor_from_json(t)
+        m.inputs = list(d.get("inputs", []))
+        m.outputs = list(d.get("outputs", []))
+        for x in d.get("memlocs", []):
+            m.memlocs[x["name"]] = MemLoc(x["name"], x["memory"], x["partitions"], x["bytes_per_partition"],
+                                          x.get("start_partition"), x.get("byte_offset"))
+        m.body = [node_from_json(n) for n in d.get("body", [])]
+    except BirFormatError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise BirFormatError("malformed BIR JSON: %s: %s" % (type(e).__name__, e))
+    return m
+
+
+def dumps(m, indent=None):
+    return json.dumps(module_to_json(m), indent=indent)
+
+
+def loads(text):
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise BirFormatError("BIR JSON does not parse: %s" % e)
+    return module_from_json(obj)
+
+
+def save(m, path, indent=None):
+    """Write module M as BIR JSON to PATH."""
+    with open(path, "w") as f:
+        json.dump(module_to_json(m), f, indent=indent)
+        f.write("\n")
+
+
+def load(path):
+    """Read a BIR JSON file. Raises BirFormatError on anything unreadable."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise BirFormatError("cannot read BIR file %s: %s" % (path, e.strerror or e))
+    return loads(text)
+
+
+# -- per-engine streams ------------------------------------------------------
+
+def _engines_in(node, memo):
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if node.kind == "inst":
+        r = {node.engine}
+    else:
+        r = set()
+        for child in node.children():
+            for c in child:
+                r |= _engines_in(c, memo)
+    memo[key] = r
+    return r
+
+
+def _filter(body, engine, memo):
+    out = []
+    for n in body:
+        engs = _engines_in(n, memo)
+        if n.kind == "inst":
+            if n.engine == engine:
+                out.append(n)
+            continue
+        if engine not in engs and not (not engs and engine == "SP"):
+            continue
+        if n.kind == "loop":
+            out.append(Loop(n.var, n.start, n.stop, n.step, _filter(n.body, engine, memo), n.id))
+        elif n.kind == "while":
+            out.append(While(n.cond, _filter(n.body, engine, memo), n.id, n.max_trips))
+        else:
+            out.append(If(n.cond, _filter(n.then_body, engine, memo), _filter(n.else_body, engine, memo), n.id))
+    return out
+
+
+def split_by_engine(module):
+    """{engine: [nodes]} for every engine that has work (ids kept; see module doc)."""
+    module.ensure_ids()
+    memo = {}
+    streams = {}
+    from neuronxcc.starfish.birpy.opcodes import ENGINES
+    for eng in ENGINES:
+        nodes = _filter(module.body, eng, memo)
+        if nodes:
+            streams[eng] = nodes
+    return streams
+
+
+def stream_to_json(nodes):
+    return [node_to_json(n) for n in nodes]
+
+
+def stream_from_json(obj):
+    return [node_from_json(n) for n in obj]
+
+
+def _merge(lists):
+    by_id = {}
+    order = []
+    for lst in lists:
+        for n in lst:
+            if n.id is None:
+                raise BirFormatError("engine stream node without an id: %r" % (n,))
+            if n.id not in by_id:
+                by_id[n.id] = [n]
+                order.append(n.id)
+            else:
+                by_id[n.id].append(n)
+    out = []
+    for i in sorted(order):
+        group = by_id[i]
+        first = group[0]
+        if first.kind == "inst":
+            if len(group) > 1:
+                raise BirFormatError("instruction id %d appears in more than one engine stream" % i)
+            out.append(first)
+            continue
+        if any(g.kind != first.kind for g in group):
+            raise BirFormatError("node id %d has different kinds in different streams" % i)
+        if first.kind == "loop":
+            out.append(Loop(first.var, first.start, first.stop, first.step, _merge([g.body for g in group]), i))
+        elif first.kind == "while":
+            out.append(While(first.cond, _merge([g.body for g in group]), i, first.max_trips))
+        else:
+            out.append(If(first.cond, _merge([g.then_body for g in group]), _merge([g.else_body for g in group]), i))
+    return out
+
+
+def merge_engine_streams(header, streams):
+    """Rebuild a module from HEADER (a Module or module JSON; its body is ignored)
+    and STREAMS ({engine: [nodes] or stream JSON})."""
+    if isinstance(header, dict):
+        header = module_from_json(dict(header, body=[]))
+    m = Module(header.name, header.target)
+    m.tensors = dict(header.tensors)
+    m.memlocs = dict(header.memlocs)
+    m.inputs = list(header.inputs)
+    m.outputs = list(header.outputs)
+    m.attrs = dict(header.attrs)
+    lists = []
+    for eng, nodes in streams.items():
+        if nodes and isinstance(nodes[0], dict):
+            nodes = stream_from_json(nodes)
+        lists.append(list(nodes))
+    m.body = _merge(lists)
+    return m
