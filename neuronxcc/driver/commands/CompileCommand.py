@@ -1,0 +1,393 @@
+"""``neuronx-cc compile``: build the job pipeline for a compile and run it.
+
+buildPipeline(argv, logger) -> (pipeline, args), in the seed's order:
+  1. parse (``Arguments.splitArgv`` first, so argument order never matters and
+     unknown flags become logged warnings, not errors);
+  2. processSerialTpbOpts, validateArgs;
+  3. flag normalisation (optlevel; ``-O0`` turns the new backend off);
+  4. names = collectFrontendPipeline + collectWalrusPipeline + collectBackendPipeline
+     (plain list concatenation: the collectors' order IS the compile order),
+     or the stages ``--pipeline`` names;
+  5. the name special-case filter (golden jobs, Watchpoint, BIRSim);
+  6. jobRegistry.makePipeline(names).
+
+--optlevel shapes flags and walrus passes, never the job list.
+
+runPipeline: a fresh work directory per compile (``tempfile.mkdtemp`` under
+--temp-dir or the launch dir, so two compiles in one cwd never share files),
+the input staged as ``model.hlo_module.pb``, progress dots on stdout, the
+jobs, then ``--output`` published atomically only when every job passed.
+The work directory is removed on success unless SaveTemps ran; it is kept
+(and its path logged) on failure.
+"""
+import argparse
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from neuronxcc.driver import CompileState as files
+from neuronxcc.driver.Arguments import InterceptingArgumentParser, addCompileArguments, splitArgv
+from neuronxcc.driver.CompileState import CompileState
+from neuronxcc.driver.DriverLogging import FILE_ONLY, USER
+from neuronxcc.driver.commands.CommandInterface import CommandInterface
+from neuronxcc.errors import (InputFileError, InternalCompilerError, InvalidArgumentError,
+                              NotBuiltYetError)
+
+XLAInterface = "XLA"
+GOLDEN_JOBS = ("XLAInferGoldens", "InferGoldens", "MetaInferGoldens")
+# --pipeline stage names -> which collectors they take.
+STAGES = {"compile": ("front", "walrus", "backend"), "tensorize": ("front",)}
+PROGRESS_DOT_SECONDS = 20.0
+
+
+class _ProgressDots:
+    """Prints '.' on stdout when the pipeline starts and every PROGRESS_DOT_SECONDS after."""
+
+    def __init__(self, interval=PROGRESS_DOT_SECONDS):
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _dot(self):
+        try:
+            sys.stdout.write(".")
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            self._dot()
+
+    def __enter__(self):
+        self._dot()
+        self._thread = threading.Thread(target=self._loop, name="neuronx-cc-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        try:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        return False
+
+
+class CompileCommand(CommandInterface):
+    def __init__(self):
+        from neuronxcc.driver.JobRegistry import JobRegistry
+
+        self.logger = logging.getLogger("neuronxcc.driver.commands.CompileCommand")
+        self.jobRegistry = JobRegistry()
+        self.parser = self.makeParser()
+        self.pipeline = None          # the job-name list of the last buildPipeline
+        self.walrus_passes = []       # forwarded as one --walrus-passes argument
+        self.logical_nc_config = None
+        self.unknown_args = []
+        self.argv_split = None
+
+    def getCommandName(self):
+        return "compile"
+
+    def getDescription(self):
+        return "Compile a neural network model"
+
+    # -- parsing -------------------------------------------------------------------
+    def makeParser(self, show_hidden=False):
+        p = InterceptingArgumentParser(prog="neuronx-cc compile", description=self.getDescription(),
+                                       show_hidden=show_hidden)
+        addCompileArguments(p)
+        self.jobRegistry.RegisterArgs(p)
+        p.add_argument("--help-hidden", action=_HelpHiddenAction, command=self,
+                       help="show help including the internal flags")
+        return p
+
+    def parseArgs(self, argv, logger=None):
+        logger = logger or self.logger
+        split = splitArgv(self.parser, argv)
+        for unk in split.unknown:
+            logger.warning("Ignoring unknown compile option %s", " ".join(unk))
+        self.unknown_args = split.unknown
+        self.argv_split = split
+        return self.parser.parse_args(split.normalized())
+
+    def processSerialTpbOpts(self, args):
+        """Logical NeuronCore config: default per target (2 on trn2-class, else 1), then checked."""
+        v3 = args.target in ("trn2", "trn2n", "trn3")
+        if args.logical_nc_config is None:
+            args.logical_nc_config = 2 if v3 else 1
+        if args.logical_nc_config not in (1, 2):
+            raise InvalidArgumentError("Unsupported logical NeuronCore config %s (choose 1 or 2)"
+                                       % args.logical_nc_config, code="NCC_EARG001")
+        if args.logical_nc_config == 2 and not v3:
+            raise InvalidArgumentError("Logical NeuronCore config 2 is supported on trn2 only, not on %s"
+                                       % args.target, code="NCC_EARG001")
+        self.logical_nc_config = args.logical_nc_config
+
+    def validateArgs(self, args):
+        from neuronxcc import hwm
+
+        if not args.model_files:
+            raise InvalidArgumentError("no input model given (neuronx-cc compile <model_files> ...)")
+        if len(args.model_files) > 1:
+            raise InvalidArgumentError("only one input model is supported, got %d: %s"
+                                       % (len(args.model_files), " ".join(args.model_files)))
+        path = args.model_files[0]
+        if not os.path.exists(path):
+            raise InputFileError("input file not found: %s" % path)
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            raise InputFileError("input file is empty: %s" % path)
+        try:
+            hwm.get_target(args.target)
+        except KeyError:
+            raise InvalidArgumentError("target %s is not modelled by this compiler (known: %s)"
+                                       % (args.target, ", ".join(hwm.known_targets())))
+        iid = args.implicit_integer_downcast
+        if iid not in ("default", "all", "none"):
+            from neuronxcc.driver.Arguments import DOWNCAST_OPS
+
+            bad = [o for o in iid.split(",") if o not in DOWNCAST_OPS]
+            if bad:
+                raise InvalidArgumentError("--implicit-integer-downcast: unknown op(s) %s" % ",".join(bad))
+        if args.execute_repetition < 1:
+            raise InvalidArgumentError("--execute-repetition must be at least 1")
+        if args.pipeline:
+            for stage in args.pipeline:
+                if stage not in STAGES:
+                    self.jobRegistry.getJobClass(stage)  # raises naming an unknown job
+        out_dir = os.path.dirname(os.path.abspath(args.output)) or "."
+        if not os.path.isdir(out_dir):
+            raise InvalidArgumentError("output directory does not exist: %s" % out_dir)
+
+    def normalizeFlags(self, args):
+        if args.enable_experimental_O1:
+            args.optlevel = "1"
+        if args.optlevel == "0":
+            args.enable_internal_new_backend = False
+        if args.auto_cast_type == "fp8_e4m3" and args.target in ("trn1", "trn1n", "inf2"):
+            self.logger.warning("--auto-cast-type fp8_e4m3 needs trn2; computing in bf16 on %s", args.target)
+
+    # -- the three collectors --------------------------------------------------------
+    def collectFrontendPipeline(self, args):
+        if args.meta_module:
+            # A sub-module linked later: goldens and the static IO transpose happen at link time.
+            self.logical_nc_config = 1
+            return ["HLOToTensorizer", "Frontend"]
+        goldens = "XLAInferGoldens" if args.framework == XLAInterface else "InferGoldens"
+        return ["HLOToTensorizer", goldens, "Frontend", "StaticIOTranspose"]
+
+    def collectWalrusPipeline(self, args):
+        from neuronxcc.driver.jobs.WalrusDriver import walrusPassesFor
+
+        self.walrus_passes = walrusPassesFor(args)
+        return ["WalrusDriver"]
+
+    def collectBackendPipeline(self, args):
+        pipeline = []
+        if (not args.enable_internal_modular_compilation
+                and not args.enable_internal_bir_linker
+                and args.layer_unroll_factor > 0):
+            if args.internal_run_standalone_legacy_compilation:
+                pipeline.append("Backend")
+            pipeline.append("Kelper")
+            if args.enable_internal_neff_wrapper:
+                pipeline.append("NeffWrapper")
+        return pipeline
+
+    def filterJobNames(self, names, args):
+        """The name special-case loop.
+
+        * golden jobs are dropped when nothing reads goldens (no WalrusDriver in
+          the list, or the bir_sim pass is off); MetaInferGoldens is spelled
+          InferGoldens here;
+        * BIRSim is not a job here: it turns the walrus ``bir_sim`` pass on;
+        * Watchpoint stays (only reachable through --pipeline).
+        """
+        if "BIRSim" in names and "bir_sim" not in self.walrus_passes:
+            self.walrus_passes.append("bir_sim")
+        goldens_read = "WalrusDriver" in names and "bir_sim" in self.walrus_passes
+        out = []
+        for name in names:
+            if name in GOLDEN_JOBS:
+                if not goldens_read:
+                    continue
+                name = "InferGoldens" if name == "MetaInferGoldens" else name
+            elif name == "BIRSim":
+                continue
+            if name not in out:
+                out.append(name)
+        return out
+
+    def buildPipeline(self, argv, logger=None):
+        logger = logger or self.logger
+        args = self.parseArgs(argv, logger)
+        self.processSerialTpbOpts(args)
+        self.validateArgs(args)
+        self.normalizeFlags(args)
+        fe = self.collectFrontendPipeline(args)
+        wd = self.collectWalrusPipeline(args)
+        be = self.collectBackendPipeline(args)
+        names = fe + wd + be
+        if args.pipeline:
+            parts = {"front": fe, "walrus": wd, "backend": be}
+            names = []
+            for stage in args.pipeline:
+                if stage in STAGES:
+                    for part in STAGES[stage]:
+                        names += parts[part]
+                else:
+                    names.append(stage)
+        names = self.filterJobNames(names, args)
+        self.pipeline = names
+        pipeline = self.jobRegistry.makePipeline(names)
+        logger.debug("Job pipeline: %s; walrus passes: %s", " ".join(names), ",".join(self.walrus_passes))
+        return (pipeline, args)
+
+    # -- running -----------------------------------------------------------------------
+    def stageInput(self, state):
+        """Write the input as ``model.hlo_module.pb`` (HloModuleProto bytes) into the work dir."""
+        from neuronxcc.driver.Libraries import require
+
+        src = state.input_path
+        try:
+            load_module = require("neuronxcc.hlo", "load_module")
+        except NotBuiltYetError as e:
+            # The HLO layer is not there yet: keep the bytes as given.
+            if os.path.isdir(src):
+                raise NotBuiltYetError("reading a model directory needs neuronxcc.hlo, which is not built yet") from e
+            self.logger.info("neuronxcc.hlo is not available (%s); staging the input bytes unchanged", e)
+            shutil.copyfile(src, files.MODEL)
+            return
+        module = load_module(src)
+        state.module_name = getattr(module, "name", None)
+        data = module.to_proto_bytes()
+        with open(files.MODEL, "wb") as f:
+            f.write(data)
+
+    def publishOutputs(self, state, pipeline_names):
+        """Copy the NEFF (and wrapped_neff.hlo) out of the work dir: temp file + rename."""
+        if "Kelper" not in pipeline_names:
+            self.logger.info("No NEFF is produced by pipeline %s; %s not written", " ".join(pipeline_names),
+                             state.output)
+            return
+        neff = state.path(files.NEFF)
+        if not os.path.isfile(neff):
+            raise InternalCompilerError("Kelper finished without writing %s" % files.NEFF)
+        _atomicCopy(neff, state.output)
+        wrapped = state.path(files.WRAPPED_NEFF_HLO)
+        if "NeffWrapper" in pipeline_names and os.path.isfile(wrapped):
+            _atomicCopy(wrapped, os.path.join(os.path.dirname(state.output), files.WRAPPED_NEFF_HLO))
+
+    def runPipeline(self, pipeline, args):
+        from neuronxcc.driver.Job import Job, setLaunchDir
+
+        launch = os.getcwd()
+        setLaunchDir(launch)
+        state = CompileState(args, command=self, launch_dir=launch, output=Job.getAbsPath(args.output))
+        state.input_path = Job.getAbsPath(args.model_files[0])
+        state.argv_split = self.argv_split
+        base = Job.getAbsPath(args.temp_dir) if args.temp_dir else launch
+        os.makedirs(base, exist_ok=True)
+        state.workdir = tempfile.mkdtemp(prefix="neuronxcc-", dir=base)
+        self.logger.info("Intermediate files stored in %s, output in %s", state.workdir, state.output)
+        names = pipeline.getJobNames()
+        ok = False
+        os.chdir(state.workdir)
+        try:
+            self.stageInput(state)
+            with _ProgressDots():
+                pipeline.runSingleInput(state)
+            self.publishOutputs(state, names)
+            ok = True
+        except BaseException:
+            self._saveTempsAfterFailure(pipeline, state)
+            raise
+        finally:
+            os.chdir(launch)
+            setLaunchDir(None)
+            self.logMetrics(pipeline)
+            if ok and not state.keep_workdir:
+                shutil.rmtree(state.workdir, ignore_errors=True)
+            else:
+                self.logger.log(USER if not ok else logging.INFO, "Artifacts stored in: %s", state.workdir,
+                                extra=FILE_ONLY)
+        return 0
+
+    def _saveTempsAfterFailure(self, pipeline, state):
+        for job in pipeline:
+            if job.getName() == "SaveTemps" and not getattr(job, "done", False):
+                try:
+                    job.run(state)
+                except Exception as e:  # best effort: the original failure is what matters
+                    self.logger.debug("SaveTemps after failure did not complete: %s", e, exc_info=True)
+
+    def logMetrics(self, pipeline):
+        for name, secs in pipeline.job_times.items():
+            self.logger.info("Job %s took %.3f seconds", name, secs)
+
+    def run(self, argv, logfile=None):
+        try:
+            pipeline, args = self.buildPipeline(argv, self.logger)
+            if args.internal_test_crash_signal:
+                _crash(args.internal_test_crash_signal)
+            self.runPipeline(pipeline, args)
+        except BaseException as e:
+            if not (isinstance(e, SystemExit) and not e.code):
+                _status("FAIL")
+            raise
+        _status("PASS")
+        return 0
+
+
+class _HelpHiddenAction(argparse.Action):
+    """--help-hidden: print the compile help with the internal flags listed, exit 0."""
+
+    def __init__(self, option_strings, dest, command=None, **kw):
+        self.command = command
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.command.makeParser(show_hidden=True).print_help()
+        parser.exit(0)
+
+
+def _status(word):
+    print("Compiler status %s" % word)
+    sys.stdout.flush()
+    logging.getLogger("neuronxcc.driver.commands.CompileCommand").log(USER, "Compiler status %s", word,
+                                                                      extra=FILE_ONLY)
+
+
+def _crash(name):
+    """TEST ONLY (--internal-test-crash-signal): kill this process with a signal."""
+    n = str(name).upper()
+    if not n.startswith("SIG"):
+        n = "SIG" + n
+    sig = getattr(signal, n, None)
+    if sig is None:
+        raise InvalidArgumentError("--internal-test-crash-signal: unknown signal %s" % name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    time.sleep(5)
+    raise InternalCompilerError("signal %s did not end the process" % n)
+
+
+def _atomicCopy(src, dst):
+    tmp = "%s.tmp-%d" % (dst, os.getpid())
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,58 @@
+"""Frontend (in-process): Penguin IR -> BIR with the Penguin middle-end.
+
+Stages the builtin custom-op libraries first: ``findCustomOpDataDir()``,
+"Custom op data directory not found" when it is missing, then each of
+``libbuiltincustomop_cpu0..7.so`` that is a file. Then calls
+
+  neuronxcc.starfish.penguin.frontend.run_frontend(
+      "penguin.json", "sg00", target=T, custom_op_libs=[...], options=args)
+
+which writes sg00/bir.json.
+"""
+import os
+import pathlib
+
+from neuronxcc.driver import CompileState as files
+from neuronxcc.driver.Job import Job
+from neuronxcc.errors import InternalCompilerError
+
+CUSTOM_OP_PREFIX = "libbuiltincustomop_cpu"
+NUM_BUILTIN_CUSTOM_OP_LIBS = 8
+builtin_libnames = ["%s%d.so" % (CUSTOM_OP_PREFIX, i) for i in range(NUM_BUILTIN_CUSTOM_OP_LIBS)]
+
+
+class CustomOpDataDirNotFound(InternalCompilerError):
+    code = "NCC_ICOP001"
+
+
+def stageBuiltinCustomOps():
+    """Paths of the builtin custom-op libraries present in the package's data dir."""
+    from neuronxcc.driver.jobs.support.FindCustomOpData import findCustomOpDataDir
+
+    data_dir = findCustomOpDataDir()
+    if not os.path.isdir(data_dir):
+        raise CustomOpDataDirNotFound("Custom op data directory not found: %s" % data_dir)
+    staged = []
+    for libname in builtin_libnames:
+        p = pathlib.Path(data_dir) / libname
+        if p.is_file():
+            staged.append(str(p))
+    return staged
+
+
+class Frontend(Job):
+    @classmethod
+    def RegisterArgs(cls, parser):
+        pass
+
+    def runSingleInput(self, state):
+        from neuronxcc.driver.Libraries import require
+
+        self.requireFile(files.PENGUIN, "HLOToTensorizer")
+        libs = stageBuiltinCustomOps()
+        self.log("staged %d builtin custom-op librar%s" % (len(libs), "y" if len(libs) == 1 else "ies"))
+        run_frontend = require("neuronxcc.starfish.penguin.frontend", "run_frontend", who="Frontend")
+        os.makedirs(files.SG_DIR, exist_ok=True)
+        run_frontend(files.PENGUIN, files.SG_DIR, target=state.args.target, custom_op_libs=libs,
+                     options=state.args)
+        self.requireFile(files.BIR, "the Penguin frontend")

@@ -1,0 +1,153 @@
+"""WalrusDriver (native): one ``walrus_driver`` process runs every backend pass.
+
+The pass list is built by ``walrusPassesFor(args)`` (called from
+CompileCommand.collectWalrusPipeline, stored as ``walrus_passes``) from the
+one pass-name table ``neuronxcc.walrus.pass_names.PASS_NAMES`` and forwarded
+as a single ``--walrus-passes a,b,c`` argument:
+
+  walrus_driver --input sg00/bir.json --output sg00/walrus.bir.json
+                --walrus-passes P1,P2,... --target T --metrics sg00/metrics.json
+                [--goldens goldens.npz]
+
+Default passes and gates (the order is the execution order):
+  lsa                       always (experimental_loop_lsa with --internal-experimental-loop-lsa)
+  unroll                    -O2 and up
+  lower_ac                  always: access patterns must be in hardware form
+  bir_splitter              always: oversized instructions must be split
+  partitioner               always
+  tensorcopy_accel          -O2 and up (engine choice for copies, before scheduling)
+  vn_splitter               -O2 and up (shorter live ranges before allocation)
+  pre_sched                 -O1 and up
+  coloring + coloring_allocator   -O2/-O3 (better packing, slower compile)
+  linear_scan_allocator     -O0/-O1 (fast compile); --internal-allocator overrides
+  dma_optimization          -O1 and up
+  anti_dependency_analyzer  always: semaphores are what make the program correct
+  post_sched                -O1 and up
+  shift_left                with --internal-enable-shift-left (experimental_loop_shift_left
+                            together with --internal-experimental-loop-lsa)
+  dep_reduction             -O1 and up
+  print_metrics             always (writes sg00/metrics.json)
+  birverifier               always, unless --internal-backend-options='--enable-verifier=false'
+  bir_sim                   on by default; off with --internal-disable-bir-sim. At run time it is
+                            dropped when goldens.npz is absent (program over the golden budget).
+``--internal-walrus-passes a,b`` replaces the list; ``--skip-pass X`` (also inside
+--internal-backend-options) removes passes. Unknown pass names are an error.
+"""
+import os
+import shlex
+
+from neuronxcc.driver import CompileState as files
+from neuronxcc.driver.Job import Job
+from neuronxcc.errors import InvalidArgumentError
+
+
+def _passTable():
+    from neuronxcc.walrus.pass_names import PASS_NAMES
+
+    return PASS_NAMES
+
+
+def _checkNames(names, where):
+    table = _passTable()
+    bad = [n for n in names if n not in table]
+    if bad:
+        raise InvalidArgumentError("%s: unknown walrus pass%s %s (known: %s)"
+                                   % (where, "es" if len(bad) > 1 else "", ", ".join(bad), ", ".join(table)))
+    return names
+
+
+def _backendOptions(args):
+    """(skip passes, verifier on?) from --internal-backend-options; the rest is ignored here."""
+    skips, verifier = [], True
+    toks = shlex.split(getattr(args, "internal_backend_options", "") or "")
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t.startswith("--skip-pass="):
+            skips += [s for s in t.split("=", 1)[1].split(",") if s]
+        elif t == "--skip-pass" and i + 1 < len(toks):
+            skips += [s for s in toks[i + 1].split(",") if s]
+            i += 1
+        elif t.startswith("--enable-verifier="):
+            verifier = t.split("=", 1)[1].strip().lower() not in ("false", "0", "no", "off")
+        i += 1
+    return skips, verifier
+
+
+def walrusPassesFor(args):
+    """The --walrus-passes list for a parsed compile Namespace (see module docstring)."""
+    opt = int(getattr(args, "optlevel", "2") or 2)
+    skips, verifier = _backendOptions(args)
+    for s in getattr(args, "skip_pass", None) or []:
+        skips += [x for x in s.split(",") if x]
+    override = getattr(args, "internal_walrus_passes", None)
+    if override:
+        passes = _checkNames([p for p in override.split(",") if p], "--internal-walrus-passes")
+    else:
+        loop = getattr(args, "internal_experimental_loop_lsa", False)
+        allocator = getattr(args, "internal_allocator", None) or ("coloring" if opt >= 2 else "linear-scan")
+        passes = ["experimental_loop_lsa" if loop else "lsa"]
+        if opt >= 2:
+            passes.append("unroll")
+        passes += ["lower_ac", "bir_splitter", "partitioner"]
+        if opt >= 2:
+            passes += ["tensorcopy_accel", "vn_splitter"]
+        if opt >= 1:
+            passes.append("pre_sched")
+        if allocator == "coloring":
+            passes += ["coloring", "coloring_allocator"]
+        else:
+            passes.append("linear_scan_allocator")
+        if opt >= 1:
+            passes.append("dma_optimization")
+        passes.append("anti_dependency_analyzer")
+        if opt >= 1:
+            passes.append("post_sched")
+        if getattr(args, "internal_enable_shift_left", False):
+            passes.append("experimental_loop_shift_left" if loop else "shift_left")
+        if opt >= 1:
+            passes.append("dep_reduction")
+        passes.append("print_metrics")
+        if verifier:
+            passes.append("birverifier")
+        if not getattr(args, "internal_disable_bir_sim", False):
+            passes.append("bir_sim")
+    _checkNames(skips, "--skip-pass")
+    return [p for p in passes if p not in skips]
+
+
+class WalrusDriver(Job):
+    executableLocation = "walrus_driver"
+    replayScript = "replay_walrus.sh"
+
+    @classmethod
+    def RegisterArgs(cls, parser):
+        h = parser.add_hidden
+        h("--internal-walrus-passes", default=None, help="comma list replacing the default walrus passes")
+        h("--skip-pass", action="append", default=None, help="walrus pass(es) to leave out (comma list)")
+        h("--internal-allocator", choices=("coloring", "linear-scan"), default=None,
+          help="SBUF/PSUM allocator (default: coloring at -O2/-O3, linear-scan at -O0/-O1)")
+        h("--internal-disable-bir-sim", action="store_true",
+          help="do not check the compiled program against the goldens on birsim")
+        h("--internal-experimental-loop-lsa", action="store_true")
+        h("--internal-enable-shift-left", action="store_true")
+
+    def passesForRun(self, state):
+        passes = list(state.walrus_passes)
+        if "bir_sim" in passes and not os.path.isfile(files.GOLDENS):
+            self.log("no %s (over the golden budget or not computed): bir_sim check skipped" % files.GOLDENS,
+                     level=20)
+            passes.remove("bir_sim")
+        return passes
+
+    def runSingleInput(self, state):
+        args = state.args
+        self.requireFile(files.BIR, "Frontend")
+        cmd = [self.getFullyQualifiedLocation(self.executableLocation),
+               "--input", files.BIR, "--output", files.WALRUS_BIR,
+               "--walrus-passes", ",".join(self.passesForRun(state)),
+               "--target", args.target, "--metrics", files.METRICS]
+        if os.path.isfile(files.GOLDENS):
+            cmd += ["--goldens", files.GOLDENS]
+        self.shellCommand(cmd)
+        self.requireFile(files.WALRUS_BIR, "walrus_driver")

@@ -1,0 +1,41 @@
+"""XLAInferGoldens / InferGoldens (native): golden outputs with ``xla_infergoldens``.
+
+  xla_infergoldens model.hlo_module.pb --output goldens.npz --size-budget BYTES
+
+The tool runs the HLO reference interpreter on seeded inputs and writes
+``input{i}``/``output{i}`` arrays. When the program is over the size budget it
+exits 0 and writes nothing: that is not a failure, the walrus ``bir_sim``
+check is then skipped. Any other failure fails the compile.
+
+InferGoldens is the framework-neutral name the pipeline uses when the
+framework is not XLA; both run the same tool on the staged HLO module.
+"""
+import os
+
+from neuronxcc.driver import CompileState as files
+from neuronxcc.driver.Job import Job
+
+DEFAULT_GOLDEN_SIZE_BUDGET = 64 * 1024 * 1024  # bytes of inputs + outputs + intermediates
+
+
+class InferGoldens(Job):
+    executableLocation = "xla_infergoldens"
+    replayScript = "replay_infergoldens.sh"
+
+    @classmethod
+    def RegisterArgs(cls, parser):
+        parser.add_hidden("--internal-golden-size-budget", type=int, default=DEFAULT_GOLDEN_SIZE_BUDGET,
+                          metavar="BYTES", help="skip goldens (and the bir_sim check) above this many bytes")
+
+    def runSingleInput(self, state):
+        budget = getattr(state.args, "internal_golden_size_budget", DEFAULT_GOLDEN_SIZE_BUDGET)
+        cmd = [self.getFullyQualifiedLocation(self.executableLocation), files.MODEL,
+               "--output", files.GOLDENS, "--size-budget", str(budget)]
+        self.shellCommand(cmd)
+        if not os.path.isfile(files.GOLDENS):
+            self.log("xla_infergoldens wrote no %s: the program is over the golden size budget (%d bytes)"
+                     % (files.GOLDENS, budget), level=20)
+
+
+class XLAInferGoldens(InferGoldens):
+    replayScript = "replay_xla_infergoldens.sh"
