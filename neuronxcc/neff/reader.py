@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronxcc.errors import NeffFormatError, NotBuiltYetError
+from neuronxcc.errors import CompilerError, NeffFormatError, NotBuiltYetError
 from neuronxcc.neff.container import unpack_neff
 from neuronxcc.neff.header import NEFF_FEATURE_CUSTOM_OPS, NeffHeader
 
@@ -162,10 +162,18 @@ class Neff:
                 from neuronxcc.starfish import birpy
             except ImportError as e:
                 raise NotBuiltYetError("reading the BIR module of a NEFF needs neuronxcc.starfish.birpy: %s" % e)
-            streams = dict(self.engine_streams)
-            if self.program is not None:
-                streams["program"] = self.program
-            module = birpy.merge_engine_streams(streams)
+            program = self.program
+            if program is None:
+                raise NeffFormatError("NEFF def.json names no program member; cannot rebuild the BIR module")
+            streams = {}
+            for eng, obj in self.engine_streams.items():
+                if not isinstance(obj, dict) or not isinstance(obj.get("instr"), list):
+                    raise NeffFormatError("NEFF engine file for %s has no 'instr' list" % eng)
+                streams[eng] = obj["instr"]
+            try:
+                module = birpy.merge_engine_streams(program, streams)
+            except CompilerError as e:
+                raise NeffFormatError("NEFF BIR streams do not form a module: %s" % e.one_line())
             for v in self.constants:
                 t = _find_tensor(module, v.name)
                 if t is not None:

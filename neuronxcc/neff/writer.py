@@ -127,7 +127,8 @@ def default_custom_op_libs():
 def bind_custom_ops(module, custom_op_libs=None):
     """The codegen step for custom ops: the module's registry, ids bound.
 
-    Uses ``module.artifact_info`` when codegen already filled it; otherwise
+    Uses the registry codegen already filled (``module.artifact_info``, or its
+    JSON in ``module.attrs["artifact_info"]``) when there is one; otherwise
     registers the staged libraries (``custom_op_libs`` or the builtin set) with
     the versions they report and binds each custom-op instruction's function in
     program order, writing the FunctionId into ``attrs['sub_opcode']``. Returns
@@ -135,6 +136,8 @@ def bind_custom_ops(module, custom_op_libs=None):
     """
     calls = [i for i in iter_instructions(module.body) if _is_custom_op(i)]
     info = getattr(module, "artifact_info", None)
+    if info is None and isinstance(getattr(module, "attrs", None), dict) and module.attrs.get("artifact_info"):
+        info = customop.ModuleArtifactInfo.from_json(module.attrs["artifact_info"])
     if not calls:
         return info if info else None
     if not info:
@@ -272,19 +275,17 @@ def _birpy():
 
 
 def build_program_members(module):
-    """``{engine: member}`` and the members of the engine streams + program.json."""
+    """``{engine: member}`` and the members: one instruction stream per engine
+    (``{"name": engine, "instr": [BIR node JSON]}``) and sg00/program.json (the
+    module without body and constant data)."""
     birpy = _birpy()
     streams = birpy.split_by_engine(module)
     members, engines = {}, {}
-    program = streams.get("program") if isinstance(streams, dict) else None
-    for eng, stream in sorted(streams.items()):
-        if eng == "program":
-            continue
+    for eng, nodes in sorted(streams.items()):
         member = "%s/%s.json" % (SUBGRAPH, eng)
         engines[eng] = member
-        members[member] = dumps(stream)
-    if program is not None:
-        members[PROGRAM_JSON] = dumps(program)
+        members[member] = dumps({"name": eng, "instr": birpy.stream_to_json(nodes)})
+    members[PROGRAM_JSON] = dumps(birpy.module_to_json(module, body=False, const_data=False))
     return engines, members
 
 
@@ -305,9 +306,7 @@ def build_members(module, io_transposes=None, custom_op_libs=None):
     engines, prog = build_program_members(module)
     members.update(prog)
     def_json = {"name": SUBGRAPH, "version": DEF_SCHEMA_VERSION, "var": var,
-                "dma_queue": build_dma_queues(module, var), "engines": engines}
-    if PROGRAM_JSON in members:
-        def_json["program"] = PROGRAM_JSON
+                "dma_queue": build_dma_queues(module, var), "engines": engines, "program": PROGRAM_JSON}
     ucode_doc = {}
     feature_bits = 0
     staged = customop.writeUCodeLibDefinitions(def_json, ucode_doc, info)
