@@ -1,0 +1,178 @@
+"""Interpreter handlers for sort (multi-operand, any comparator) and top-k
+(the ``topk`` opcode and the TopK / AwsNeuronTopK custom calls).
+
+Sort: a comparator that is a single ``compare`` of one operand's two
+parameters sorts by that key with numpy's stable argsort (TOTALORDER via an
+integer key). Any other comparator (JAX's NaN/-0 canonicalising one,
+lexicographic multi-key ones) runs a bottom-up merge sort whose merges
+locate every element by binary search, so each step is one lifted
+comparator call over all rows at once: O(log^2 n) calls, stable.
+
+Top-k: values in descending order (ascending for largest=false), ties broken
+by the lowest index; floats ordered by XLA's total order (NaN above +inf).
+"""
+import numpy as np
+
+from neuronxcc.errors import HloVerifyError
+from neuronxcc.hlo.interp_attrs import attr, bool_attr, computation, int_attr, int_list, str_attr
+from neuronxcc.hlo.interp_base import cast, dims_of, dtype_of, handler, is_float, is_tuple_shape
+from neuronxcc.hlo.interp_elementwise import total_order_key
+
+
+def _simple_key(ev, comp, nops):
+    """(operand index, descending, total_order) when ``comp`` is one compare of p[2i], p[2i+1]."""
+    key = ("sort_key", id(comp))
+    if key in ev.cache:
+        return ev.cache[key]
+    res = None
+    root = comp.root
+    params = comp.parameters
+    if root.opcode == "compare" and len(params) == 2 * nops:
+        a, b = root.operands
+        pa = [k for k, p in enumerate(params) if p is a]
+        pb = [k for k, p in enumerate(params) if p is b]
+        direction = str_attr(root, "direction")
+        ctype = str_attr(root, "type", None)
+        if pa and pb and pa[0] // 2 == pb[0] // 2 and pa[0] != pb[0] and direction in ("LT", "GT"):
+            swapped = pa[0] % 2 == 1
+            desc = (direction == "GT") != swapped
+            res = (pa[0] // 2, desc, ctype == "TOTALORDER")
+    ev.cache[key] = res
+    return res
+
+
+def _sort_key(x, total_order):
+    if x.dtype == np.bool_:
+        return x.astype(np.int8)
+    if is_float(x.dtype):
+        if total_order or x.dtype.itemsize < 4:
+            return total_order_key(x)
+        return x
+    return x
+
+
+def _descending(key):
+    if key.dtype.kind in "iu":
+        return np.invert(key)
+    return -key
+
+
+def merge_sort(ev, comp, arrays):
+    """Stable sort of rows: ``arrays`` are [R, n]; returns the [R, n] permutation."""
+    R, n = arrays[0].shape
+    if n <= 1:
+        return np.zeros((R, n), np.int64)
+    P = 1
+    while P < n:
+        P *= 2
+    perm = np.broadcast_to(np.arange(P, dtype=np.int64), (R, P)).copy()
+    rows = np.arange(R).reshape(R, 1, 1)
+
+    def less(ia, ib):
+        ca, cb = np.minimum(ia, n - 1), np.minimum(ib, n - 1)
+        params = []
+        for arr in arrays:
+            params.append(arr[rows, ca])
+            params.append(arr[rows, cb])
+        r = np.asarray(ev.apply(comp, params), bool)
+        return np.where(ia >= n, False, np.where(ib >= n, True, r))
+
+    w = 1
+    while w < P:
+        blocks = P // (2 * w)
+        p = perm.reshape(R, blocks, 2, w)
+        A, B = p[:, :, 0, :], p[:, :, 1, :]
+        steps = int(np.ceil(np.log2(w + 1)))
+        # for A[i]: how many B[j] are strictly less (B is sorted: a prefix)
+        lo = np.zeros(A.shape, np.int64)
+        hi = np.full(A.shape, w, np.int64)
+        for _ in range(steps):
+            active = lo < hi
+            mid = np.minimum((lo + hi) // 2, w - 1)
+            c = less(np.take_along_axis(B, mid, axis=2), A)
+            lo = np.where(active & c, mid + 1, lo)
+            hi = np.where(active & ~c, mid, hi)
+        cnt_b = lo
+        # for B[j]: how many A[i] are not greater (A[i] <= B[j]: a prefix of A)
+        lo = np.zeros(B.shape, np.int64)
+        hi = np.full(B.shape, w, np.int64)
+        for _ in range(steps):
+            active = lo < hi
+            mid = np.minimum((lo + hi) // 2, w - 1)
+            c = ~less(B, np.take_along_axis(A, mid, axis=2))
+            lo = np.where(active & c, mid + 1, lo)
+            hi = np.where(active & ~c, mid, hi)
+        cnt_a = lo
+        ar = np.arange(w, dtype=np.int64)
+        new = np.empty((R, blocks, 2 * w), np.int64)
+        np.put_along_axis(new, ar + cnt_b, A, axis=2)
+        np.put_along_axis(new, ar + cnt_a, B, axis=2)
+        perm = new.reshape(R, P)
+        w *= 2
+    return perm[:, :n]
+
+
+@handler("sort")
+def h_sort(ev, inst, args):
+    arrays = [np.asarray(a) for a in args]
+    dims = int_list(inst, "dimensions")
+    d = dims[0] if dims else arrays[0].ndim - 1
+    comp = computation(ev, inst, "to_apply")
+    moved = [np.moveaxis(a, d, -1) for a in arrays]
+    shp = moved[0].shape
+    n = shp[-1] if shp else 1
+    rows2d = [m.reshape(-1, n) for m in moved]
+    simple = _simple_key(ev, comp, len(arrays))
+    if simple is not None:
+        i, desc, total = simple
+        key = _sort_key(rows2d[i], total)
+        if desc:
+            key = _descending(key)
+        perm = np.argsort(key, axis=-1, kind="stable")
+    else:
+        perm = merge_sort(ev, comp, rows2d)
+    outs = []
+    for r in rows2d:
+        s = np.take_along_axis(r, perm, axis=-1).reshape(shp)
+        outs.append(np.moveaxis(s, -1, d))
+    if is_tuple_shape(inst.shape):
+        return tuple(cast(o, dtype_of(s)) for o, s in zip(outs, inst.shape.tuple_shapes))
+    return cast(outs[0], dtype_of(inst.shape))
+
+
+def topk(x, k, largest=True):
+    """(values, int32 indices) of the top ``k`` along the last axis."""
+    x = np.asarray(x)
+    key = _sort_key(x, True)
+    if largest:
+        key = _descending(key)
+    idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)
+
+
+def _topk_out(inst, vals, idx):
+    if is_tuple_shape(inst.shape):
+        ts = inst.shape.tuple_shapes
+        return (cast(vals, dtype_of(ts[0])), cast(idx, dtype_of(ts[1])))
+    return cast(vals, dtype_of(inst.shape))
+
+
+@handler("topk")
+def h_topk(ev, inst, args):
+    k = int_attr(inst, "k")
+    if k is None:
+        k = dims_of(inst.shape.tuple_shapes[0])[-1]
+    vals, idx = topk(args[0], k, bool_attr(inst, "largest", True))
+    return _topk_out(inst, vals, idx)
+
+
+@handler("custom_topk")
+def h_custom_topk(ev, inst, args):
+    shape = inst.shape.tuple_shapes[0] if is_tuple_shape(inst.shape) else inst.shape
+    k = dims_of(shape)[-1] if dims_of(shape) else 1
+    x = np.asarray(args[0])
+    if k > x.shape[-1]:
+        raise HloVerifyError("%s %s: k=%d exceeds the last dimension %d"
+                             % (attr(inst, "custom_call_target"), inst.name, k, x.shape[-1]))
+    vals, idx = topk(x, k, True)
+    return _topk_out(inst, vals, idx)

@@ -1,0 +1,205 @@
+"""The one table of HLO operations neuronxcc supports.
+
+Every opcode the compiler accepts is a row here: its spelling in HLO text,
+its category, and the name of the reference-interpreter handler that defines
+its semantics (``neuronxcc.hlo.interpreter``). The same table feeds
+``neuronx-cc list-operators --framework XLA`` (``supported_opcodes``), the
+interpreter's ``is_implemented`` and, later, the lowering, which consults
+``OPS[opcode].category``.
+
+``custom-call`` is supported only for the targets in ``CUSTOM_CALL_TARGETS``.
+
+Invariants: opcode names are spelled exactly as XLA prints them in HLO text;
+every row names a handler that exists in the interpreter (tests/hlo/test_ops.py
+checks it).
+"""
+import collections
+
+from neuronxcc.errors import UnsupportedOperatorError, UnknownCustomCallError, source_location
+
+Op = collections.namedtuple("Op", "opcode category handler")
+
+# Categories (what the lowering needs to know about an op).
+UNARY = "elementwise-unary"
+BINARY = "elementwise-binary"
+TERNARY = "elementwise-ternary"
+SHAPE = "data-movement"
+INDEXING = "indexing"
+REDUCTION = "reduction"
+LINALG = "linear-algebra"
+SORTING = "sorting"
+CONTROL = "control-flow"
+STRUCTURE = "structure"
+RNG = "random"
+CUSTOM = "custom-call"
+
+_ROWS = [
+    # --- leaves -----------------------------------------------------------
+    ("parameter", STRUCTURE, "parameter"),
+    ("constant", STRUCTURE, "constant"),
+    ("iota", SHAPE, "iota"),
+    ("partition-id", STRUCTURE, "device_id"),
+    ("replica-id", STRUCTURE, "device_id"),
+    ("after-all", STRUCTURE, "token"),
+    ("add-dependency", STRUCTURE, "first_operand"),
+    ("optimization-barrier", STRUCTURE, "first_operand"),
+    ("copy", SHAPE, "copy"),
+    ("tuple", STRUCTURE, "tuple"),
+    ("get-tuple-element", STRUCTURE, "get_tuple_element"),
+    # --- elementwise unary --------------------------------------------------
+    ("abs", UNARY, "unary"),
+    ("ceil", UNARY, "unary"),
+    ("floor", UNARY, "unary"),
+    ("round-nearest-afz", UNARY, "unary"),
+    ("round-nearest-even", UNARY, "unary"),
+    ("sign", UNARY, "unary"),
+    ("negate", UNARY, "unary"),
+    ("not", UNARY, "unary"),
+    ("exponential", UNARY, "unary"),
+    ("exponential-minus-one", UNARY, "unary"),
+    ("log", UNARY, "unary"),
+    ("log-plus-one", UNARY, "unary"),
+    ("logistic", UNARY, "unary"),
+    ("sqrt", UNARY, "unary"),
+    ("rsqrt", UNARY, "unary"),
+    ("cbrt", UNARY, "unary"),
+    ("tanh", UNARY, "unary"),
+    ("sine", UNARY, "unary"),
+    ("cosine", UNARY, "unary"),
+    ("tan", UNARY, "unary"),
+    ("erf", UNARY, "unary"),
+    ("is-finite", UNARY, "unary"),
+    ("popcnt", UNARY, "unary"),
+    ("count-leading-zeros", UNARY, "unary"),
+    ("real", UNARY, "unary"),
+    ("imag", UNARY, "unary"),
+    ("convert", UNARY, "convert"),
+    ("bitcast-convert", UNARY, "bitcast_convert"),
+    ("reduce-precision", UNARY, "reduce_precision"),
+    # --- elementwise binary -------------------------------------------------
+    ("add", BINARY, "binary"),
+    ("subtract", BINARY, "binary"),
+    ("multiply", BINARY, "binary"),
+    ("divide", BINARY, "binary"),
+    ("remainder", BINARY, "binary"),
+    ("power", BINARY, "binary"),
+    ("maximum", BINARY, "binary"),
+    ("minimum", BINARY, "binary"),
+    ("and", BINARY, "binary"),
+    ("or", BINARY, "binary"),
+    ("xor", BINARY, "binary"),
+    ("shift-left", BINARY, "binary"),
+    ("shift-right-logical", BINARY, "binary"),
+    ("shift-right-arithmetic", BINARY, "binary"),
+    ("atan2", BINARY, "binary"),
+    ("compare", BINARY, "compare"),
+    # --- elementwise ternary ------------------------------------------------
+    ("select", TERNARY, "select"),
+    ("clamp", TERNARY, "clamp"),
+    ("map", TERNARY, "map"),
+    # --- data movement ------------------------------------------------------
+    ("broadcast", SHAPE, "broadcast"),
+    ("reshape", SHAPE, "reshape"),
+    ("bitcast", SHAPE, "reshape"),
+    ("transpose", SHAPE, "transpose"),
+    ("slice", SHAPE, "slice"),
+    ("concatenate", SHAPE, "concatenate"),
+    ("pad", SHAPE, "pad"),
+    ("reverse", SHAPE, "reverse"),
+    # --- indexing -----------------------------------------------------------
+    ("dynamic-slice", INDEXING, "dynamic_slice"),
+    ("dynamic-update-slice", INDEXING, "dynamic_update_slice"),
+    ("gather", INDEXING, "gather"),
+    ("scatter", INDEXING, "scatter"),
+    # --- reductions ---------------------------------------------------------
+    ("reduce", REDUCTION, "reduce"),
+    ("reduce-window", REDUCTION, "reduce_window"),
+    ("select-and-scatter", REDUCTION, "select_and_scatter"),
+    # --- linear algebra -----------------------------------------------------
+    ("dot", LINALG, "dot"),
+    ("convolution", LINALG, "convolution"),
+    # --- sorting ------------------------------------------------------------
+    ("sort", SORTING, "sort"),
+    ("topk", SORTING, "topk"),
+    # --- control flow -------------------------------------------------------
+    ("call", CONTROL, "call"),
+    ("while", CONTROL, "while_loop"),
+    ("conditional", CONTROL, "conditional"),
+    # --- random -------------------------------------------------------------
+    # rng-bit-generator: not yet (see interp_control); JAX emits threefry as plain ops.
+    # --- custom calls (targets below) ---------------------------------------
+    ("custom-call", CUSTOM, "custom_call"),
+]
+
+OPS = collections.OrderedDict((r[0], Op(*r)) for r in _ROWS)
+
+# custom_call_target -> interpreter handler name.
+CUSTOM_CALL_TARGETS = collections.OrderedDict([
+    ("TopK", "custom_topk"),
+    ("AwsNeuronTopK", "custom_topk"),
+])
+
+
+def supported_opcodes():
+    """Every supported HLO opcode, sorted; what ``list-operators`` prints."""
+    return sorted(OPS)
+
+
+def is_implemented(opcode, custom_call_target=None):
+    """True when the reference interpreter (and so the compiler) accepts ``opcode``."""
+    if opcode == "custom-call":
+        return custom_call_target is None or custom_call_target in CUSTOM_CALL_TARGETS
+    return opcode in OPS
+
+
+def category(opcode):
+    return OPS[opcode].category
+
+
+def _custom_call_target(inst):
+    attrs = getattr(inst, "attrs", None) or {}
+    tgt = attrs.get("custom_call_target")
+    if tgt is None:
+        tgt = getattr(inst, "custom_call_target", None)
+    return tgt.strip('"') if isinstance(tgt, str) else tgt
+
+
+def unsupported_error(inst, computation=None):
+    """The ``UnsupportedOperatorError`` for instruction ``inst`` (not raised)."""
+    opcode = inst.opcode
+    where = source_location(getattr(inst, "metadata", None))
+    cname = getattr(computation, "name", None)
+    inst_desc = "instruction %s" % inst.name + (" in computation %s" % cname if cname else "")
+    loc = " at %s" % where if where else ""
+    if opcode == "custom-call":
+        tgt = _custom_call_target(inst)
+        return UnknownCustomCallError(
+            "Unsupported custom-call target %r (%s)%s; supported targets: %s"
+            % (tgt, inst_desc, loc, ", ".join(CUSTOM_CALL_TARGETS)))
+    return UnsupportedOperatorError(
+        "Unsupported operator %s (%s)%s; run 'neuronx-cc list-operators --framework XLA' "
+        "for the supported operators" % (opcode, inst_desc, loc))
+
+
+def check_supported(module):
+    """Raise ``UnsupportedOperatorError`` naming the first op outside the table.
+
+    Walks every computation reachable in ``module`` (all of ``module.computations``)
+    in order; the message names the opcode, the instruction, and the user's
+    ``file:line`` from the op's metadata when the HLO records it.
+    """
+    for comp in _computations(module):
+        for inst in comp.instructions:
+            if not is_implemented(inst.opcode, _custom_call_target(inst) if inst.opcode == "custom-call" else None):
+                raise unsupported_error(inst, comp)
+            if inst.opcode == "custom-call" and _custom_call_target(inst) is None:
+                raise unsupported_error(inst, comp)
+
+
+def _computations(module):
+    comps = getattr(module, "computations", None)
+    if isinstance(comps, dict):
+        return list(comps.values())
+    if comps is not None:
+        return list(comps)
+    return [module.entry]
