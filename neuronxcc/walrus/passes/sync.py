@@ -1,0 +1,81 @@
+"""Passes lsa / experimental_loop_lsa, anti_dependency_analyzer and dep_reduction.
+
+lsa builds the flat program view (``program.Program``) that the other passes
+read from ``ctx.analyses['lsa']`` and logs the loop structure.
+anti_dependency_analyzer recomputes every cross-stream dependence from the
+current addresses and rewrites all waits/signals (walrus owns them: waits
+from the input are replaced). dep_reduction does the same with the
+transitively reduced set.
+"""
+import logging
+
+from neuronxcc.walrus import deps as D
+from neuronxcc.walrus.program import Program
+from neuronxcc.walrus.registry import WalrusPass, register
+
+log = logging.getLogger("neuronxcc.walrus")
+
+
+def program(module, ctx):
+    prog = ctx.analyses.get("lsa")
+    if prog is None or prog.module is not module:
+        module.ensure_ids()
+        prog = Program(module)
+        ctx.analyses["lsa"] = prog
+    return prog
+
+
+@register
+class LoopStructureAnalysis(WalrusPass):
+    name = "lsa"
+    is_analysis = True
+
+    def run(self, module, ctx):
+        prog = program(module, ctx)
+        loops = [li for li in prog.loops if li.kind == "loop"]
+        depth = max((li.depth + 1 for li in prog.loops), default=0)
+        dyn = sum(prog.dynamic_count(s) or 0 for s in prog.sites)
+        ctx.metrics["static_instructions"] = len(prog.sites)
+        ctx.metrics["dynamic_instructions"] = dyn
+        ctx.metrics["loops"] = len(loops)
+        log.info("lsa: %d instructions, %d loops (max depth %d), %d dynamic instructions",
+                 len(prog.sites), len(loops), depth, dyn)
+        return False
+
+
+@register
+class ExperimentalLoopLSA(LoopStructureAnalysis):
+    name = "experimental_loop_lsa"
+
+
+def _deps(module, ctx):
+    prog = program(module, ctx)
+    physical = all(m.allocated for m in module.memlocs.values())
+    return prog, D.find_deps(prog, physical=physical)
+
+
+@register
+class AntiDependencyAnalyzer(WalrusPass):
+    name = "anti_dependency_analyzer"
+
+    def run(self, module, ctx):
+        prog, deps = _deps(module, ctx)
+        n = D.materialize(prog, deps)
+        ctx.metrics["dependences"] = len(deps)
+        ctx.metrics["semaphore_waits"] = n
+        log.info("anti_dependency_analyzer: %d cross-stream dependences -> %d waits", len(deps), n)
+        return True
+
+
+@register
+class DepReduction(WalrusPass):
+    name = "dep_reduction"
+
+    def run(self, module, ctx):
+        prog, deps = _deps(module, ctx)
+        red = D.reduce_deps(prog, deps)
+        n = D.materialize(prog, red)
+        ctx.metrics["dependences_reduced"] = len(red)
+        ctx.metrics["semaphore_waits"] = n
+        log.info("dep_reduction: %d -> %d dependences, %d waits", len(deps), len(red), n)
+        return True

@@ -1,0 +1,233 @@
+"""A flat, position-numbered view of a BIR module's body (the lsa analysis).
+
+Owns: walking ``module.body`` (instructions, ``Loop``, ``While``, ``If``) in
+program order, numbering every static instruction (its *position*), recording
+the loop nest around it, and computing the box of memory an operand touches
+over all iterations of its loops (pelican bounds of the offset over the loop
+ranges). Every walrus pass reads the program through this view.
+
+Invariants: positions are 0..n-1 in program text order; a loop covers the
+contiguous position range [first, last] of the instructions inside it; a
+``While`` is a loop with an unknown trip count and no variable; an operand
+whose offset cannot be bounded (registers, unknown loops) touches its whole
+memory location or tensor.
+"""
+from neuronxcc.walrus.bir import birpy
+
+HBM = "HBM"
+
+
+class LoopInfo:
+    __slots__ = ("node", "var", "start", "stop", "step", "trip", "first", "last", "depth", "parent", "kind",
+                 "owner", "index")
+
+    def __init__(self, node, kind, var, start, stop, step, trip, depth, parent, owner, index):
+        self.node = node
+        self.kind = kind          # 'loop' | 'while' | 'if'
+        self.var = var
+        self.start, self.stop, self.step, self.trip = start, stop, step, trip
+        self.first = self.last = None
+        self.depth = depth
+        self.parent = parent
+        self.owner = owner        # the python list holding the node
+        self.index = index
+
+    def var_range(self):
+        """Inclusive (lo, hi) of the loop variable, or None."""
+        if self.var is None or not self.trip:
+            return None
+        a = self.start
+        b = self.start + (self.trip - 1) * self.step
+        return (min(a, b), max(a, b))
+
+
+class Site:
+    """One static instruction: its position, the list that holds it, its loops."""
+    __slots__ = ("pos", "instr", "owner", "index", "loops")
+
+    def __init__(self, pos, instr, owner, index, loops):
+        self.pos, self.instr, self.owner, self.index, self.loops = pos, instr, owner, index, loops
+
+    @property
+    def engine(self):
+        return self.instr.engine
+
+
+def _int(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def trip_count(start, stop, step):
+    if start is None or stop is None or not step:
+        return None
+    if step > 0:
+        return max(0, -(-(stop - start) // step))
+    return max(0, -(-(start - stop) // -step))
+
+
+class Program:
+    """The flattened view. ``sites`` in position order, ``loops`` outermost first."""
+
+    def __init__(self, module):
+        self.module = module
+        self.sites = []
+        self.loops = []
+        self.memlocs = {m.name: m for m in _memlocs(module)}
+        self.tensors = {t.name: t for t in _tensors(module)}
+        self._walk(module.body, (), 0, None)
+
+    def _walk(self, body, loops, depth, parent):
+        B = birpy()
+        for idx, node in enumerate(body):
+            if isinstance(node, B.Instruction):
+                self.sites.append(Site(len(self.sites), node, body, idx, loops))
+                continue
+            kind, sub = _block_kind(node)
+            if kind == "loop":
+                start, stop, step = _int(node.start), _int(node.stop), _int(node.step)
+                li = LoopInfo(node, "loop", node.var, start, stop, step, trip_count(start, stop, step),
+                              depth, parent, body, idx)
+            else:
+                li = LoopInfo(node, kind, None, None, None, None, None, depth, parent, body, idx)
+            self.loops.append(li)
+            first = len(self.sites)
+            for s in sub:
+                self._walk(s, loops + (li,) if kind != "if" else loops, depth + 1, li)
+            li.first, li.last = first, len(self.sites) - 1
+
+    def __len__(self):
+        return len(self.sites)
+
+    def var_ranges(self, loops):
+        out = {}
+        for li in loops:
+            r = li.var_range()
+            if r is not None:
+                out[li.var] = r
+        return out
+
+    def dynamic_count(self, site):
+        """How many times the instruction runs (None if a While surrounds it)."""
+        n = 1
+        for li in site.loops:
+            if li.trip is None:
+                return None
+            n *= li.trip
+        return n
+
+    # -- operands ------------------------------------------------------------
+    def memory_of(self, ap):
+        if ap.target in self.memlocs:
+            return self.memlocs[ap.target].memory
+        return HBM
+
+    def box(self, ap, loops, physical=True, fixed=()):
+        """(memory key, plo, phi, blo, bhi) half-open, over all iterations of ``loops``.
+
+        With ``physical`` and an allocated memloc the key is the memory
+        ('SBUF'/'PSUM') and the box is absolute; otherwise the key is the
+        memloc/tensor name and the box is relative to it. Variables in
+        ``fixed`` are left symbolic... except that bounds need numbers, so the
+        box is then computed per value and callers should not pass ``fixed``.
+        """
+        B = birpy()
+        isz = B.dtypes.itemsize(ap.dtype)
+        ranges = self.var_ranges(loops)
+        lo, hi = _elem_range(ap, ranges)
+        ml = self.memlocs.get(ap.target)
+        if ml is not None:
+            size = int(ml.bytes_per_partition)
+            sp = _int(getattr(ap, "start_partition", 0)) or 0
+            npart = _int(getattr(ap, "num_partitions", None)) or int(ml.partitions)
+            if lo is None:
+                blo, bhi = 0, size
+            else:
+                blo, bhi = max(0, lo * isz), min(size, (hi + 1) * isz)
+                if bhi <= blo:
+                    blo, bhi = 0, size
+            if physical and ml.start_partition is not None and ml.byte_offset is not None:
+                p0, b0 = int(ml.start_partition), int(ml.byte_offset)
+                return (ml.memory, p0 + sp, p0 + sp + npart, b0 + blo, b0 + bhi)
+            return (ml.name, sp, sp + npart, blo, bhi)
+        t = self.tensors.get(ap.target)
+        total = _tensor_bytes(t) if t is not None else 1 << 62
+        if lo is None:
+            return (ap.target, 0, 1, 0, total)
+        return (ap.target, 0, 1, max(0, lo * isz), min(total, (hi + 1) * isz))
+
+
+def _elem_range(ap, ranges):
+    """Inclusive element range [lo, hi] touched by the AP, or (None, None) if unbounded."""
+    off = ap.offset
+    try:
+        if isinstance(off, int):
+            olo = ohi = off
+        else:
+            fv = off.free_vars()
+            if any(v not in ranges for v in fv):
+                return None, None
+            olo, ohi = off.bounds({v: ranges[v] for v in fv})
+            if olo is None or ohi is None:
+                return None, None
+    except Exception:
+        return None, None
+    lo_add = hi_add = 0
+    for step, num in ap.pattern:
+        step, num = int(step), int(num)
+        if num <= 0:
+            continue
+        ext = step * (num - 1)
+        if ext < 0:
+            lo_add += ext
+        else:
+            hi_add += ext
+    return int(olo) + lo_add, int(ohi) + hi_add
+
+
+def _tensor_bytes(t):
+    B = birpy()
+    n = 1
+    for d in t.shape:
+        n *= int(d)
+    return n * B.dtypes.itemsize(t.dtype)
+
+
+def _memlocs(module):
+    m = module.memlocs
+    return list(m.values()) if isinstance(m, dict) else list(m)
+
+
+def _tensors(module):
+    t = module.tensors
+    return list(t.values()) if isinstance(t, dict) else list(t)
+
+
+def _block_kind(node):
+    """('loop'|'while'|'if', [bodies]) for a control node."""
+    name = type(node).__name__
+    if name == "Loop":
+        return "loop", [node.body]
+    if name == "While":
+        return "while", [b for b in (getattr(node, "cond_body", None), node.body) if b]
+    if name == "If":
+        return "if", [b for b in (getattr(node, "then_body", None), getattr(node, "else_body", None)) if b]
+    raise TypeError("unknown BIR body node %r" % name)
+
+
+def operands(instr):
+    """[(ap, is_write)] for every operand of the instruction."""
+    return [(ap, True) for ap in instr.dsts] + [(ap, False) for ap in instr.srcs]
+
+
+def iter_instructions(body):
+    """All Instruction objects under ``body``, in program order."""
+    B = birpy()
+    for node in body:
+        if isinstance(node, B.Instruction):
+            yield node
+        else:
+            for sub in _block_kind(node)[1]:
+                yield from iter_instructions(sub)
