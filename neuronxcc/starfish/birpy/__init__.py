@@ -2,7 +2,7 @@
 
 What it owns: the data model (``ir``), the dtype registry (``dtypes``), the
 opcode table (``opcodes``), JSON serde and per-engine streams (``serde``), the
-verifier (``verify``), the static cost model (``cost``), a text printer
+verifier (``verifier``), the static cost model (``cost``), a text printer
 (``printer``) and a builder (``builder``).
 
 The machine: HBM tensors (input/output/const/scratch); on-chip memlocs in SBUF
@@ -55,7 +55,7 @@ def from_json(obj):
 
 def verify(module, target=None):
     """Check MODULE against the machine rules; raises BirVerifyError."""
-    from neuronxcc.starfish.birpy.verify import verify as _verify
+    from neuronxcc.starfish.birpy.verifier import verify as _verify
     return _verify(module, target)
 
 
