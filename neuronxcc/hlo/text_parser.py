@@ -57,6 +57,7 @@ class _Scanner:
         self.text = text
         self.pos = 0
         self._lines = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.frames = {}  # stack frame id -> (file, line), from the StackFrames sections
 
     def where(self, pos=None):
         pos = self.pos if pos is None else pos
@@ -362,6 +363,7 @@ class _Sub(_Scanner):
         self.text = parent.text[:end]
         self.pos = start
         self._lines = parent._lines
+        self.frames = parent.frames
 
 
 def _int_list(sc):
@@ -561,7 +563,9 @@ def _metadata(sc):
                 raise sc.error("metadata %s must be an integer" % k) from None
         elif k in ("op_type", "op_name", "source_file", "deduplicated_name", "scheduling_name"):
             md[k] = v
-    md.pop("stack_frame_id", None)
+    frame = md.pop("stack_frame_id", None)
+    if frame and not md.get("source_file") and frame in sc.frames:
+        md["source_file"], md["source_line"] = sc.frames[frame]
     return {k: v for k, v in md.items() if v}
 
 
@@ -841,6 +845,7 @@ def _parse_module(sc):
         key = sc.name("a module attribute")
         sc.expect("=")
         header[key] = sc.raw_value()
+    _parse_stack_frames(sc)
     comps = []
     while True:
         sc.skip_ws()
@@ -912,6 +917,38 @@ def _parse_module(sc):
     module = HloModule(mname, [names[c[0]] for c in comps], names[entry_name], frontend_attributes=fattrs,
                        input_output_alias=alias)
     return module
+
+
+_SECTION = re.compile(r"(FileNames|FunctionNames|FileLocations|StackFrames)\s*\n")
+
+
+def _parse_stack_frames(sc):
+    """The FileNames/FunctionNames/FileLocations/StackFrames sections XLA prints after the header."""
+    sections = {}
+    while True:
+        sc.skip_ws()
+        m = _SECTION.match(sc.text, sc.pos)
+        if not m:
+            break
+        sc.pos = m.end()
+        entries = {}
+        while True:
+            sc.skip_ws()
+            if not _INT.match(sc.text, sc.pos):
+                break
+            k = sc.integer()
+            entries[k] = sc.string() if sc.peek('"') else _key_values(sc)
+        sections[m.group(1)] = entries
+    if not sections:
+        return
+    files = sections.get("FileNames", {})
+    locs = sections.get("FileLocations", {})
+    for fid, fr in sections.get("StackFrames", {}).items():
+        try:
+            loc = locs[int(fr["file_location_id"])]
+            sc.frames[fid] = (files[int(loc["file_name_id"])], int(loc.get("line", 0)))
+        except (KeyError, ValueError, TypeError):
+            continue
 
 
 def _build(sc, r, operands, comp_ref):
