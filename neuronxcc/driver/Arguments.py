@@ -154,7 +154,8 @@ def splitArgv(parser, argv, greedy_list_values=None):
                 # optional extra values: only things that look like names
                 if _isOption(nxt) or not _IDENT.match(nxt) or os.path.exists(nxt):
                     break
-            elif _isOption(nxt) and not (action.type in (int, float) and _NEGNUM.match(nxt)):
+            elif _isOption(nxt) and _matchOption(table, nxt)[0] is not None:
+                # a required value may start with '-' ("--x '--a --b'"), but not be one of our options
                 break
             vals.append(nxt)
             j += 1

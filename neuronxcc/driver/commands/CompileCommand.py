@@ -40,6 +40,8 @@ from neuronxcc.errors import (InputFileError, InternalCompilerError, InvalidArgu
 
 XLAInterface = "XLA"
 GOLDEN_JOBS = ("XLAInferGoldens", "InferGoldens", "MetaInferGoldens")
+# Names the special-case filter understands that are not job classes.
+SPECIAL_NAMES = ("MetaInferGoldens", "BIRSim")
 # --pipeline stage names -> which collectors they take.
 STAGES = {"compile": ("front", "walrus", "backend"), "tensorize": ("front",)}
 PROGRESS_DOT_SECONDS = 20.0
@@ -161,7 +163,7 @@ class CompileCommand(CommandInterface):
             raise InvalidArgumentError("--execute-repetition must be at least 1")
         if args.pipeline:
             for stage in args.pipeline:
-                if stage not in STAGES:
+                if stage not in STAGES and stage not in SPECIAL_NAMES:
                     self.jobRegistry.getJobClass(stage)  # raises naming an unknown job
         out_dir = os.path.dirname(os.path.abspath(args.output)) or "."
         if not os.path.isdir(out_dir):
