@@ -35,12 +35,13 @@ static uint32_t total_order_key(uint32_t b) {
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-/* jnp.sort order: all NaNs equal and above +inf, -0.0 == +0.0. */
+/* jnp.sort order: all NaNs equal and above +inf; zeros and subnormals of
+ * either sign all equal (XLA compares with denormals-are-zero). */
 static uint32_t sort_key(float f) {
     uint32_t b = float_bits(f);
     if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0)
         return 0xffffffffu;
-    if ((b & 0x7fffffffu) == 0)
+    if ((b & 0x7f800000u) == 0)
         b = 0;
     return total_order_key(b);
 }

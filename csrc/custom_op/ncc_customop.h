@@ -44,8 +44,10 @@ NCC_EXPORT int ncc_customop_cpu_id(void);
 NCC_EXPORT int ncc_customop_total_cpus(void);
 
 /*
- * Stable sort of each owned row. Order: -0.0 == +0.0; every NaN (either sign)
- * compares equal to every other NaN and greater than +inf (jnp.sort). With
+ * Stable sort of each owned row. Order (jnp.sort on XLA): zeros and
+ * subnormals of either sign compare equal (denormals-are-zero); every NaN
+ * (either sign, any payload) compares equal to every other NaN and greater
+ * than +inf. With
  * descending != 0 the order is reversed but ties still keep the lower index
  * first (jnp.argsort(descending=True, stable=True)). dst_idx gets the source
  * column of each output element.

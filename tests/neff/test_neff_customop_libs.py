@@ -1,7 +1,8 @@
 """The eight builtin custom-op libraries, loaded through ctypes, against JAX.
 
 Sort follows jnp.sort / jnp.argsort(stable=True) (NaNs of either sign last,
--0.0 == +0.0); descending follows jnp.argsort(descending=True, stable=True).
+zeros and subnormals of either sign equal, as XLA compares with
+denormals-are-zero); descending follows jnp.argsort(descending=True, stable=True).
 Top-k follows jax.lax.top_k (IEEE totalOrder: -NaN lowest, +NaN highest,
 -0.0 < +0.0; ties keep the lower index). Indices compare exactly; values are
 compared bit for bit.
@@ -120,3 +121,22 @@ def test_recorded_versions_are_what_the_libraries_report(libs):
         assert rec.ulib_to_isa_version == raw.ncc_customop_isa_version().decode()
         assert (rec.cpu_id, rec.total_cpus, rec.is_builtin) == (raw.ncc_customop_cpu_id(), 8, True)
         assert rec.source_path == lib.path
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(bits=hnp.arrays(np.uint32, st.tuples(st.integers(1, 12), st.integers(1, 24))),
+       kfrac=st.floats(0, 1), descending=st.booleans())
+def test_any_bit_patterns_match_jax(libs, bits, kfrac, descending):
+    """Every float32 bit pattern (all NaN payloads, subnormals, signed zeros)."""
+    x = bits.view(np.float32)
+    _v, i = customop.sort_rows(libs, x, descending=descending)
+    assert np.array_equal(i, np.asarray(jnp.argsort(x, axis=-1, stable=True, descending=descending)))
+    k = int(round(kfrac * x.shape[1]))
+    v, i = customop.topk_rows(libs, x, k)
+    jv, ji = jax.lax.top_k(x, k)
+    assert np.array_equal(i, np.asarray(ji))
+    assert np.array_equal(_bits(v), _bits(np.asarray(jv)))
