@@ -1,0 +1,14 @@
+"""Penguin: the tensor-level middle-end between HLO and BIR.
+
+Modules:
+  ir           the Penguin IR (Graph / Op / Value) and its JSON file format
+  hlo2penguin  HLO -> Penguin (the HLOToTensorizer tool main)
+  views        strided views: shape ops as access patterns
+  expr         lazy elementwise expressions (fusion)
+  emit         BIR emission: names, unallocated memlocs, tiled loop nests
+  tiles        one tile of a fused expression -> ACT/DVE/POOL instructions
+  kernels      the tiled kernels (elementwise, reduce, matmul, concat, pad, ...)
+  codegen      graph walker: what is materialised where, one kernel per value
+  frontend     run_frontend(penguin.json, sg_dir) -> sg_dir/bir.json (the Frontend job)
+  io_transpose write_io_transposes(bir.json, io_transposes.json) (StaticIOTranspose)
+"""

@@ -1,0 +1,220 @@
+"""Penguin -> BIR codegen: walks the graph, decides what is materialised in
+HBM, and emits one tiled loop-nest kernel per materialised value.
+
+Lowering strategy (see also expr.py, tiles.py, kernels.py):
+  * every graph input/output is an HBM tensor (``input{i}`` / ``output{i}``
+    unless the HLO names them); constants with data are ``const`` tensors;
+  * elementwise ops build lazy expressions (fusion); shape ops are views
+    pushed to the leaves (no data movement);
+  * a lazy value is materialised (one elementwise kernel into a ``scratch``
+    HBM tensor, or straight into its output tensor) when a structural op
+    needs it in HBM, when it has several users one of which is not
+    elementwise, when it is a graph output, or when it grows too large;
+  * dot -> PE matmul kernel with K-tiled PSUM accumulation; reduce -> DVE
+    / POOL reduce kernel (any set of axes, the kept axis on partitions);
+    concatenate / pad -> copy kernels into sub-views of the result.
+
+Every instruction carries the HLO instruction name as its debug ``name``.
+"""
+import numpy as np
+
+from neuronxcc.errors import TensorTooLargeError
+from neuronxcc.hwm import get_target
+from neuronxcc.starfish import birpy
+from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin.emit import Emitter, pel
+from neuronxcc.starfish.penguin.expr import Node, apply_view, count_ops, leaves
+from neuronxcc.starfish.penguin.tiles import IOTA_BASE, LoweringError, onchip_dtype
+from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
+
+MAX_FUSED_OPS = 32
+
+
+def _op_error(op, why):
+    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
+
+
+class Codegen:
+    def __init__(self, graph, target="trn1", options=None):
+        self.g = graph
+        self.tm = get_target(target)
+        self.m = birpy.Module(graph.name or "module", target)
+        self.em = Emitter(self.m, self.tm)
+        self.P = pel()
+        self.options = options or {}
+        self.env = {}
+        self.out_tensor = {}           # penguin value -> output tensor name
+        self.iota_extent = 0
+        self._arange = None
+        self.users = graph.users()
+
+    # -- driver -----------------------------------------------------------------------
+    def run(self):
+        from neuronxcc.starfish.penguin import kernels
+        self.k = kernels.Kernels(self)
+        g = self.g
+        in_names = _names(g.attrs.get("input_names"), len(g.inputs), "input")
+        out_names = _names(g.attrs.get("output_names"), len(g.outputs), "output")
+        for n, tn in zip(g.inputs, in_names):
+            v = g.values[n]
+            self.em.tensor(tn, "input", v.dtype, v.shape, exact_name=True)
+            self.env[n] = View.contiguous(tn, v.dtype, v.shape)
+        for n, tn in zip(g.outputs, out_names):
+            v = g.values[n]
+            self.em.tensor(tn, "output", v.dtype, v.shape, exact_name=True)
+            self.out_tensor[n] = tn
+        self.check_hbm()
+        for op in g.ops:
+            self.em.label = op.loc.get("hlo") or (op.outputs[0] if op.outputs else None)
+            self.lower(op)
+        for n in g.outputs:
+            self.em.label = n
+            self.finish_output(n)
+        self.finish_tables()
+        return self.m.renumber()
+
+    def check_hbm(self):
+        total = sum(t.nbytes for t in self.m.tensors.values())
+        total += sum(v.nbytes for v in self.g.values.values())
+        if total > self.tm.hbm_bytes_per_core:
+            raise TensorTooLargeError("The program needs about %d bytes of HBM (inputs, outputs, intermediates), more "
+                                      "than the %d bytes of one %s NeuronCore" % (total, self.tm.hbm_bytes_per_core,
+                                                                                self.tm.name))
+
+    # -- storage of values ------------------------------------------------------------
+    def target_for(self, name):
+        """A contiguous View to write value NAME into: its output tensor or a fresh scratch."""
+        v = self.g.values[name]
+        if name in self.out_tensor and not self.out_tensor.get(("done", name)):
+            self.out_tensor[("done", name)] = True
+            return View.contiguous(self.out_tensor[name], v.dtype, v.shape)
+        tn = self.em.tensor("scratch_" + name, "scratch", _hbm_dtype(v.dtype), v.shape)
+        return View.contiguous(tn, v.dtype, v.shape)
+
+    def materialise(self, x, name=None, dtype=None, allow_views=True):
+        """A View holding x (computing it into HBM if it is lazy)."""
+        if isinstance(x, View) and allow_views and x.base != IOTA_BASE:
+            return x
+        if name is not None:
+            out = self.target_for(name)
+        else:
+            tn = self.em.tensor("scratch", "scratch", _hbm_dtype(x.dtype), x.shape)
+            out = View.contiguous(tn, x.dtype, x.shape)
+        self.k.elementwise(x, out)
+        return out
+
+    def arange_table(self, v):
+        """Name of the int32 HBM table arange(N) that iota views inside loops read."""
+        hi = v.offset + sum((n - 1) * abs(s) for n, s in zip(v.shape, v.strides))
+        self.iota_extent = max(self.iota_extent, hi + 1)
+        if self._arange is None:
+            self._arange = self.em.tensor("iota_table", "const", "int32", (1,))
+        return self._arange
+
+    def finish_tables(self):
+        if self._arange is not None:
+            t = self.m.tensors[self._arange]
+            n = max(1, self.iota_extent)
+            t.shape = (n,)
+            t.data = np.arange(n, dtype=np.int32)
+
+    # -- per op ------------------------------------------------------------------------
+    def lower(self, op):
+        kind = op.kind
+        g = self.g
+        outs = [g.values[o] for o in op.outputs]
+        args = [self.env[i] for i in op.inputs]
+        if kind in ir.ELEMENTWISE:
+            o = outs[0]
+            node = Node(kind, args, op.attrs, o.dtype, o.shape, op.loc)
+            self.env[o.name] = node
+            self.maybe_materialise(o.name, node)
+            return
+        if kind in ir.VIEWS:
+            self.env[outs[0].name] = self.view(op, args[0], outs[0])
+            self.maybe_materialise(outs[0].name, self.env[outs[0].name])
+            return
+        if kind == "constant":
+            o = outs[0]
+            if "value" in op.attrs:
+                self.env[o.name] = Splat(op.attrs["value"], o.dtype, o.shape)
+            else:
+                data = np.asarray(op.attrs["data"]).astype(ir.np_dtype(o.dtype))
+                hd = _hbm_dtype(o.dtype)
+                tn = self.em.tensor("const_" + o.name, "const", hd, o.shape,
+                                    data=data.astype(ir.np_dtype(hd)) if hd != o.dtype else data)
+                self.env[o.name] = View.contiguous(tn, o.dtype, o.shape)
+            self.maybe_materialise(o.name, self.env[o.name])
+            return
+        if kind == "iota":
+            o = outs[0]
+            strides = [0] * len(o.shape)
+            strides[op.attrs["dimension"]] = 1
+            self.env[o.name] = View(IOTA_BASE, o.dtype, o.shape, strides, 0)
+            self.maybe_materialise(o.name, self.env[o.name])
+            return
+        handler = getattr(self.k, "op_" + kind.replace("-", "_"), None)
+        if handler is None:
+            raise _op_error(op, "no Penguin kernel for this op")
+        res = handler(op, args, outs)
+        for o, r in zip(outs, res):
+            self.env[o.name] = r
+
+    def maybe_materialise(self, name, x):
+        users = self.users.get(name, [])
+        if name in self.out_tensor:
+            if isinstance(x, View) and x.base == self.out_tensor[name]:
+                return
+            self.env[name] = self.materialise(x, name, allow_views=False)
+            return
+        if not isinstance(x, Node):
+            return
+        if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(u.kind not in ir.ELEMENTWISE for u in users)):
+            self.env[name] = self.materialise(x, name)
+
+    def view(self, op, x, out):
+        kind = op.kind
+        a = op.attrs
+        if kind == "broadcast":
+            fn = lambda v: v.broadcast(out.shape, a["dimensions"])  # noqa: E731
+        elif kind == "transpose":
+            fn = lambda v: v.transpose(a["permutation"])  # noqa: E731
+        elif kind == "slice":
+            fn = lambda v: v.slice(a["starts"], a["limits"], a["strides"])  # noqa: E731
+        elif kind == "reverse":
+            fn = lambda v: v.reverse(a["dimensions"])  # noqa: E731
+        else:
+            fn = lambda v: v.reshape(out.shape)  # noqa: E731
+        r = apply_view(x, fn)
+        if r is None:
+            r = apply_view(self.materialise(x, allow_views=False), fn)
+        if r is None:
+            raise _op_error(op, "cannot express the view")
+        if isinstance(r, View) and r.dtype != out.dtype:
+            r = r.with_dtype(out.dtype)
+        return r
+
+    def finish_output(self, name):
+        x = self.env[name]
+        tn = self.out_tensor[name]
+        if isinstance(x, View) and x.base == tn and x.is_contiguous():
+            return
+        v = self.g.values[name]
+        self.k.elementwise(x, View.contiguous(tn, v.dtype, v.shape))
+
+
+def _hbm_dtype(dt):
+    return dt
+
+
+def _names(spec, n, prefix):
+    if spec:
+        names = spec if isinstance(spec, list) else [s.strip() for s in str(spec).split(",")]
+        if len(names) == n and all(names) and len(set(names)) == n:
+            return names
+    return ["%s%d" % (prefix, i) for i in range(n)]
+
+
+def lower_graph(graph, target="trn1", options=None):
+    """Penguin Graph -> birpy Module (unallocated memlocs)."""
+    return Codegen(graph, target, options).run()

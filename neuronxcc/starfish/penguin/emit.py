@@ -1,0 +1,114 @@
+"""BIR emission helpers for Penguin codegen: names, memlocs, tiled loop nests.
+
+``Emitter`` wraps ``birpy.Builder``. It hands out unique names, creates
+UNALLOCATED memlocs (walrus places them), builds access patterns, and emits
+tiled loop nests whose partial last tiles are peeled into separate bodies,
+so every instruction has static partition counts and free sizes while the
+loop trip counts carry the tensor sizes (loops stay loops: the instruction
+count depends on the graph, not on the tensor sizes).
+
+Tile choice (``choose_tile``) prefers a divisor of the extent close to the
+limit, so most shapes need no peeled remainder at all.
+"""
+from neuronxcc.starfish import birpy
+from neuronxcc.starfish.birpy import dtypes as bdt
+
+
+def pel():
+    from neuronxcc import pelican
+    return pelican
+
+
+def choose_tile(extent, tmax):
+    """Tile size for an axis: the whole extent if it fits, else a large divisor, else tmax."""
+    if extent <= tmax:
+        return max(1, extent)
+    for d in range(tmax, tmax // 2 - 1, -1):
+        if extent % d == 0:
+            return d
+    return tmax
+
+
+class Axis:
+    """One axis of a loop nest: extent, tile size (1 for a plain loop)."""
+    __slots__ = ("extent", "tile", "name")
+
+    def __init__(self, extent, tile, name="i"):
+        self.extent = int(extent)
+        self.tile = int(tile)
+        self.name = name
+
+
+class Emitter:
+    def __init__(self, module, target_model):
+        self.m = module
+        self.tm = target_model
+        self.b = birpy.Builder(module)
+        self._n = {}
+        self.label = None            # debug name of the instruction being lowered (HLO op)
+
+    # -- names -----------------------------------------------------------------
+    def fresh(self, prefix):
+        prefix = prefix.replace(".", "_").replace("#", "_")
+        n = self._n.get(prefix, 0)
+        self._n[prefix] = n + 1
+        name = "%s_%d" % (prefix, n)
+        while name in self.m.tensors or name in self.m.memlocs:
+            n += 1
+            self._n[prefix] = n + 1
+            name = "%s_%d" % (prefix, n)
+        return name
+
+    # -- storage ---------------------------------------------------------------
+    def tensor(self, prefix, kind, dtype, shape, data=None, exact_name=False):
+        name = prefix if exact_name else self.fresh(prefix)
+        self.m.add_tensor(name, kind, dtype, shape, data)
+        return name
+
+    def sbuf(self, prefix, partitions, free, dtype):
+        name = self.fresh(prefix)
+        nbytes = max(4, free * bdt.itemsize(dtype))
+        nbytes = (nbytes + 3) // 4 * 4
+        self.m.add_memloc(name, "SBUF", partitions, nbytes)
+        return name
+
+    def psum(self, prefix, partitions, free):
+        name = self.fresh(prefix)
+        self.m.add_memloc(name, "PSUM", partitions, max(4, free * 4))
+        return name
+
+    # -- access patterns ---------------------------------------------------------
+    def chip(self, memloc, dtype, pn, pattern, start_partition=0, offset=0):
+        return birpy.AccessPattern(memloc, dtype, offset, pattern, start_partition, pn)
+
+    def hbm(self, tensor, offset, pattern):
+        t = self.m.tensors[tensor]
+        return birpy.AccessPattern(tensor, t.dtype, offset, pattern)
+
+    # -- instructions ----------------------------------------------------------
+    def inst(self, opcode, engine, dsts, srcs, **attrs):
+        return self.b.inst(opcode, engine, dsts, srcs, name=self.label, **attrs)
+
+    def dma(self, dst, src, queue="q0"):
+        return self.inst("dma_copy", "SP", [dst], [src], queue=queue)
+
+    # -- loop nests ----------------------------------------------------------------
+    def nest(self, axes, body, starts=(), sizes=()):
+        """Emit loops over AXES; call body(starts, sizes) in every peeled variant.
+
+        starts: pelican Exprs (element index of the tile start on each axis),
+        sizes: ints (tile extent on each axis)."""
+        P = pel()
+        if not axes:
+            body(list(starts), list(sizes))
+            return
+        ax, rest = axes[0], axes[1:]
+        nfull, rem = divmod(ax.extent, ax.tile)
+        if nfull == 1:
+            self.nest(rest, body, tuple(starts) + (P.const(0),), tuple(sizes) + (ax.tile,))
+        elif nfull > 1:
+            v = self.fresh(ax.name)
+            with self.b.loop(v, 0, nfull, 1) as iv:
+                self.nest(rest, body, tuple(starts) + (iv * ax.tile,), tuple(sizes) + (ax.tile,))
+        if rem:
+            self.nest(rest, body, tuple(starts) + (P.const(nfull * ax.tile),), tuple(sizes) + (rem,))

@@ -1,0 +1,37 @@
+"""StaticIOTranspose: io_transposes.json, the layout changes applied to I/O.
+
+Penguin codegen keeps every input and output tensor in the HLO's own
+row-major layout (the access patterns of the kernels absorb any transposed
+access), so no I/O tensor is ever stored transposed. The file therefore
+lists no transposes. Its format, for a consumer that applies them:
+
+    {"version": 1, "transposes": [
+        {"name": "<NEFF variable>", "kind": "input"|"output",
+         "shape": [...logical HLO shape...], "permutation": [...]}   # stored = logical.transpose(permutation)
+    ]}
+
+An empty ``transposes`` list means every variable is stored exactly as the
+HLO shape says.
+"""
+import json
+import os
+
+from neuronxcc.starfish import birpy
+
+
+def io_transposes(module):
+    """The list of I/O layout changes of a BIR module (always empty for Penguin codegen)."""
+    out = []
+    for t in module.attrs.get("io_transposes", []) if isinstance(module.attrs, dict) else []:
+        out.append(dict(t))
+    return out
+
+
+def write_io_transposes(bir_path, out_path):
+    module = birpy.load(bir_path)
+    doc = {"version": 1, "transposes": io_transposes(module)}
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(tmp, out_path)
+    return out_path

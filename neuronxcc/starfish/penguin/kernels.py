@@ -1,0 +1,388 @@
+"""The tiled kernels Penguin codegen emits (one loop nest per materialised value).
+
+* ``elementwise(x, out)``: evaluates an expression over its index space, tile
+  by tile: [<=128 partitions, <= EW_FREE elements]; dims that every access
+  allows are collapsed first, the remaining ones become loops.
+* ``op_reduce``: any set of reduced axes; a kept axis on the partitions, a
+  reduced axis on the free dim (``tensor_reduce``), further reduced axes and
+  free tiles accumulate into a [P,1] accumulator; argmax/argmin keep the
+  first index of the extreme value like XLA.
+* ``op_dot``: out[b, m, n] = sum_k L[b, m, k] R[b, k, n]; M tiles of 128 on
+  PSUM partitions, N tiles of <= 512 fp32 (one 2 KiB PSUM bank), K tiles of
+  128 accumulated in PSUM (the first K tile zeroes the bank, the rest of the
+  K loop accumulates), then evicted by ACT with the cast to the result type.
+* ``op_concatenate`` / ``op_pad``: copies into sub-views of the result.
+
+Invariant: every memloc is created inside the loop body that uses it, so its
+live range is one tile step; sizes stay far below one SBUF partition.
+"""
+from neuronxcc.starfish.penguin.emit import Axis, choose_tile
+from neuronxcc.starfish.penguin.expr import apply_view, leaves
+from neuronxcc.starfish.penguin.tiles import TV, LoweringError, Space, TileEval, onchip_dtype
+from neuronxcc.starfish.penguin.views import Splat, View, collapse
+from neuronxcc.starfish.birpy import dtypes as bdt
+
+EW_FREE = 1024          # elements per partition per elementwise tile
+RED_FREE = 1024
+PMAX = 128
+
+REDUCE_ALU = {"add": "add", "max": "max", "min": "min", "mul": "mult"}
+
+
+def _err(op, why):
+    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
+
+
+class Kernels:
+    def __init__(self, cg):
+        self.cg = cg
+        self.em = cg.em
+        self.P = cg.P
+
+    # -- helpers ------------------------------------------------------------------------
+    def _prepare(self, exprs, outs, shape):
+        """Collapse the common index space of exprs and out views; returns new (exprs, outs, shape)."""
+        lv = []
+        for x in exprs:
+            lv.extend(leaves(x))
+        strides = [v.strides for v in lv] + [o.strides for o in outs]
+        cshape, _ = collapse(shape, strides)
+        if not cshape:
+            cshape = (1,)
+        exprs = [apply_view(x, lambda v: v.reshape(cshape)) for x in exprs]
+        outs = [o.reshape(cshape) for o in outs]
+        assert all(e is not None for e in exprs) and all(o is not None for o in outs)
+        return exprs, outs, cshape
+
+    def _store(self, te, tv, out):
+        """DMA tile value tv into the HBM view out at te's tile position."""
+        tv = te.materialise(tv, out.dtype)
+        t = self.em.m.tensors[out.base]
+        want = onchip_dtype(t.dtype)
+        if tv.dtype != want and not (bdt.is_int(tv.dtype) and bdt.is_int(want)) and \
+                not (tv.dtype == "bool" or want == "bool"):
+            tv = te.cast(tv, want)
+        if tv.dtype == "bool" and want != "bool":
+            tv = te.cast(tv, want)
+        dst = self.em.hbm(out.base, te.leaf_offset(out), te.leaf_pattern(out))
+        self.em.dma(dst, tv.ap)
+
+    # -- elementwise / copy ----------------------------------------------------------
+    def elementwise(self, x, out):
+        if any(n == 0 for n in out.shape):
+            return
+        (x,), (out,), shape = self._prepare([x], [out], out.shape)
+        if len(shape) == 1:
+            n = shape[0]
+            if n > PMAX and n % PMAX == 0:
+                inner = n // PMAX
+                x = apply_view(x, lambda v: v.split_axis(0, inner))
+                out = out.split_axis(0, inner)
+                shape = (PMAX, inner)
+            else:
+                x = apply_view(x, lambda v: v.reshape((1, n)))
+                out = out.reshape((1, n))
+                shape = (1, n)
+        r = len(shape)
+        f = r - 1
+        cands = list(range(r - 1))
+        p = max(cands, key=lambda a: (min(shape[a], PMAX), a))
+        loops = [a for a in range(r) if a not in (p, f)]
+        order = loops + [p, f]
+        axes = [Axis(shape[a], 1, "l") for a in loops] + [Axis(shape[p], choose_tile(shape[p], PMAX), "p"),
+                                                           Axis(shape[f], choose_tile(shape[f], EW_FREE), "f")]
+
+        def body(starts, sizes):
+            st = [None] * r
+            sz = [None] * r
+            for a, s0, n in zip(order, starts, sizes):
+                st[a], sz[a] = s0, n
+            te = TileEval(self.cg, Space(p, f, st, sz))
+            self._store(te, te.value(x), out)
+
+        self.em.nest(axes, body)
+
+    # -- reduce ----------------------------------------------------------------------------
+    def op_reduce(self, op, args, outs):
+        n = len(outs)
+        vals, inits = args[:n], args[n:]
+        red = op.attrs.get("reducer")
+        dims = sorted(op.attrs["dimensions"])
+        if n == 1 and red in REDUCE_ALU or (n == 1 and red in ("and", "or")):
+            pass
+        elif n == 2 and red in ("argmax", "argmin"):
+            pass
+        else:
+            raise _err(op, "reduction with reducer '%s' over %d operands" % (red, n))
+        for init in inits:
+            if not isinstance(init, Splat):
+                raise _err(op, "reduction with a non-constant initial value")
+        src_shape = vals[0].shape
+        kept = [d for d in range(len(src_shape)) if d not in dims]
+        targets = [self.cg.target_for(o.name) for o in outs]
+        if not dims or all(src_shape[d] == 1 for d in dims):
+            for v, t, init in zip(vals, targets, inits):
+                x = apply_view(v, lambda w: w.reshape(t.shape))
+                if x is None:
+                    x = apply_view(self.cg.materialise(v, allow_views=False), lambda w: w.reshape(t.shape))
+                self.elementwise(x, t)
+            return targets
+        perm = kept + dims
+        vals = [apply_view(v, lambda w: w.transpose(perm)) for v in vals]
+        # collapse kept and reduced groups separately
+        lv = []
+        for v in vals:
+            lv.extend(leaves(v))
+        nk = len(kept)
+        pshape = [src_shape[d] for d in perm]
+        kshape, _ = collapse(pshape[:nk], [s.strides[:nk] for s in lv] + [t.strides for t in targets])
+        rshape, _ = collapse(pshape[nk:], [s.strides[nk:] for s in lv])
+        kshape = tuple(kshape) or (1,)
+        rshape = tuple(rshape) or (1,)
+        full = kshape + rshape
+        vals = [apply_view(v, lambda w: w.reshape(full)) for v in vals]
+        targets = [t.reshape(kshape) for t in targets]
+        if any(v is None for v in vals) or any(t is None for t in targets):
+            raise _err(op, "internal: reduce view collapse failed")
+        K = len(kshape)
+        p = max(range(K), key=lambda a: (min(kshape[a], PMAX), a))
+        f = len(full) - 1
+        outer_loops = [a for a in range(K) if a != p]
+        inner_loops = [a for a in range(K, len(full) - 1)]
+        outer_axes = [Axis(full[a], 1, "l") for a in outer_loops] + [Axis(full[p], choose_tile(full[p], PMAX), "p")]
+        inner_axes = [Axis(full[a], 1, "r") for a in inner_loops] + [Axis(full[f], choose_tile(full[f], RED_FREE), "f")]
+        outer_order = outer_loops + [p]
+        inner_order = inner_loops + [f]
+        acc_dt = [self._acc_dtype(v.dtype, red) for v in vals]
+        em = self.em
+
+        def outer(starts, sizes):
+            st = [self.P.const(0)] * len(full)
+            sz = [1] * len(full)
+            for a, s0, nn in zip(outer_order, starts, sizes):
+                st[a], sz[a] = s0, nn
+            pn = sz[p]
+            accs = []
+            for k, dt in enumerate(acc_dt):
+                mname = em.sbuf("acc", pn, 1, dt)
+                accs.append(TV("tile", dt, ap=em.chip(mname, dt, pn, [[1, 1]])))
+            eng = "POOL" if bdt.is_int(acc_dt[0]) else "DVE"
+            init_vals = [inits[k].value for k in range(n)]
+            for a, iv in zip(accs, init_vals):
+                em.inst("memset", "POOL" if bdt.is_int(a.dtype) else "DVE", [a.ap], [], value=_imm(iv, a.dtype))
+
+            def inner(istarts, isizes):
+                st2, sz2 = list(st), list(sz)
+                for a, s0, nn in zip(inner_order, istarts, isizes):
+                    st2[a], sz2[a] = s0, nn
+                te = TileEval(self.cg, Space(p, f, st2, sz2))
+                if n == 1:
+                    self._reduce_step(te, red, te.value(vals[0]), accs[0], pn)
+                else:
+                    self._argreduce_step(te, red, te.value(vals[0]), te.value(vals[1]), accs, pn)
+
+            em.nest(inner_axes, inner)
+            te = TileEval(self.cg, Space(p, None, st, [sz[a] if a != f else 1 for a in range(len(full))]))
+            for a, t in zip(accs, targets):
+                self._store(te, a, t)
+
+        em.nest(outer_axes, outer)
+        return [View.contiguous(t.base, o.dtype, o.shape) for t, o in zip(targets, outs)]
+
+    def _acc_dtype(self, dt, red):
+        dt = onchip_dtype(dt)
+        if dt == "bool":
+            return "bool"
+        if bdt.is_int(dt):
+            return "int32" if dt in ("int8", "int16", "int32") else dt
+        return "float32"
+
+    def _reduce_step(self, te, red, t, acc, pn):
+        em = self.em
+        t = te.materialise(t)
+        is_int = bdt.is_int(acc.dtype)
+        if red in ("and", "or"):
+            alu = ("logical_" if acc.dtype == "bool" else "bitwise_") + red
+            ralu = alu
+        else:
+            alu = REDUCE_ALU[red]
+            ralu = alu
+        eng = "POOL" if is_int else "DVE"
+        mname = em.sbuf("red", pn, 1, acc.dtype)
+        r = em.chip(mname, acc.dtype, pn, [[1, 1]])
+        em.inst("tensor_reduce", eng, [r], [t.ap], op=ralu, axes=1)
+        em.inst("tensor_tensor", eng, [acc.ap], [acc.ap, r], op=alu)
+
+    def _argreduce_step(self, te, red, v, idx, accs, pn):
+        """Running (value, first index) of the max/min along the free axis."""
+        em = self.em
+        v = te.materialise(v)
+        idx = te.materialise(idx)
+        fn = te.s.fn
+        acc_v, acc_i = accs
+        ext = "max" if red == "argmax" else "min"
+        vf = v
+        if v.dtype != "float32":
+            vf = te.cast(v, "float32")
+        m = em.chip(em.sbuf("am", pn, 1, "float32"), "float32", pn, [[1, 1]])
+        em.inst("tensor_reduce", "DVE", [m], [vf.ap], op=ext, axes=1)
+        eq = te.new_tile("float32", "ameq")
+        em.inst("tensor_scalar", "DVE", [eq.ap], [vf.ap], op0="eq", operand0=m, operand0_ap=True)
+        # candidate index = idx where equal else BIG; first index = min over candidates
+        big = float(2 ** 30)
+        idf = te.cast(idx, "float32")
+        cand = te.new_tile("float32", "amc")
+        # cand = (idx - big) * eq + big
+        tmp = te.new_tile("float32", "amt")
+        em.inst("tensor_scalar", "DVE", [tmp.ap], [idf.ap], op0="subtract", operand0=big)
+        em.inst("tensor_tensor", "DVE", [cand.ap], [tmp.ap, eq.ap], op="mult")
+        em.inst("tensor_scalar", "DVE", [cand.ap], [cand.ap], op0="add", operand0=big)
+        ci = em.chip(em.sbuf("ami", pn, 1, "float32"), "float32", pn, [[1, 1]])
+        em.inst("tensor_reduce", "DVE", [ci], [cand.ap], op="min", axes=1)
+        # better = m > acc_v (strict keeps the earlier index); acc_i = better ? ci : acc_i
+        better = em.chip(em.sbuf("amb", pn, 1, "float32"), "float32", pn, [[1, 1]])
+        em.inst("tensor_tensor", "DVE", [better], [m, acc_v.ap], op="gt" if red == "argmax" else "lt")
+        ci_i = em.chip(em.sbuf("amii", pn, 1, acc_i.dtype), acc_i.dtype, pn, [[1, 1]])
+        em.inst("tensor_copy", "DVE", [ci_i], [ci])
+        em.inst("select", "DVE", [acc_i.ap], [better, ci_i, acc_i.ap])
+        em.inst("tensor_tensor", "DVE", [acc_v.ap], [acc_v.ap, m], op=ext)
+
+    # -- dot -----------------------------------------------------------------------------
+    def op_dot(self, op, args, outs):
+        a = op.attrs
+        lb, lc = list(a["lhs_batch_dims"]), list(a["lhs_contracting_dims"])
+        rb, rc = list(a["rhs_batch_dims"]), list(a["rhs_contracting_dims"])
+        L = self.cg.materialise(args[0])
+        R = self.cg.materialise(args[1])
+        lf = [d for d in range(len(L.shape)) if d not in lb + lc]
+        rf = [d for d in range(len(R.shape)) if d not in rb + rc]
+        Lp = L.transpose(lb + lf + lc)
+        Rp = R.transpose(rb + rc + rf)
+        B = [L.shape[d] for d in lb]
+        M = _prod(L.shape[d] for d in lf)
+        K = _prod(L.shape[d] for d in lc)
+        N = _prod(R.shape[d] for d in rf)
+        L3 = Lp.reshape(tuple(B) + (M, K))
+        if L3 is None:
+            L3 = self.cg.materialise(Lp, allow_views=False).reshape(tuple(B) + (M, K))
+        R3 = Rp.reshape(tuple(B) + (K, N))
+        if R3 is None:
+            R3 = self.cg.materialise(Rp, allow_views=False).reshape(tuple(B) + (K, N))
+        out = self.cg.target_for(outs[0].name)
+        O3 = out.reshape(tuple(B) + (M, N))
+        self.matmul(L3, R3, O3, len(B), M, K, N)
+        return [View.contiguous(out.base, outs[0].dtype, outs[0].shape)]
+
+    def matmul(self, L, R, O, nb, M, K, N):
+        em = self.em
+        P = self.P
+        lowp = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+        cdt = L.dtype if (L.dtype == R.dtype and L.dtype in lowp) else "float32"
+        TM = choose_tile(M, PMAX)
+        TN = choose_tile(N, 512)
+        TK = choose_tile(K, PMAX)
+        axes = [Axis(L.shape[k], 1, "b") for k in range(nb)] + [Axis(M, TM, "m"), Axis(N, TN, "n")]
+
+        def offs(view, idx_exprs):
+            e = P.const(view.offset)
+            for ex, st in zip(idx_exprs, view.strides):
+                if st:
+                    e = e + ex * st
+            return e
+
+        def body(starts, sizes):
+            bs = starts[:nb]
+            m0, n0 = starts[nb], starts[nb + 1]
+            mn, nn = sizes[nb], sizes[nb + 1]
+            ps = em.psum("ps", mn, nn)
+            ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
+
+            def kstep(k0, kn, zero):
+                st = em.sbuf("lhsT", kn, mn, cdt)
+                mv = em.sbuf("rhs", kn, nn, cdt)
+                st_ap = em.chip(st, cdt, kn, [[1, mn]])
+                mv_ap = em.chip(mv, cdt, kn, [[1, nn]])
+                em.dma(st_ap, em.hbm(L.base, offs(L, bs + [m0, k0]),
+                                     [[L.strides[nb + 1], kn], [L.strides[nb], mn]]))
+                em.dma(mv_ap, em.hbm(R.base, offs(R, bs + [k0, n0]),
+                                     [[R.strides[nb], kn], [R.strides[nb + 1], nn]]), queue="q1")
+                em.inst("matmul", "PE", [ps_ap], [st_ap, mv_ap], psum_zero=bool(zero))
+
+            nfull, rem = divmod(K, TK)
+            if nfull >= 1:
+                kstep(P.const(0), TK, True)
+            if nfull >= 2:
+                kv = em.fresh("k")
+                with em.b.loop(kv, 1, nfull, 1) as iv:
+                    kstep(iv * TK, TK, False)
+            if rem:
+                kstep(P.const(nfull * TK), rem, nfull == 0)
+            odt = onchip_dtype(em.m.tensors[O.base].dtype)
+            ev = em.sbuf("evict", mn, nn, odt)
+            ev_ap = em.chip(ev, odt, mn, [[1, nn]])
+            if bdt.is_int(odt):
+                em.inst("tensor_copy", "DVE", [ev_ap], [ps_ap])
+            else:
+                em.inst("activation", "ACT", [ev_ap], [ps_ap], func="identity")
+            em.dma(em.hbm(O.base, offs(O, bs + [m0, n0]), [[O.strides[nb], mn], [O.strides[nb + 1], nn]]), ev_ap)
+
+        em.nest(axes, body)
+
+    # -- shape ops with data movement -------------------------------------------------
+    def op_concatenate(self, op, args, outs):
+        out = self.cg.target_for(outs[0].name)
+        d = op.attrs["dimension"]
+        pos = 0
+        for x in args:
+            n = x.shape[d]
+            starts = [0] * len(out.shape)
+            limits = list(out.shape)
+            starts[d], limits[d] = pos, pos + n
+            self.elementwise(x, out.slice(starts, limits, [1] * len(out.shape)))
+            pos += n
+        return [out]
+
+    def op_pad(self, op, args, outs):
+        x, pv = args
+        if not isinstance(pv, Splat):
+            raise _err(op, "pad with a non-constant padding value")
+        out = self.cg.target_for(outs[0].name)
+        cfg = op.attrs["padding"]
+        self.elementwise(Splat(pv.value, outs[0].dtype, out.shape), out)
+        # operand slice (negative padding) and destination sub-view
+        s_st, s_li, s_sd = [], [], []
+        o_st, o_li, o_sd = [], [], []
+        for k, (lo, hi, it) in enumerate(cfg):
+            n = x.shape[k]
+            # element j of x lands at lo + j*(it+1)
+            j0 = 0
+            while j0 < n and lo + j0 * (it + 1) < 0:
+                j0 += 1
+            j1 = n
+            while j1 > j0 and lo + (j1 - 1) * (it + 1) >= out.shape[k]:
+                j1 -= 1
+            s_st.append(j0)
+            s_li.append(max(j0, j1))
+            s_sd.append(1)
+            o_st.append(lo + j0 * (it + 1))
+            o_li.append(lo + j0 * (it + 1) + max(0, j1 - j0 - 1) * (it + 1) + (1 if j1 > j0 else 0))
+            o_sd.append(it + 1)
+        if all(b > a for a, b in zip(s_st, s_li)):
+            xs = apply_view(x, lambda v: v.slice(s_st, s_li, s_sd))
+            if xs is None:
+                xs = self.cg.materialise(x, allow_views=False).slice(s_st, s_li, s_sd)
+            self.elementwise(xs, out.slice(o_st, o_li, o_sd))
+        return [out]
+
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _imm(v, dtype):
+    if dtype == "bool" or bdt.is_int(dtype):
+        return int(v)
+    return float(v)

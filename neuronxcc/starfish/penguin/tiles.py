@@ -1,0 +1,366 @@
+"""Evaluate a fused elementwise expression on one on-chip tile.
+
+``TileEval(em, space)`` is created per tile of a kernel's loop nest. The
+iteration ``space`` says which axis of the expression's index space lies on
+the partitions (``p``), which on the free dim (``f``) and where the current
+tile starts on every axis. ``value(x)`` returns a ``TV`` (tile value): an
+on-chip [pn, fn] access pattern, or a splat scalar that later ops fold into
+``tensor_scalar`` immediates.
+
+Engine mapping (one table, ``UNARY_ACT`` / ``ALU_BINARY``): transcendental
+functions go to ACT ``activation``; arithmetic, comparisons and logic go to
+DVE (floats) or POOL (integers, exact int math); casts are ``tensor_copy``.
+Views leaves are DMA'd from HBM with their strides as the access pattern
+(broadcast = stride 0), iota leaves come from the POOL ``iota`` instruction
+or, inside loops, from the ``arange`` constant table.
+"""
+import math
+
+import numpy as np
+
+from neuronxcc.errors import UnsupportedOperatorError
+from neuronxcc.starfish.birpy import dtypes as bdt
+from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin.expr import Node
+from neuronxcc.starfish.penguin.views import Splat, View
+
+IOTA_BASE = "__iota__"
+
+UNARY_ACT = {"exponential": "exp", "log": "log", "tanh": "tanh", "logistic": "sigmoid", "sqrt": "sqrt",
+             "rsqrt": "rsqrt", "erf": "erf", "sign": "sign", "abs": "abs"}
+ALU_BINARY = {"add": "add", "subtract": "subtract", "multiply": "mult", "divide": "divide",
+              "maximum": "max", "minimum": "min", "power": "pow", "remainder": "mod"}
+CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
+SWAP_CMP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+LOGIC_BOOL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
+LOGIC_INT = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+             "shift-left": "logical_shift_left", "shift-right-logical": "logical_shift_right",
+             "shift-right-arithmetic": "arith_shift_right"}
+
+
+class LoweringError(UnsupportedOperatorError):
+    """An op the Penguin backend cannot lower yet."""
+    code = "NCC_EPEN001"
+
+
+def unsupported_node(node, why):
+    where = ""
+    if node.loc:
+        where = " (instruction %s" % node.loc.get("hlo", "?")
+        if node.loc.get("source_file"):
+            where += " at %s:%s" % (node.loc["source_file"], node.loc.get("source_line", 0))
+        where += ")"
+    return LoweringError("Cannot lower '%s'%s yet: %s" % (node.op, where, why))
+
+
+def onchip_dtype(dtype):
+    """The dtype a value is held in on chip (64-bit types narrow to 32)."""
+    return {"int64": "int32", "uint64": "uint32", "float64": "float32"}.get(dtype, dtype)
+
+
+class TV:
+    """A tile value: on-chip AP (kind 'tile') or a scalar (kind 'splat')."""
+    __slots__ = ("kind", "ap", "value", "dtype")
+
+    def __init__(self, kind, dtype, ap=None, value=None):
+        self.kind = kind
+        self.dtype = dtype
+        self.ap = ap
+        self.value = value
+
+    @property
+    def is_splat(self):
+        return self.kind == "splat"
+
+
+class Space:
+    """Tile position: for each axis of the index space its start Expr and size."""
+
+    def __init__(self, p_axis, f_axis, starts, sizes):
+        self.p = p_axis
+        self.f = f_axis
+        self.starts = starts
+        self.sizes = sizes
+        self.pn = sizes[p_axis] if p_axis is not None else 1
+        self.fn = sizes[f_axis] if f_axis is not None else 1
+
+
+class TileEval:
+    def __init__(self, cg, space):
+        self.cg = cg
+        self.em = cg.em
+        self.s = space
+        self.memo = {}
+
+    # -- storage -----------------------------------------------------------------
+    def new_tile(self, dtype, prefix="t"):
+        dtype = onchip_dtype(dtype)
+        m = self.em.sbuf(prefix, self.s.pn, self.s.fn, dtype)
+        return TV("tile", dtype, ap=self.em.chip(m, dtype, self.s.pn, [[1, self.s.fn]]))
+
+    def materialise(self, tv, dtype=None):
+        """A splat as a real tile (memset)."""
+        if not tv.is_splat:
+            return tv
+        dtype = onchip_dtype(dtype or tv.dtype)
+        out = self.new_tile(dtype, "splat")
+        eng = "POOL" if bdt.is_int(dtype) else "DVE"
+        self.em.inst("memset", eng, [out.ap], [], value=_py(tv.value, dtype))
+        return out
+
+    # -- leaves ------------------------------------------------------------------------
+    def leaf_offset(self, v):
+        e = self.cg.P.const(v.offset)
+        for k, st in enumerate(v.strides):
+            if st:
+                e = e + self.s.starts[k] * st
+        return e
+
+    def leaf_pattern(self, v):
+        sp = v.strides[self.s.p] if self.s.p is not None else 0
+        sf = v.strides[self.s.f] if self.s.f is not None else 0
+        return [[sp, self.s.pn], [sf, self.s.fn]]
+
+    def load(self, v):
+        if v.base == IOTA_BASE:
+            return self.load_iota(v)
+        t = self.em.m.tensors[v.base]
+        out = self.new_tile(v.dtype if v.dtype == t.dtype else t.dtype, "ld")
+        src = self.em.hbm(v.base, self.leaf_offset(v), self.leaf_pattern(v))
+        self.em.dma(out.ap, src)
+        if v.dtype != t.dtype:           # bitcast views keep the base dtype
+            out.dtype = t.dtype
+        return out
+
+    def load_iota(self, v):
+        off = self.leaf_offset(v)
+        pat = self.leaf_pattern(v)
+        if off.is_const():
+            out = self.new_tile("int32", "iota")
+            self.em.inst("iota", "POOL", [out.ap], [], pattern=[pat[1]], offset=int(off),
+                         channel_multiplier=pat[0][0])
+        else:
+            base = self.cg.arange_table(v)
+            out = self.new_tile("int32", "iota")
+            self.em.dma(out.ap, self.em.hbm(base, off, pat))
+        if v.dtype != "int32":
+            return self.cast(out, v.dtype)
+        return out
+
+    # -- evaluation ------------------------------------------------------------------
+    def value(self, x):
+        k = id(x)
+        if k in self.memo:
+            return self.memo[k]
+        if isinstance(x, Splat):
+            r = TV("splat", x.dtype, value=x.value)
+        elif isinstance(x, View):
+            r = self.load(x)
+        else:
+            args = [self.value(a) for a in x.args]
+            r = self.op(x, args)
+        self.memo[k] = r
+        return r
+
+    def cast(self, a, dtype):
+        dtype = onchip_dtype(dtype)
+        if a.is_splat:
+            return TV("splat", dtype, value=_convert_scalar(a.value, dtype))
+        if a.dtype == dtype:
+            return a
+        out = self.new_tile(dtype, "cvt")
+        if dtype == "bool":
+            eng = "POOL" if bdt.is_int(a.dtype) else "DVE"
+            self.em.inst("tensor_scalar", eng, [out.ap], [a.ap], op0="ne", operand0=0)
+        else:
+            eng = "POOL" if bdt.is_int(dtype) and bdt.is_int(a.dtype) else "DVE"
+            self.em.inst("tensor_copy", eng, [out.ap], [a.ap])
+        return out
+
+    def engine_for(self, *tvs):
+        return "POOL" if all(bdt.is_int(t.dtype) for t in tvs) else "DVE"
+
+    def binary(self, alu, a, b, out_dtype, swap=None):
+        if a.is_splat and b.is_splat:
+            a = self.materialise(a)
+        eng = self.engine_for(a, b)
+        out = self.new_tile(out_dtype)
+        if b.is_splat:
+            self.em.inst("tensor_scalar", eng, [out.ap], [a.ap], op0=alu, operand0=_py(b.value, a.dtype))
+        elif a.is_splat:
+            if swap:
+                self.em.inst("tensor_scalar", eng, [out.ap], [b.ap], op0=swap, operand0=_py(a.value, b.dtype))
+            else:
+                self.em.inst("tensor_scalar", eng, [out.ap], [b.ap], op0=alu, operand0=_py(a.value, b.dtype),
+                             reverse0=True)
+        else:
+            self.em.inst("tensor_tensor", eng, [out.ap], [a.ap, b.ap], op=alu)
+        return out
+
+    def act(self, func, a, out_dtype, scale=1.0, bias=0.0):
+        a = self.materialise(a)
+        out = self.new_tile(out_dtype)
+        self.em.inst("activation", "ACT", [out.ap], [a.ap], func=func, scale=float(scale), bias=float(bias))
+        return out
+
+    def op(self, x, args):
+        op = x.op
+        dt = onchip_dtype(x.dtype)
+        if op == "copy":
+            return args[0]
+        if op == "convert":
+            return self.cast(args[0], dt)
+        if op == "bitcast-convert":
+            a = self.materialise(args[0])
+            if bdt.itemsize(a.dtype) != bdt.itemsize(dt):
+                raise unsupported_node(x, "bitcast between types of different widths")
+            return TV("tile", dt, ap=a.ap.copy(dtype=dt))
+        if all(a.is_splat for a in args) and args:
+            return self.fold(x, args)
+        if op in ALU_BINARY:
+            if bdt.is_int(dt) and op in ("divide", "remainder"):
+                return self.int_divmod(x, args[0], args[1])
+            if op == "remainder":
+                return self.fmod(args[0], args[1], dt)
+            a, b = args
+            return self.binary(ALU_BINARY[op], a, b, dt,
+                               swap=ALU_BINARY[op] if op in ("add", "multiply", "maximum", "minimum") else None)
+        if op == "compare":
+            c = CMP[x.attrs["direction"]]
+            a, b = args
+            return self.binary(c, a, b, "bool", swap=SWAP_CMP[c])
+        if op in ("and", "or", "xor"):
+            table = LOGIC_BOOL if dt == "bool" else LOGIC_INT
+            return self.binary(table[op], args[0], args[1], dt, swap=table[op])
+        if op.startswith("shift"):
+            return self.binary(LOGIC_INT[op], args[0], args[1], dt)
+        if op == "not":
+            if dt == "bool":
+                return self.binary("eq", args[0], TV("splat", "bool", value=0), "bool")
+            return self.binary("bitwise_xor", args[0], TV("splat", dt, value=-1), dt)
+        if op == "negate":
+            return self.binary("mult", args[0], TV("splat", dt, value=-1), dt)
+        if op == "abs" and bdt.is_int(dt):
+            neg = self.binary("mult", args[0], TV("splat", dt, value=-1), dt)
+            return self.binary("max", args[0], neg, dt)
+        if op in UNARY_ACT:
+            return self.act(UNARY_ACT[op], args[0], dt)
+        if op == "log-plus-one":
+            return self.act("log", args[0], dt, bias=1.0)
+        if op == "exponential-minus-one":
+            e = self.act("exp", args[0], "float32")
+            return self.binary("subtract", e, TV("splat", "float32", value=1.0), dt)
+        if op == "sine":
+            return self.sine(args[0], dt, 0.0)
+        if op == "cosine":
+            return self.sine(args[0], dt, math.pi / 2)
+        if op in ("floor", "ceil", "round-nearest-even", "round-nearest-afz"):
+            return self.rounding(op, args[0], dt)
+        if op == "is-finite":
+            a = self.materialise(args[0])
+            out = self.new_tile("bool")
+            self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap], op0="mult", operand0=0.0, op1="eq",
+                         operand1=0.0)
+            return out
+        if op == "select":
+            p, t, f = args
+            p = self.materialise(p)
+            t = self.materialise(t, dt)
+            f = self.materialise(f, dt)
+            out = self.new_tile(dt)
+            self.em.inst("select", self.engine_for(t, f), [out.ap], [p.ap, t.ap, f.ap])
+            return out
+        if op == "clamp":
+            lo, a, hi = args
+            m = self.binary("max", a, lo, dt, swap="max")
+            return self.binary("min", m, hi, dt, swap="min")
+        raise unsupported_node(x, "no engine lowering for this elementwise op")
+
+    def fold(self, x, args):
+        vals = [np.asarray(a.value, dtype=ir.np_dtype(a.dtype) if a.dtype != "bool" else np.bool_) for a in args]
+        from neuronxcc.starfish.penguin.hlo2penguin import fold_numpy
+        attrs = dict(x.attrs)
+        r = None
+        if x.op == "compare":
+            fn = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
+                  "GE": np.greater_equal}[attrs["direction"]]
+            r = fn(vals[0], vals[1])
+        elif x.op == "select":
+            r = vals[1] if bool(vals[0]) else vals[2]
+        else:
+            r = fold_numpy(x.op, [v.reshape(()) for v in vals], attrs, (), x.dtype)
+        if r is None:
+            return self.op(x, [self.materialise(args[0])] + list(args[1:]))
+        return TV("splat", onchip_dtype(x.dtype), value=_py(np.asarray(r).reshape(()).item(), x.dtype))
+
+    def int_divmod(self, x, a, b):
+        """XLA integer divide/remainder truncate toward zero (exact on POOL)."""
+        dt = onchip_dtype(x.dtype)
+        a = self.materialise(a, dt)
+        b = self.materialise(b, dt)
+        # q = trunc(a / b) computed as floor division corrected for sign
+        fl = self.new_tile(dt)
+        self.em.inst("tensor_tensor", "POOL", [fl.ap], [a.ap, b.ap], op="divide")
+        if x.op == "divide":
+            return fl
+        prod = self.binary("mult", fl, b, dt)
+        return self.binary("subtract", a, prod, dt)
+
+    def fmod(self, a, b, dt):
+        a = self.materialise(a, dt)
+        out = self.new_tile(dt)
+        if b.is_splat:
+            self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap], op0="mod", operand0=float(b.value))
+        else:
+            self.em.inst("tensor_tensor", "DVE", [out.ap], [a.ap, b.ap], op="mod")
+        return out
+
+    def sine(self, a, dt, phase):
+        # range-reduce to [-pi, pi): r = ((x + phase + pi) mod 2pi) - pi
+        a = self.materialise(a, "float32")
+        r = self.new_tile("float32")
+        self.em.inst("tensor_scalar", "DVE", [r.ap], [a.ap], op0="add", operand0=phase + math.pi,
+                     op1="mod", operand1=2 * math.pi)
+        return self.act("sin", r, dt, bias=-math.pi)
+
+    def rounding(self, op, a, dt):
+        a = self.materialise(a, "float32")
+        if op == "round-nearest-even":
+            # adding and subtracting 1.5*2^23 rounds to nearest even in fp32 for |x| < 2^22
+            t = self.binary("add", a, TV("splat", "float32", value=12582912.0), "float32")
+            return self.binary("subtract", t, TV("splat", "float32", value=12582912.0), dt)
+        fr = self.new_tile("float32")
+        self.em.inst("tensor_scalar", "DVE", [fr.ap], [a.ap], op0="mod", operand0=1.0)
+        fl = self.binary("subtract", a, fr, "float32")           # floor, when mod is floored
+        if op == "floor":
+            return self.cast(fl, dt)
+        if op == "ceil":
+            pos = self.binary("gt", fr, TV("splat", "float32", value=0.0), "float32")
+            return self.binary("add", fl, pos, dt)
+        # round half away from zero: sign(x) * floor(|x| + 0.5)
+        ab = self.act("abs", a, "float32")
+        h = self.binary("add", ab, TV("splat", "float32", value=0.5), "float32")
+        hr = self.new_tile("float32")
+        self.em.inst("tensor_scalar", "DVE", [hr.ap], [h.ap], op0="mod", operand0=1.0)
+        fh = self.binary("subtract", h, hr, "float32")
+        sg = self.act("sign", a, "float32")
+        return self.binary("mult", fh, sg, dt)
+
+
+def _py(v, dtype):
+    """A JSON scalar for an immediate operand."""
+    if isinstance(v, (bool, np.bool_)):
+        return int(bool(v))
+    dtype = onchip_dtype(dtype) if dtype else dtype
+    if dtype and (dtype == "bool" or bdt.is_int(dtype)):
+        try:
+            return int(v)
+        except (OverflowError, ValueError):
+            return 0
+    return float(v)
+
+
+def _convert_scalar(v, dtype):
+    if dtype == "bool":
+        return int(bool(v))
+    return np.asarray(v).astype(ir.np_dtype(dtype)).item()
