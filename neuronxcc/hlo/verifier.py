@@ -94,7 +94,11 @@ def _check_shape(instr, comp):
     op, ops, shape, a = instr.opcode, instr.operands, instr.shape, instr.attrs
     if op in ARITY and len(ops) != ARITY[op]:
         _fail(instr, comp, "%s takes %d operands, has %d" % (op, ARITY[op], len(ops)))
-    if op in UNARY_ELEMENTWISE and ops:
+    if op == "bitcast-convert" and ops:
+        if ops[0].shape.is_array and shape.is_array and ops[0].shape.nbytes() != shape.nbytes():
+            _fail(instr, comp, "bitcast-convert of %s to %s changes the byte size"
+                  % (ops[0].shape.to_text(False), shape.to_text(False)))
+    elif op in UNARY_ELEMENTWISE and ops:
         if _dims(ops[0].shape) != _dims(shape):
             _fail(instr, comp, "%s result %s does not match its operand %s"
                   % (op, shape.to_text(False), ops[0].shape.to_text(False)))
