@@ -1,0 +1,42 @@
+# Declarations of the pelican expression core (see _expr.pyx for the contract).
+# Other Cython modules cimport these to read expression trees without Python
+# attribute lookups (e.g. _compiled.pyx lowers a tree to a flat program).
+from libc.stdint cimport int64_t
+
+# Node kinds. The numeric order is also the first key of the canonical
+# total order on expressions (constants < variables < sums < // < % < min < max).
+cdef enum:
+    K_CONST = 0      # val = the integer
+    K_VAR = 1        # name = the variable (loop variable or register)
+    K_ADD = 2        # val = constant term; args = atoms; coefs = their nonzero coefficients
+    K_FLOORDIV = 3   # args = (dividend,); val = divisor (>= 2)
+    K_MOD = 4        # args = (dividend,); val = modulus (>= 2)
+    K_MIN = 5        # args = sorted, deduplicated operands (>= 2)
+    K_MAX = 6        # args = sorted, deduplicated operands (>= 2)
+
+
+cdef struct Bnd:
+    # An inclusive integer interval; a side without has_* is unbounded.
+    int64_t lo
+    int64_t hi
+    bint has_lo
+    bint has_hi
+
+
+cdef class Expr:
+    cdef readonly int kind
+    cdef int64_t val        # see the node kinds above
+    cdef readonly str name  # K_VAR only (None otherwise)
+    cdef tuple args         # child expressions (K_ADD: atoms, sorted canonically)
+    cdef tuple coefs        # K_ADD only: Python ints, same length as args, never 0
+    cdef Py_hash_t hsh      # structural hash, computed at construction
+    cdef Bnd ib             # intrinsic bounds (variables unbounded), used by the rules
+
+
+cdef Expr mk_const(int64_t v)
+cdef Expr add_scaled(Expr a, Expr b, int64_t cb)
+cdef Expr mul_const(Expr a, int64_t k)
+cdef Expr floordiv_const(Expr a, int64_t k)
+cdef Expr mod_const(Expr a, int64_t k)
+cdef bint expr_eq(Expr a, Expr b) except -1
+cdef int expr_cmp(Expr a, Expr b) except -2

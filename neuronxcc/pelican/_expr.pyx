@@ -1,0 +1,1133 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""pelican expression core: canonical symbolic integer expressions.
+
+Owns the ``Expr`` node type and every rewrite rule. Invariants:
+
+* Nodes are immutable and always canonical: every constructor (operators,
+  ``var``, ``const``, ``min_``, ``max_``, ``subs``, ``parse``) returns the
+  canonical form, so structural equality (``==``) is the equality of canonical
+  forms and ``hash`` agrees with it (a constant hashes like its int).
+* A sum is a linear combination ``c0 + sum(c_i * atom_i)`` with nonzero
+  coefficients and atoms in the canonical total order (``expr_cmp``); an atom
+  is a variable or a ``//``, ``%``, ``min``, ``max`` node. ``1*atom + 0`` is
+  the atom itself, a sum without atoms is a constant.
+* Every construction-time rule holds for all integer values of the variables
+  (Python floor semantics). Range-dependent rules run only in
+  ``simplify(ranges)``, which must not leak: its result carries no ranges.
+* Integers are int64; construction raises OverflowError rather than wrap.
+"""
+cimport cython
+from cpython.number cimport PyNumber_Index
+from libc.stdint cimport int64_t, uint64_t
+
+from neuronxcc.pelican._intmath cimport fdiv, fmod
+
+import re
+
+cdef extern from *:
+    """
+    static inline int pel_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+    static inline int pel_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
+    """
+    bint pel_add_ovf(int64_t a, int64_t b, int64_t *r) noexcept nogil
+    bint pel_mul_ovf(int64_t a, int64_t b, int64_t *r) noexcept nogil
+
+
+# ---------------------------------------------------------------- integers
+
+cdef inline int64_t ck_add(int64_t a, int64_t b) except? -1:
+    cdef int64_t r
+    if pel_add_ovf(a, b, &r):
+        raise OverflowError("pelican: int64 overflow in %d + %d" % (a, b))
+    return r
+
+
+cdef inline int64_t ck_mul(int64_t a, int64_t b) except? -1:
+    cdef int64_t r
+    if pel_mul_ovf(a, b, &r):
+        raise OverflowError("pelican: int64 overflow in %d * %d" % (a, b))
+    return r
+
+
+@cython.cdivision(True)
+cdef inline int64_t gcd64(int64_t a, int64_t b) noexcept nogil:
+    cdef int64_t t
+    if a < 0:
+        a = -a
+    if b < 0:
+        b = -b
+    while b:
+        t = a % b
+        a = b
+        b = t
+    return a
+
+
+cdef inline int64_t to_i64(object x) except? -1:
+    if isinstance(x, Expr):
+        if (<Expr>x).kind != K_CONST:
+            raise ValueError("pelican: expected an integer constant, got %s" % x)
+        return (<Expr>x).val
+    return <int64_t>PyNumber_Index(x)
+
+
+# ---------------------------------------------------------------- intervals
+# Interval arithmetic saturates to "unbounded" on overflow, so it never raises.
+
+cdef inline Bnd b_make(int64_t lo, int64_t hi, bint has_lo, bint has_hi) noexcept:
+    cdef Bnd b
+    b.lo = lo
+    b.hi = hi
+    b.has_lo = has_lo
+    b.has_hi = has_hi
+    return b
+
+
+cdef Bnd UNBOUNDED = b_make(0, 0, False, False)
+
+
+cdef inline Bnd b_scale(Bnd a, int64_t c) noexcept:
+    cdef Bnd r = b_make(0, 0, True, True)
+    if c == 0:
+        return r
+    if c > 0:
+        r.has_lo = a.has_lo and not pel_mul_ovf(a.lo, c, &r.lo)
+        r.has_hi = a.has_hi and not pel_mul_ovf(a.hi, c, &r.hi)
+    else:
+        r.has_lo = a.has_hi and not pel_mul_ovf(a.hi, c, &r.lo)
+        r.has_hi = a.has_lo and not pel_mul_ovf(a.lo, c, &r.hi)
+    return r
+
+
+cdef inline Bnd b_add(Bnd a, Bnd b) noexcept:
+    cdef Bnd r = b_make(0, 0, False, False)
+    r.has_lo = a.has_lo and b.has_lo and not pel_add_ovf(a.lo, b.lo, &r.lo)
+    r.has_hi = a.has_hi and b.has_hi and not pel_add_ovf(a.hi, b.hi, &r.hi)
+    return r
+
+
+cdef inline Bnd b_floordiv(Bnd a, int64_t k) noexcept:
+    return b_make(fdiv(a.lo, k), fdiv(a.hi, k), a.has_lo, a.has_hi)
+
+
+cdef inline Bnd b_mod(Bnd a, int64_t k) noexcept:
+    cdef int64_t m
+    if a.has_lo and a.has_hi:
+        m = fdiv(a.lo, k)
+        if m == fdiv(a.hi, k):       # one block of k: x % k == x - m*k
+            return b_make(a.lo - m * k, a.hi - m * k, True, True)
+    if a.has_lo and a.lo >= 0 and a.has_hi and a.hi < k - 1:
+        return b_make(0, a.hi, True, True)
+    return b_make(0, k - 1, True, True)
+
+
+cdef inline Bnd b_min(Bnd a, Bnd b) noexcept:
+    cdef Bnd r = b_make(0, 0, a.has_lo and b.has_lo, a.has_hi or b.has_hi)
+    r.lo = a.lo if a.lo < b.lo else b.lo
+    if a.has_hi and b.has_hi:
+        r.hi = a.hi if a.hi < b.hi else b.hi
+    else:
+        r.hi = a.hi if a.has_hi else b.hi
+    return r
+
+
+cdef inline Bnd b_max(Bnd a, Bnd b) noexcept:
+    cdef Bnd r = b_make(0, 0, a.has_lo or b.has_lo, a.has_hi and b.has_hi)
+    r.hi = a.hi if a.hi > b.hi else b.hi
+    if a.has_lo and b.has_lo:
+        r.lo = a.lo if a.lo > b.lo else b.lo
+    else:
+        r.lo = a.lo if a.has_lo else b.lo
+    return r
+
+
+cdef inline Bnd b_meet(Bnd a, Bnd b) noexcept:
+    # intersection of two sound intervals for the same quantity
+    cdef Bnd r = a
+    if b.has_lo and (not r.has_lo or b.lo > r.lo):
+        r.lo = b.lo
+        r.has_lo = True
+    if b.has_hi and (not r.has_hi or b.hi < r.hi):
+        r.hi = b.hi
+        r.has_hi = True
+    return r
+
+
+cdef inline bint b_le(Bnd a, Bnd b) noexcept:
+    # every value of a <= every value of b
+    return a.has_hi and b.has_lo and a.hi <= b.lo
+
+
+# ---------------------------------------------------------------- hashing
+
+cdef inline Py_hash_t h_fix(uint64_t h) noexcept:
+    cdef Py_hash_t r = <Py_hash_t>h
+    return -2 if r == -1 else r
+
+
+cdef inline uint64_t h_mix(uint64_t h, uint64_t x) noexcept:
+    h ^= x + <uint64_t>0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2)
+    return h * <uint64_t>0x100000001B3ULL
+
+
+# ---------------------------------------------------------------- node makers
+
+cdef list _SMALL = []
+cdef int64_t _SMALL_LO = -64
+cdef int64_t _SMALL_HI = 1024
+
+
+cdef Expr _new_const(int64_t v):
+    cdef Expr e = Expr.__new__(Expr)
+    e.kind = K_CONST
+    e.val = v
+    e.hsh = hash(v)
+    e.ib = b_make(v, v, True, True)
+    return e
+
+
+cdef Expr mk_const(int64_t v):
+    if _SMALL_LO <= v < _SMALL_HI:
+        return <Expr>_SMALL[v - _SMALL_LO]
+    return _new_const(v)
+
+
+for _i in range(_SMALL_LO, _SMALL_HI):
+    _SMALL.append(_new_const(_i))
+
+cdef Expr ZERO = mk_const(0)
+cdef Expr ONE = mk_const(1)
+cdef tuple ONE_T = (1,)
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_RESERVED = frozenset(["min", "max"])
+
+
+cdef Expr mk_var(str name, Bnd b):
+    cdef Expr e = Expr.__new__(Expr)
+    e.kind = K_VAR
+    e.name = name
+    e.hsh = h_fix(h_mix(<uint64_t>K_VAR, <uint64_t>hash(name)))
+    e.ib = b
+    return e
+
+
+cdef Expr mk_node(int kind, tuple args, int64_t val):
+    # K_FLOORDIV, K_MOD (args=(x,)), K_MIN, K_MAX; args already canonical.
+    cdef Expr e = Expr.__new__(Expr)
+    cdef uint64_t h = h_mix(<uint64_t>kind, <uint64_t>val)
+    cdef Expr a
+    cdef Bnd b
+    cdef Py_ssize_t i
+    e.kind = kind
+    e.args = args
+    e.val = val
+    for a in args:
+        h = h_mix(h, <uint64_t>a.hsh)
+    e.hsh = h_fix(h)
+    if kind == K_FLOORDIV:
+        b = b_floordiv((<Expr>args[0]).ib, val)
+    elif kind == K_MOD:
+        b = b_mod((<Expr>args[0]).ib, val)
+    else:
+        b = (<Expr>args[0]).ib
+        for i in range(1, len(args)):
+            b = b_min(b, (<Expr>args[i]).ib) if kind == K_MIN else b_max(b, (<Expr>args[i]).ib)
+    e.ib = b
+    return e
+
+
+cdef Expr mk_add(tuple atoms, tuple coefs, int64_t c):
+    cdef Expr e = Expr.__new__(Expr)
+    cdef uint64_t h = h_mix(<uint64_t>K_ADD, <uint64_t>c)
+    cdef Bnd b = b_make(c, c, True, True)
+    cdef Py_ssize_t i
+    cdef Expr a
+    cdef int64_t k
+    for i in range(len(atoms)):
+        a = <Expr>atoms[i]
+        k = <int64_t>coefs[i]
+        h = h_mix(h_mix(h, <uint64_t>a.hsh), <uint64_t>k)
+        b = b_add(b, b_scale(a.ib, k))
+    e.kind = K_ADD
+    e.args = atoms
+    e.coefs = coefs
+    e.val = c
+    e.hsh = h_fix(h)
+    e.ib = b
+    return e
+
+
+# ---------------------------------------------------------------- order and equality
+
+cdef bint expr_eq(Expr a, Expr b) except -1:
+    cdef Py_ssize_t i, n
+    if a is b:
+        return True
+    if a.kind != b.kind or a.hsh != b.hsh or a.val != b.val:
+        return False
+    if a.kind == K_CONST:
+        return True
+    if a.kind == K_VAR:
+        return a.name == b.name
+    n = len(a.args)
+    if n != len(b.args):
+        return False
+    for i in range(n):
+        if not expr_eq(<Expr>a.args[i], <Expr>b.args[i]):
+            return False
+    if a.kind == K_ADD:
+        for i in range(n):
+            if <int64_t>a.coefs[i] != <int64_t>b.coefs[i]:
+                return False
+    return True
+
+
+cdef int expr_cmp(Expr a, Expr b) except -2:
+    """The canonical total order: -1, 0, 1 (0 exactly when expr_eq)."""
+    cdef Py_ssize_t i, n, m
+    cdef int r
+    cdef int64_t x, y
+    if a is b:
+        return 0
+    if a.kind != b.kind:
+        return -1 if a.kind < b.kind else 1
+    if a.kind == K_CONST:
+        return 0 if a.val == b.val else (-1 if a.val < b.val else 1)
+    if a.kind == K_VAR:
+        if a.name == b.name:
+            return 0
+        return -1 if a.name < b.name else 1
+    n = len(a.args)
+    m = len(b.args)
+    if n != m:
+        return -1 if n < m else 1
+    for i in range(n):
+        r = expr_cmp(<Expr>a.args[i], <Expr>b.args[i])
+        if r:
+            return r
+    if a.kind == K_ADD:
+        for i in range(n):
+            x = <int64_t>a.coefs[i]
+            y = <int64_t>b.coefs[i]
+            if x != y:
+                return -1 if x < y else 1
+    if a.val != b.val:
+        return -1 if a.val < b.val else 1
+    return 0
+
+
+# ---------------------------------------------------------------- linear combinations
+
+@cython.final
+cdef class Lin:
+    """A mutable linear combination being built; ``build()`` canonicalises."""
+    cdef list atoms
+    cdef list coefs
+    cdef int64_t c
+
+    def __cinit__(self):
+        self.atoms = []
+        self.coefs = []
+        self.c = 0
+
+    cdef int add_term(self, Expr atom, int64_t k) except -1:
+        cdef Py_ssize_t lo = 0, hi = len(self.atoms), mid
+        cdef int r
+        cdef int64_t nk
+        if k == 0:
+            return 0
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            r = expr_cmp(<Expr>self.atoms[mid], atom)
+            if r == 0:
+                nk = ck_add(<int64_t>self.coefs[mid], k)
+                if nk == 0:
+                    del self.atoms[mid]
+                    del self.coefs[mid]
+                else:
+                    self.coefs[mid] = nk
+                return 0
+            if r < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.atoms.insert(lo, atom)
+        self.coefs.insert(lo, k)
+        return 0
+
+    cdef int add(self, Expr e, int64_t k) except -1:
+        cdef Py_ssize_t i
+        if k == 0:
+            return 0
+        if e.kind == K_CONST:
+            self.c = ck_add(self.c, ck_mul(e.val, k))
+        elif e.kind == K_ADD:
+            if not self.atoms:
+                # fast path: copy a sorted combination
+                if k == 1:
+                    self.atoms = list(e.args)
+                    self.coefs = list(e.coefs)
+                else:
+                    self.atoms = list(e.args)
+                    self.coefs = [ck_mul(<int64_t>x, k) for x in e.coefs]
+            else:
+                for i in range(len(e.args)):
+                    self.add_term(<Expr>e.args[i], ck_mul(<int64_t>e.coefs[i], k))
+            self.c = ck_add(self.c, ck_mul(e.val, k))
+        else:
+            self.add_term(e, k)
+        return 0
+
+    cdef bint _fold_divmod(self) except -1:
+        # c*k*(y // k) + c*(y % k) == c*y  (the division identity)
+        cdef Py_ssize_t i, j
+        cdef Expr m, f
+        cdef int64_t c, want
+        for i in range(len(self.atoms)):
+            m = <Expr>self.atoms[i]
+            if m.kind != K_MOD:
+                continue
+            c = <int64_t>self.coefs[i]
+            want = ck_mul(c, m.val)
+            f = floordiv_const(<Expr>m.args[0], m.val)
+            if f.kind == K_ADD or f.kind == K_CONST:
+                continue
+            for j in range(len(self.atoms)):
+                if <int64_t>self.coefs[j] == want and expr_eq(<Expr>self.atoms[j], f):
+                    if j > i:
+                        del self.atoms[j]; del self.coefs[j]
+                        del self.atoms[i]; del self.coefs[i]
+                    else:
+                        del self.atoms[i]; del self.coefs[i]
+                        del self.atoms[j]; del self.coefs[j]
+                    self.add(<Expr>m.args[0], c)
+                    return True
+        return False
+
+    cdef Expr build(self):
+        cdef Py_ssize_t n
+        cdef bint has_mod = False, has_div = False
+        cdef Expr a
+        for a in self.atoms:
+            if a.kind == K_MOD:
+                has_mod = True
+            elif a.kind == K_FLOORDIV:
+                has_div = True
+        if has_mod and has_div:
+            while self._fold_divmod():
+                pass
+        n = len(self.atoms)
+        if n == 0:
+            return mk_const(self.c)
+        if n == 1 and self.c == 0 and <int64_t>self.coefs[0] == 1:
+            return <Expr>self.atoms[0]
+        return mk_add(tuple(self.atoms), tuple(self.coefs), self.c)
+
+
+cdef inline tuple atoms_of(Expr e):
+    if e.kind == K_ADD:
+        return e.args
+    if e.kind == K_CONST:
+        return ()
+    return (e,)
+
+
+cdef inline tuple coefs_of(Expr e):
+    if e.kind == K_ADD:
+        return e.coefs
+    if e.kind == K_CONST:
+        return ()
+    return ONE_T
+
+
+cdef inline int64_t const_of(Expr e) noexcept:
+    return e.val if (e.kind == K_ADD or e.kind == K_CONST) else 0
+
+
+# ---------------------------------------------------------------- canonical constructors
+
+cdef Expr add_scaled(Expr a, Expr b, int64_t cb):
+    """a + cb*b, canonical."""
+    cdef Lin lin
+    if cb == 0:
+        return a
+    if b.kind == K_CONST:
+        if a.kind == K_CONST:
+            return mk_const(ck_add(a.val, ck_mul(b.val, cb)))
+        if b.val == 0:
+            return a
+        if a.kind == K_ADD:
+            lin = Lin.__new__(Lin)
+            lin.add(a, 1)
+            lin.c = ck_add(lin.c, ck_mul(b.val, cb))
+            return lin.build()
+    lin = Lin.__new__(Lin)
+    lin.add(a, 1)
+    lin.add(b, cb)
+    return lin.build()
+
+
+cdef Expr mul_const(Expr a, int64_t k):
+    cdef Lin lin
+    if k == 1:
+        return a
+    if k == 0:
+        return ZERO
+    if a.kind == K_CONST:
+        return mk_const(ck_mul(a.val, k))
+    lin = Lin.__new__(Lin)
+    lin.add(a, k)
+    return lin.build()
+
+
+cdef inline bint _same_block(Bnd b, int64_t k, int64_t* m):
+    # True when b lies in one block [m*k, m*k + k - 1]
+    if b.has_lo and b.has_hi:
+        m[0] = fdiv(b.lo, k)
+        return m[0] == fdiv(b.hi, k)
+    return False
+
+
+cdef Expr floordiv_const(Expr a, int64_t k):
+    cdef int64_t m, g, r
+    cdef Py_ssize_t i
+    cdef Lin q, y
+    cdef Expr ye, atom, res
+    cdef int64_t cf
+    cdef tuple ats, cfs
+    if k <= 0:
+        raise ValueError("pelican: floordiv by %d: the divisor must be a positive integer" % k)
+    if k == 1:
+        return a
+    if a.kind == K_CONST:
+        return mk_const(fdiv(a.val, k))
+    if _same_block(a.ib, k, &m):
+        return mk_const(m)
+    # (k*x + y) // k == x + y // k: move the terms divisible by k out.
+    q = Lin.__new__(Lin)
+    y = Lin.__new__(Lin)
+    ats = atoms_of(a)
+    cfs = coefs_of(a)
+    for i in range(len(ats)):
+        cf = <int64_t>cfs[i]
+        if cf % k == 0:
+            q.add_term(<Expr>ats[i], cf // k)
+        else:
+            y.add_term(<Expr>ats[i], cf)
+    r = const_of(a)
+    q.c = fdiv(r, k)
+    y.c = fmod(r, k)
+    if not y.atoms:
+        return q.build()          # y in [0, k): y // k == 0
+    # (g*u + c) // (g*v) == (u + c//g) // v  (a floor of a floor; 0 <= c < g*v)
+    g = k
+    for cf in y.coefs:
+        g = gcd64(g, cf)
+    if g > 1:
+        k //= g
+        y.c //= g
+        y.coefs = [<int64_t>cf // g for cf in y.coefs]
+    res = None
+    for i in range(len(y.atoms)):
+        atom = <Expr>y.atoms[i]
+        if atom.kind == K_FLOORDIV and <int64_t>y.coefs[i] == 1:
+            # (x // a + u) // k == (x + a*u) // (a*k)
+            del y.atoms[i]
+            del y.coefs[i]
+            res = floordiv_const(add_scaled(<Expr>atom.args[0], y.build(), atom.val), ck_mul(atom.val, k))
+            break
+    if res is None:
+        ye = y.build()
+        if ye.kind == K_MOD and ye.val % k == 0:
+            # (x % (a*k)) // k == (x // k) % a
+            res = mod_const(floordiv_const(<Expr>ye.args[0], k), ye.val // k)
+        elif _same_block(ye.ib, k, &m):
+            res = mk_const(m)
+        else:
+            res = mk_node(K_FLOORDIV, (ye,), k)
+    if not q.atoms and q.c == 0:
+        return res
+    q.add(res, 1)
+    return q.build()
+
+
+cdef Expr mod_const(Expr a, int64_t k):
+    cdef int64_t m, g, cf
+    cdef Py_ssize_t i
+    cdef Lin y, y2
+    cdef Expr ye, atom
+    cdef tuple ats, cfs
+    if k <= 0:
+        raise ValueError("pelican: mod by %d: the modulus must be a positive integer" % k)
+    if k == 1:
+        return ZERO
+    if a.kind == K_CONST:
+        return mk_const(fmod(a.val, k))
+    if _same_block(a.ib, k, &m):
+        return add_scaled(a, mk_const(m), -k)
+    y = Lin.__new__(Lin)
+    ats = atoms_of(a)
+    cfs = coefs_of(a)
+    for i in range(len(ats)):
+        atom = <Expr>ats[i]
+        cf = <int64_t>cfs[i]
+        if cf % k == 0:
+            continue                      # (k*x + y) % k == y % k
+        if atom.kind == K_MOD and atom.val % k == 0:
+            y.add(<Expr>atom.args[0], cf) # (x % (a*k)) % k == x % k
+        else:
+            y.add_term(atom, cf)
+    y.c = fmod(ck_add(y.c, const_of(a)), k)
+    # terms brought in from inner mods may be divisible by k
+    y2 = Lin.__new__(Lin)
+    for i in range(len(y.atoms)):
+        if <int64_t>y.coefs[i] % k != 0:
+            y2.atoms.append(y.atoms[i])
+            y2.coefs.append(y.coefs[i])
+    y2.c = y.c
+    if not y2.atoms:
+        return mk_const(y2.c)
+    # (g*u + c) % (g*v) == g*((u + c//g) % v) + c % g  (0 <= c < g*v)
+    g = k
+    for cf in y2.coefs:
+        g = gcd64(g, cf)
+    if g > 1:
+        m = y2.c % g
+        y2.c //= g
+        y2.coefs = [<int64_t>cf // g for cf in y2.coefs]
+        return add_scaled(mul_const(mod_const(y2.build(), k // g), g), mk_const(m), 1)
+    ye = y2.build()
+    if _same_block(ye.ib, k, &m):
+        return add_scaled(ye, mk_const(m), -k)
+    return mk_node(K_MOD, (ye,), k)
+
+
+cdef bint _const_diff(Expr a, Expr b, int64_t* d) except -1:
+    # True (and d = a - b) when a - b is a constant
+    cdef tuple aa = atoms_of(a), ba = atoms_of(b), ac, bc
+    cdef Py_ssize_t i
+    if len(aa) != len(ba):
+        return False
+    ac = coefs_of(a)
+    bc = coefs_of(b)
+    for i in range(len(aa)):
+        if <int64_t>ac[i] != <int64_t>bc[i] or not expr_eq(<Expr>aa[i], <Expr>ba[i]):
+            return False
+    d[0] = const_of(a) - const_of(b)
+    return True
+
+
+cdef Expr minmax(int kind, list items):
+    """min (kind K_MIN) or max (K_MAX) of canonical expressions, canonical."""
+    cdef list flat = []
+    cdef Expr e, o, cst = None
+    cdef Py_ssize_t i, j, n
+    cdef int64_t d
+    cdef bint is_min = kind == K_MIN, drop
+    for e in items:
+        if e.kind == kind:
+            flat.extend(e.args)
+        elif e.kind == K_CONST:
+            if cst is None or (e.val < cst.val if is_min else e.val > cst.val):
+                cst = e
+        else:
+            flat.append(e)
+    if cst is not None:
+        flat.append(cst)
+    if not flat:
+        raise ValueError("pelican: min/max of no operands")
+    n = len(flat)
+    if n > 1:
+        # drop every operand another surviving operand always beats
+        keep = [True] * n
+        for i in range(n):
+            e = <Expr>flat[i]
+            drop = False
+            for j in range(n):
+                if j == i or not keep[j]:
+                    continue
+                o = <Expr>flat[j]
+                if is_min:
+                    drop = b_le(o.ib, e.ib) or (_const_diff(o, e, &d) and d <= 0)
+                else:
+                    drop = b_le(e.ib, o.ib) or (_const_diff(o, e, &d) and d >= 0)
+                if drop:
+                    break
+            if drop:
+                keep[i] = False
+        flat = [flat[i] for i in range(n) if keep[i]]
+    if len(flat) == 1:
+        return <Expr>flat[0]
+    # canonical order (insertion sort on expr_cmp; operand lists are short)
+    for i in range(1, len(flat)):
+        e = <Expr>flat[i]
+        j = i - 1
+        while j >= 0 and expr_cmp(<Expr>flat[j], e) > 0:
+            flat[j + 1] = flat[j]
+            j -= 1
+        flat[j + 1] = e
+    return mk_node(kind, tuple(flat), 0)
+
+
+cdef Expr as_expr_c(object x):
+    if isinstance(x, Expr):
+        return <Expr>x
+    if isinstance(x, str):
+        raise TypeError("pelican: use var(%r) or parse(%r) for a name or text, not a bare str" % (x, x))
+    return mk_const(<int64_t>PyNumber_Index(x))
+
+
+
+# ---------------------------------------------------------------- tree walks
+
+cdef Expr subs_rec(Expr e, dict m):
+    # Rebuild e with variables replaced; unchanged subtrees are returned as is.
+    cdef Expr s, a
+    cdef Py_ssize_t i, n
+    cdef list new
+    cdef bint changed = False
+    cdef Lin lin
+    if e.kind == K_CONST:
+        return e
+    if e.kind == K_VAR:
+        s = m.get(e.name)
+        return e if s is None else s
+    if e.kind == K_FLOORDIV or e.kind == K_MOD:
+        a = <Expr>e.args[0]
+        s = subs_rec(a, m)
+        if s is a:
+            return e
+        return floordiv_const(s, e.val) if e.kind == K_FLOORDIV else mod_const(s, e.val)
+    n = len(e.args)
+    new = [None] * n
+    for i in range(n):
+        a = <Expr>e.args[i]
+        s = subs_rec(a, m)
+        if s is not a:
+            changed = True
+        new[i] = s
+    if not changed:
+        return e
+    if e.kind == K_ADD:
+        lin = Lin.__new__(Lin)
+        lin.c = e.val
+        for i in range(n):
+            lin.add(<Expr>new[i], <int64_t>e.coefs[i])
+        return lin.build()
+    return minmax(e.kind, new)
+
+
+cdef int64_t eval_rec(Expr e, dict env) except? -1:
+    cdef Py_ssize_t i
+    cdef int64_t acc, v
+    cdef object x
+    if e.kind == K_CONST:
+        return e.val
+    if e.kind == K_VAR:
+        x = env.get(e.name)
+        if x is None:
+            raise ValueError("pelican: no value for variable %r in %s" % (e.name, e))
+        return to_i64(x)
+    if e.kind == K_ADD:
+        acc = e.val
+        for i in range(len(e.args)):
+            acc = ck_add(acc, ck_mul(<int64_t>e.coefs[i], eval_rec(<Expr>e.args[i], env)))
+        return acc
+    if e.kind == K_FLOORDIV:
+        return fdiv(eval_rec(<Expr>e.args[0], env), e.val)
+    if e.kind == K_MOD:
+        return fmod(eval_rec(<Expr>e.args[0], env), e.val)
+    acc = eval_rec(<Expr>e.args[0], env)
+    for i in range(1, len(e.args)):
+        v = eval_rec(<Expr>e.args[i], env)
+        if (v < acc) if e.kind == K_MIN else (v > acc):
+            acc = v
+    return acc
+
+
+cdef Bnd bnd_rec(Expr e, dict rng) except *:
+    # Interval of e when each variable in rng lies in its (lo, hi); others unbounded.
+    cdef Py_ssize_t i
+    cdef Bnd b
+    cdef tuple t
+    if e.kind == K_CONST:
+        return e.ib
+    if e.kind == K_VAR:
+        t = rng.get(e.name)
+        if t is None:
+            return UNBOUNDED
+        return b_make(<int64_t>t[0], <int64_t>t[1], True, True)
+    if e.kind == K_ADD:
+        b = b_make(e.val, e.val, True, True)
+        for i in range(len(e.args)):
+            b = b_add(b, b_scale(bnd_rec(<Expr>e.args[i], rng), <int64_t>e.coefs[i]))
+        return b
+    if e.kind == K_FLOORDIV:
+        return b_floordiv(bnd_rec(<Expr>e.args[0], rng), e.val)
+    if e.kind == K_MOD:
+        return b_mod(bnd_rec(<Expr>e.args[0], rng), e.val)
+    b = bnd_rec(<Expr>e.args[0], rng)
+    for i in range(1, len(e.args)):
+        if e.kind == K_MIN:
+            b = b_min(b, bnd_rec(<Expr>e.args[i], rng))
+        else:
+            b = b_max(b, bnd_rec(<Expr>e.args[i], rng))
+    return b
+
+
+cdef void vars_rec(Expr e, set out):
+    if e.kind == K_VAR:
+        out.add(e.name)
+    elif e.kind != K_CONST:
+        for a in e.args:
+            vars_rec(<Expr>a, out)
+
+
+cdef dict norm_ranges(object ranges):
+    """{name: (lo, hi)} (inclusive) or {name: range(...)} -> {name: (lo, hi)}."""
+    cdef dict out = {}
+    cdef int64_t lo, hi
+    for name, r in ranges.items():
+        if not isinstance(name, str):
+            raise TypeError("pelican: range keys are variable names, got %r" % (name,))
+        if isinstance(r, range):
+            if len(r) == 0:
+                raise ValueError("pelican: empty range for %r" % name)
+            last = r.start + (len(r) - 1) * r.step
+            lo = min(r.start, last)
+            hi = max(r.start, last)
+        else:
+            lo, hi = to_i64(r[0]), to_i64(r[1])
+            if lo > hi:
+                raise ValueError("pelican: empty range (%d, %d) for %r" % (lo, hi, name))
+        out[name] = (lo, hi)
+    return out
+
+
+# ---------------------------------------------------------------- text form
+# Printed with Python's precedence so that parse(str(e)) == e and eval(str(e))
+# in Python (with min/max) gives the same value.
+
+cdef str _prim(Expr a):
+    # an atom after "c*" or a leading "-"
+    if a.kind == K_FLOORDIV or a.kind == K_MOD:
+        return "(" + to_str(a) + ")"
+    return to_str(a)
+
+
+cdef str _operand(Expr a):
+    # the left operand of // or %
+    if a.kind == K_VAR or a.kind == K_MIN or a.kind == K_MAX:
+        return to_str(a)
+    return "(" + to_str(a) + ")"
+
+
+cdef str to_str(Expr e):
+    cdef list parts
+    cdef Py_ssize_t i
+    cdef object c
+    if e.kind == K_CONST:
+        return str(e.val)
+    if e.kind == K_VAR:
+        return e.name
+    if e.kind == K_FLOORDIV:
+        return _operand(<Expr>e.args[0]) + "//" + str(e.val)
+    if e.kind == K_MOD:
+        return _operand(<Expr>e.args[0]) + " % " + str(e.val)
+    if e.kind == K_MIN or e.kind == K_MAX:
+        return ("min(" if e.kind == K_MIN else "max(") + ", ".join([to_str(<Expr>a) for a in e.args]) + ")"
+    parts = []
+    for i in range(len(e.args)):
+        c = e.coefs[i]
+        a = <Expr>e.args[i]
+        if i == 0:
+            if c == 1:
+                parts.append(to_str(a))
+            elif c == -1:
+                parts.append("-" + _prim(a))
+            else:
+                parts.append(str(c) + "*" + _prim(a))
+        else:
+            parts.append(" - " if c < 0 else " + ")
+            c = abs(c)
+            parts.append(to_str(a) if c == 1 else str(c) + "*" + _prim(a))
+    if e.val:
+        parts.append((" - %d" % -(<object>e.val)) if e.val < 0 else (" + %d" % e.val))
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------- the Python type
+
+_KIND_NAMES = ("const", "var", "add", "floordiv", "mod", "min", "max")
+
+
+cdef class Expr:
+    """A canonical symbolic integer expression (immutable, hashable).
+
+    Build with ``var``, ``const``, ``parse``, ``min_``, ``max_`` and the
+    operators ``+ - * // %`` (``*``, ``//``, ``%`` by integer constants;
+    ``//`` and ``%`` by positive constants, floor semantics). ``==`` is
+    structural equality of canonical forms and returns a bool.
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("pelican: build expressions with var(), const(), parse() and operators")
+
+    # -- operators
+    def __add__(self, other):
+        try:
+            return add_scaled(self, as_expr_c(other), 1)
+        except TypeError:
+            return NotImplemented
+
+    def __radd__(self, other):
+        try:
+            return add_scaled(as_expr_c(other), self, 1)
+        except TypeError:
+            return NotImplemented
+
+    def __sub__(self, other):
+        try:
+            return add_scaled(self, as_expr_c(other), -1)
+        except TypeError:
+            return NotImplemented
+
+    def __rsub__(self, other):
+        try:
+            return add_scaled(as_expr_c(other), self, -1)
+        except TypeError:
+            return NotImplemented
+
+    def __mul__(self, other):
+        cdef Expr o
+        try:
+            o = as_expr_c(other)
+        except TypeError:
+            return NotImplemented
+        if o.kind == K_CONST:
+            return mul_const(self, o.val)
+        if self.kind == K_CONST:
+            return mul_const(o, self.val)
+        raise ValueError("pelican: non-affine product (%s) * (%s): one factor must be a constant" % (self, o))
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    def __floordiv__(self, other):
+        try:
+            return floordiv_const(self, to_i64(other))
+        except TypeError:
+            return NotImplemented
+
+    def __rfloordiv__(self, other):
+        try:
+            return floordiv_const(as_expr_c(other), to_i64(self))
+        except TypeError:
+            return NotImplemented
+
+    def __mod__(self, other):
+        try:
+            return mod_const(self, to_i64(other))
+        except TypeError:
+            return NotImplemented
+
+    def __rmod__(self, other):
+        try:
+            return mod_const(as_expr_c(other), to_i64(self))
+        except TypeError:
+            return NotImplemented
+
+    def __truediv__(self, other):
+        raise TypeError("pelican: use // (floor division) on integer expressions")
+
+    def __rtruediv__(self, other):
+        raise TypeError("pelican: use // (floor division) on integer expressions")
+
+    def __neg__(self):
+        return mul_const(self, -1)
+
+    def __pos__(self):
+        return self
+
+    # -- equality, hashing, conversion
+    def __eq__(self, other):
+        if isinstance(other, Expr):
+            return expr_eq(self, <Expr>other)
+        if isinstance(other, int):
+            return self.kind == K_CONST and self.val == other
+        return NotImplemented
+
+    def __ne__(self, other):
+        if isinstance(other, Expr):
+            return not expr_eq(self, <Expr>other)
+        if isinstance(other, int):
+            return not (self.kind == K_CONST and self.val == other)
+        return NotImplemented
+
+    def __hash__(self):
+        return self.hsh
+
+    def __int__(self):
+        if self.kind != K_CONST:
+            raise TypeError("pelican: int() of a non-constant expression %s" % self)
+        return self.val
+
+    def __index__(self):
+        return self.__int__()
+
+    def __bool__(self):
+        if self.kind != K_CONST:
+            raise TypeError("pelican: the truth value of %s depends on its variables" % self)
+        return self.val != 0
+
+    def __str__(self):
+        return to_str(self)
+
+    def __repr__(self):
+        return "Expr(%r)" % to_str(self)
+
+    def __reduce__(self):
+        from neuronxcc.pelican._parse import parse
+        return (parse, (to_str(self),))
+
+    # -- queries
+    @property
+    def op(self):
+        """Node kind: 'const', 'var', 'add', 'floordiv', 'mod', 'min' or 'max'."""
+        return _KIND_NAMES[self.kind]
+
+    @property
+    def children(self):
+        """Operands: the atoms of a sum, the dividend of // and %, the operands of min/max."""
+        return self.args if self.args is not None else ()
+
+    def terms(self):
+        """Linear view: ({atom: coefficient}, constant); atoms are Exprs."""
+        return dict(zip(atoms_of(self), coefs_of(self))), const_of(self)
+
+    def is_const(self):
+        return self.kind == K_CONST
+
+    def free_vars(self):
+        """frozenset of the variable names in the expression."""
+        cdef set out = set()
+        vars_rec(self, out)
+        return frozenset(out)
+
+    def affine(self):
+        """({var: coeff}, const) when the expression is affine in its variables, else None."""
+        cdef dict d
+        cdef Py_ssize_t i
+        if self.kind == K_CONST:
+            return {}, self.val
+        if self.kind == K_VAR:
+            return {self.name: 1}, 0
+        if self.kind != K_ADD:
+            return None
+        d = {}
+        for i in range(len(self.args)):
+            a = <Expr>self.args[i]
+            if a.kind != K_VAR:
+                return None
+            d[a.name] = self.coefs[i]
+        return d, self.val
+
+    # -- transformations
+    def simplify(self, ranges=None):
+        """The canonical form; with ranges {name: (lo, hi)} (inclusive, or a
+        range object) also the rules valid when each variable stays in its
+        range: x // k -> m and x % k -> x - m*k when x stays in one block
+        [m*k, m*k + k - 1], min/max decided by bounds. Variables without a
+        range are unbounded."""
+        cdef dict rng, bounded, plain
+        cdef Expr r
+        if not ranges:
+            return self
+        rng = norm_ranges(ranges)
+        bounded = {n: mk_var(n, b_make(<int64_t>t[0], <int64_t>t[1], True, True)) for n, t in rng.items()}
+        plain = {n: mk_var(n, UNBOUNDED) for n in rng}
+        r = subs_rec(self, bounded)
+        return subs_rec(r, plain)
+
+    def subs(self, mapping):
+        """Replace variables by ints or Exprs ({name: value}); the result is canonical."""
+        cdef dict m = {}
+        for k, v in mapping.items():
+            if not isinstance(k, str):
+                k = str(k)
+            m[k] = as_expr_c(v)
+        if not m:
+            return self
+        return subs_rec(self, m)
+
+    def eval(self, values):
+        """The integer value with every variable given in values ({name: int})."""
+        if not isinstance(values, dict):
+            values = dict(values)
+        return eval_rec(self, <dict>values)
+
+    def bounds(self, ranges=None):
+        """Inclusive (lo, hi) over the variable ranges {name: (lo, hi)}.
+
+        Exact for affine expressions, sound (may be wider) otherwise; a side
+        is None when it is unbounded (a variable without a range)."""
+        cdef dict rng = norm_ranges(ranges) if ranges else {}
+        cdef Bnd b = bnd_rec(self, rng)
+        if rng and self.kind != K_CONST and self.kind != K_VAR and self.affine() is None:
+            # range rules may tighten a non-affine expression; both are sound
+            b = b_meet(b, bnd_rec(<Expr>self.simplify(ranges), rng))
+        return (b.lo if b.has_lo else None, b.hi if b.has_hi else None)
+
+    def compile(self, var_order):
+        """A CompiledExpr evaluating this expression from int64 values given in var_order."""
+        from neuronxcc.pelican._compiled import CompiledExpr
+        return CompiledExpr(self, var_order)
+
+    # -- serialisation
+    def to_json(self):
+        """The JSON form: the text form (a str)."""
+        return to_str(self)
+
+    @staticmethod
+    def from_json(obj):
+        """Inverse of to_json; also accepts a JSON integer."""
+        from neuronxcc.pelican._parse import parse
+        if isinstance(obj, str):
+            return parse(obj)
+        if isinstance(obj, bool) or not isinstance(obj, int):
+            raise ValueError("pelican: not a JSON expression: %r" % (obj,))
+        return mk_const(<int64_t>obj)
+
+
+# ---------------------------------------------------------------- module API
+
+def var(name):
+    """The variable `name` (a loop variable or a sequencer register)."""
+    if not isinstance(name, str) or _NAME_RE.match(name) is None or name in _RESERVED:
+        raise ValueError("pelican: bad variable name %r (want [A-Za-z_][A-Za-z0-9_.]*, not min/max)" % (name,))
+    return mk_var(name, UNBOUNDED)
+
+
+def const(value):
+    """The integer constant `value` (int64)."""
+    return mk_const(to_i64(value))
+
+
+def as_expr(x):
+    """x if it is an Expr, else the constant int(x)."""
+    return as_expr_c(x)
+
+
+def min_(*args):
+    """min of expressions or ints (one or more; a single iterable is accepted)."""
+    if len(args) == 1 and not isinstance(args[0], (Expr, int)):
+        args = tuple(args[0])
+    return minmax(K_MIN, [as_expr_c(a) for a in args])
+
+
+def max_(*args):
+    """max of expressions or ints (one or more; a single iterable is accepted)."""
+    if len(args) == 1 and not isinstance(args[0], (Expr, int)):
+        args = tuple(args[0])
+    return minmax(K_MAX, [as_expr_c(a) for a in args])
