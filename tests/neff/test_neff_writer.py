@@ -263,3 +263,28 @@ def test_neff_info_custom_ops_and_errors(tmp_path):
     bad.write_bytes(bytes(raw))
     with pytest.raises(NeffFormatError, match="data_size"):
         format_neff_info(str(bad))
+
+
+def test_long_names_are_cut_to_the_header_field(tmp_path):
+    long = "é" * 200                                   # 400 UTF-8 bytes
+    n = read_neff(write_neff(str(tmp_path / "l.neff"), add_program(), name=long))
+    assert n.name == "é" * 127 and len(n.name.encode()) == 254
+
+
+def test_custom_op_errors(tmp_path):
+    from neuronxcc.errors import CustomOpError
+
+    m = sort_program("no_such_kernel", rows=4, n=4)
+    with pytest.raises(CustomOpError, match="no_such_kernel"):
+        write_neff(str(tmp_path / "e.neff"), m)
+    m = sort_program("sort_f32", rows=4, n=4)
+    m.body[1].attrs["function"] = None
+    with pytest.raises(CustomOpError, match="function name"):
+        write_neff(str(tmp_path / "e.neff"), m)
+    assert os.listdir(tmp_path) == []
+    # an explicit staged set: only what was staged is registered and packaged
+    m = sort_program("sort_f32", rows=4, n=4)
+    libs = [os.path.join(DATA_DIR, name) for name in customop.builtin_libnames[:2]]
+    n = read_neff(write_neff(str(tmp_path / "two.neff"), m, custom_op_libs=libs))
+    assert [e["library"] for e in n.ucode_lib] == list(customop.builtin_libnames[:2])
+    assert sorted(k for k in n.members if k.endswith(".so")) == list(customop.builtin_libnames[:2])
