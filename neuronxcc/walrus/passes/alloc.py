@@ -1,0 +1,241 @@
+"""SBUF/PSUM allocation passes: coloring, coloring_allocator, linear_scan_allocator.
+
+Owns: turning the Penguin codegen's unallocated memlocs into addresses
+(``start_partition``, ``byte_offset``) so that no two memlocs live at the same
+time share a byte of the same partition; spilling SBUF values to HBM scratch
+when SBUF is short; ``OutOfMemoryError`` when spilling cannot help.
+
+  coloring              builds live intervals (``liveness``) and the interference
+                        graph per memory; logs its size (an analysis)
+  coloring_allocator    places values in decreasing size order against their
+                        placed neighbours (typed core: ``_alloc.color_allocate``)
+  linear_scan_allocator places values in start order against the active set
+                        (``_alloc.linear_scan_allocate``)
+
+Rules (``neuronxcc.hwm`` numbers): SBUF bytes per partition = usable bytes
+(192 KiB - 16 KiB reserved on v2); PSUM 16 KiB in 2 KiB banks, a value of at
+most one bank never crosses a bank (a matmul accumulation group stays in one
+bank), 4-byte alignment; partition starts follow the size rules (see
+``_alloc``); values the PE touches start at partition 0.
+
+Spilling (SBUF only): the victim is the largest (bytes x live length) value
+live where allocation failed; it moves to an HBM scratch tensor
+``<name>.spill`` and every instruction that touches it gets a private SBUF
+copy: a DMA reload before it and, if it writes, a DMA store after it (queue
+``qSpillReload``). The new copies live a few positions only. Repeat until
+everything fits.
+"""
+import logging
+
+import numpy as np
+
+from neuronxcc import errors
+from neuronxcc.walrus import _alloc, liveness
+from neuronxcc.walrus.bir import birpy
+from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.program import Program
+from neuronxcc.walrus.registry import WalrusPass, register
+
+log = logging.getLogger("neuronxcc.walrus")
+
+SPILL_QUEUE = "qSpillReload"
+MAX_SPILL_ROUNDS = 64
+
+
+def memory_params(target, memory):
+    """(capacity bytes per partition, align, bank bytes) for SBUF / PSUM."""
+    if memory == "PSUM":
+        return target.psum_partition_bytes, 4, target.psum_bank_bytes
+    return target.sbuf_usable_bytes, 4, 0
+
+
+def _arrays(vals, pack):
+    start = np.array([v.start for v in vals], np.int64)
+    end = np.array([v.end for v in vals], np.int64)
+    size = np.array([v.size for v in vals], np.int64)
+    nparts = np.array([v.nparts for v in vals], np.int64)
+    pin = np.array([1 if (v.pe or not pack) else 0 for v in vals], np.int64)
+    return start, end, size, nparts, pin
+
+
+def place(vals, method, target, memory, pack=True, graph=None):
+    """Run the typed allocator. Returns (offsets, pstarts, failed index or -1)."""
+    cap, align, bank = memory_params(target, memory)
+    n = len(vals)
+    off = np.zeros(n, np.int64)
+    ps = np.zeros(n, np.int64)
+    if n == 0:
+        return off, ps, -1
+    start, end, size, nparts, pin = _arrays(vals, pack)
+    for i, v in enumerate(vals):
+        if v.nparts > target.num_partitions:
+            raise errors.OutOfMemoryError("%s '%s' needs %d partitions; the target has %d"
+                                          % (memory, v.name, v.nparts, target.num_partitions))
+    if method == "coloring":
+        if graph is None:
+            graph = _alloc.interference_graph(start, end)
+        indptr, ind = graph
+        order = np.lexsort((start, -(size * nparts))).astype(np.int64)
+        failed = _alloc.color_allocate(indptr, ind, order, size, nparts, pin, cap, align, bank,
+                                       target.num_partitions, off, ps)
+    else:
+        failed = _alloc.linear_scan_allocate(start, end, size, nparts, pin, cap, align, bank,
+                                             target.num_partitions, off, ps)
+    return off, ps, int(failed)
+
+
+def _live_at(vals, v):
+    return [u for u in vals if u.start <= v.end and v.start <= u.end]
+
+
+def _oom(prog, memory, vals, failed, target, why):
+    v = vals[failed]
+    live = sorted(_live_at(vals, v), key=lambda u: -u.size)
+    site = prog.sites[v.start].instr
+    cap = memory_params(target, memory)[0]
+    total = sum(u.size for u in live if u.nparts > target.num_partitions // 2)
+    names = ", ".join("%s (%dx%d B)" % (u.name, u.nparts, u.size) for u in live[:4])
+    return errors.OutOfMemoryError(
+        "%s exhausted on %s: '%s' (%d partitions x %d bytes) does not fit at instruction #%s (%s on %s); "
+        "%d values are live there (%s%s), %d bytes per partition of the %d usable; %s"
+        % (memory, target.name, v.name, v.nparts, v.size, site.id, site.opcode, site.engine, len(live), names,
+           ", ..." if len(live) > 4 else "", total, cap, why))
+
+
+def spill_value(module, prog, v, temps):
+    """Move memloc ``v`` to HBM scratch with reload/store DMAs around each use."""
+    B = birpy()
+    scratch = v.name + ".spill"
+    k = 0
+    while scratch in module.tensors or scratch in module.memlocs:
+        k += 1
+        scratch = "%s.spill%d" % (v.name, k)
+    module.add_tensor(scratch, "scratch", "uint8", (v.nparts, v.size))
+    hbm = B.AccessPattern(scratch, "uint8", 0, [[v.size, v.nparts], [1, v.size]])
+    positions = sorted({p for p, _, _ in v.sites}, reverse=True)
+    for n, pos in enumerate(positions):
+        site = prog.sites[pos]
+        ins = site.instr
+        body = site.owner
+        idx = next(i for i, x in enumerate(body) if x is ins)
+        tmp = "%s.r%d" % (v.name, n)
+        while tmp in module.tensors or tmp in module.memlocs:
+            tmp += "_"
+        module.add_memloc(tmp, "SBUF", v.nparts, v.size)
+        temps.add(tmp)
+        onchip = B.AccessPattern(tmp, "uint8", 0, [[1, v.size]], 0, v.nparts)
+        writes = False
+        for lst, is_dst in ((ins.dsts, True), (ins.srcs, False)):
+            for j, ap in enumerate(lst):
+                if ap.target == v.name:
+                    lst[j] = ap.copy(target=tmp)
+                    writes |= is_dst
+        reload = B.Instruction("dma_copy", "SP", [onchip], [hbm.copy()], {"queue": SPILL_QUEUE},
+                               name="spill-reload %s" % v.name)
+        body.insert(idx, reload)
+        if writes:
+            store = B.Instruction("dma_copy", "SP", [hbm.copy()], [onchip.copy()], {"queue": SPILL_QUEUE},
+                                  name="spill-store %s" % v.name)
+            body.insert(idx + 2, store)
+    del module.memlocs[v.name]
+    module.renumber()
+
+
+def allocate(module, ctx, method):
+    """Allocate every SBUF/PSUM memloc; spill or raise OutOfMemoryError. Returns stats."""
+    target = ctx.target
+    pack = ctx.options.get("partition_packing", True)
+    temps = set()
+    spilled = []
+    for _ in range(MAX_SPILL_ROUNDS + 1):
+        module.ensure_ids()
+        prog = Program(module)
+        values = liveness.compute(prog)
+        retry = False
+        stats = {}
+        for memory in ("PSUM", "SBUF"):
+            vals = [v for v in values.values() if v.memory == memory and v.start is not None]
+            graph = ctx.analyses.get(("interference", memory)) if method == "coloring" else None
+            if graph is not None and graph[0] != [v.name for v in vals]:
+                graph = None
+            off, ps, failed = place(vals, method, target, memory, pack, graph and graph[1])
+            if failed >= 0:
+                if memory == "PSUM":
+                    raise _oom(prog, memory, vals, failed, target, "PSUM values cannot be spilled")
+                if not ctx.options.get("allocator_spill", True):
+                    raise _oom(prog, memory, vals, failed, target, "spilling is disabled (--no-spill)")
+                cands = [u for u in _live_at(vals, vals[failed]) if u.name not in temps and u.end > u.start]
+                if not cands or len(spilled) >= MAX_SPILL_ROUNDS:
+                    raise _oom(prog, memory, vals, failed, target, "spilling to HBM cannot help "
+                               "(one instruction's operands alone exceed it)")
+                victim = max(cands, key=lambda u: (u.size * u.nparts * (u.end - u.start + 1), u.name))
+                log.info("%s: %s short at instruction #%s; spilling '%s' (%dx%d B) to HBM",
+                         method, memory, prog.sites[vals[failed].start].instr.id, victim.name,
+                         victim.nparts, victim.size)
+                spill_value(module, prog, victim, temps)
+                spilled.append(victim.name)
+                ctx.analyses.clear()
+                retry = True
+                break
+            for v, o, p in zip(vals, off.tolist(), ps.tolist()):
+                ml = module.memlocs[v.name]
+                ml.byte_offset, ml.start_partition = int(o), int(p)
+            peak = int((off + np.array([v.size for v in vals], np.int64)).max()) if vals else 0
+            lb = 0
+            if vals:
+                s, e, size, nparts, _ = _arrays(vals, pack)
+                lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions))
+            stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb}
+        if retry:
+            continue
+        for name, ml in module.memlocs.items():
+            if ml.start_partition is None or ml.byte_offset is None or values.get(name) is None \
+                    or values[name].start is None:
+                ml.start_partition, ml.byte_offset = 0, 0   # never touched: any address will do
+        stats["spilled"] = spilled
+        return stats
+    raise errors.OutOfMemoryError("SBUF allocation did not converge after %d spills" % MAX_SPILL_ROUNDS)
+
+
+@register
+class Coloring(WalrusPass):
+    name = "coloring"
+    is_analysis = True
+
+    def run(self, module, ctx):
+        prog = program(module, ctx)
+        values = liveness.compute(prog)
+        for memory in ("PSUM", "SBUF"):
+            vals = [v for v in values.values() if v.memory == memory and v.start is not None]
+            s = np.array([v.start for v in vals], np.int64)
+            e = np.array([v.end for v in vals], np.int64)
+            g = _alloc.interference_graph(s, e)
+            ctx.analyses[("interference", memory)] = ([v.name for v in vals], g)
+            log.info("coloring: %s: %d values, %d interference edges", memory, len(vals), len(g[1]) // 2)
+        return False
+
+
+class _Allocator(WalrusPass):
+    method = None
+
+    def run(self, module, ctx):
+        stats = allocate(module, ctx, self.method)
+        ctx.metrics.setdefault("allocation", {})[self.method] = stats
+        for mem in ("SBUF", "PSUM"):
+            if mem in stats:
+                log.info("%s: %s peak %d B/partition (max-live lower bound %d) over %d values",
+                         self.name, mem, stats[mem]["peak_bytes_per_partition"],
+                         stats[mem]["max_live_lower_bound"], stats[mem]["values"])
+        return True
+
+
+@register
+class ColoringAllocator(_Allocator):
+    name = "coloring_allocator"
+    method = "coloring"
+
+
+@register
+class LinearScanAllocator(_Allocator):
+    name = "linear_scan_allocator"
+    method = "linear_scan"
