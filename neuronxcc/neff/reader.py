@@ -147,6 +147,8 @@ class Neff:
     def engine_streams(self):
         """{engine: parsed sg00/<Engine>.json}."""
         engines = self.def_json.get("engines", {})
+        if not isinstance(engines, dict) or not all(isinstance(v, str) for v in engines.values()):
+            raise NeffFormatError("NEFF def.json 'engines' is not an object of member names")
         return {eng: _json_member(self.members, member) for eng, member in engines.items()}
 
     @property
@@ -174,6 +176,8 @@ class Neff:
                 module = birpy.merge_engine_streams(program, streams)
             except CompilerError as e:
                 raise NeffFormatError("NEFF BIR streams do not form a module: %s" % e.one_line())
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise NeffFormatError("NEFF BIR streams do not form a module: %s: %s" % (type(e).__name__, e))
             for v in self.constants:
                 t = _find_tensor(module, v.name)
                 if t is not None:

@@ -288,3 +288,16 @@ def test_custom_op_errors(tmp_path):
     n = read_neff(write_neff(str(tmp_path / "two.neff"), m, custom_op_libs=libs))
     assert [e["library"] for e in n.ucode_lib] == list(customop.builtin_libnames[:2])
     assert sorted(k for k in n.members if k.endswith(".so")) == list(customop.builtin_libnames[:2])
+
+
+def test_reader_refuses_broken_streams(tmp_path):
+    members, _ = writer.build_members(add_program())
+    mm = dict(members)
+    mm["sg00/DVE.json"] = json.dumps({"name": "DVE", "instr": [{"kind": "inst"}]}).encode()
+    n = read_neff(writer.write_neff_members(str(tmp_path / "s.neff"), mm, "s"))
+    with pytest.raises(NeffFormatError, match="do not form a module"):
+        n.module
+    mm["sg00/DVE.json"] = json.dumps({"name": "DVE"}).encode()
+    n = read_neff(writer.write_neff_members(str(tmp_path / "s.neff"), mm, "s"))
+    with pytest.raises(NeffFormatError, match="'instr'"):
+        n.module
