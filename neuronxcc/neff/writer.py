@@ -129,7 +129,8 @@ def bind_custom_ops(module, custom_op_libs=None):
 
     Uses the registry codegen already filled (``module.artifact_info``, or its
     JSON in ``module.attrs["artifact_info"]``) when there is one; otherwise
-    registers the staged libraries (``custom_op_libs`` or the builtin set) with
+    registers the staged libraries (``custom_op_libs``, else the Frontend's
+    ``module.attrs["custom_op_libs"]``, else the builtin set) with
     the versions they report and binds each custom-op instruction's function in
     program order, writing the FunctionId into ``attrs['sub_opcode']``. Returns
     None when the module has no custom op.
@@ -142,6 +143,8 @@ def bind_custom_ops(module, custom_op_libs=None):
         return info if info else None
     if not info:
         info = customop.ModuleArtifactInfo()
+        if custom_op_libs is None and isinstance(getattr(module, "attrs", None), dict):
+            custom_op_libs = module.attrs.get("custom_op_libs")      # what the Frontend staged
         paths = list(custom_op_libs) if custom_op_libs is not None else default_custom_op_libs()
         if not paths:
             raise CustomOpError("Custom op data directory not found")

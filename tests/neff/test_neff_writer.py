@@ -301,3 +301,10 @@ def test_reader_refuses_broken_streams(tmp_path):
     n = read_neff(writer.write_neff_members(str(tmp_path / "s.neff"), mm, "s"))
     with pytest.raises(NeffFormatError, match="'instr'"):
         n.module
+
+
+def test_libraries_the_frontend_recorded_are_used(tmp_path):
+    m = sort_program("sort_f32", rows=4, n=4)
+    m.attrs["custom_op_libs"] = [os.path.join(DATA_DIR, customop.builtin_libnames[5])]
+    n = read_neff(write_neff(str(tmp_path / "f.neff"), m))
+    assert [(e["library"], e["cpu_id"]) for e in n.ucode_lib] == [(customop.builtin_libnames[5], 5)]
