@@ -233,9 +233,17 @@ def materialize(prog, deps):
         ins = site.instr
         ins.signals = [(stream_of(ins), 1)] if site.pos in signalling else []
         out = []
+        ranges = prog.var_ranges(site.loops)
         for sem, vals in sorted(waits.get(site.pos, {}).items()):
             for v in _dominant(vals):
-                out.append((sem, int(v) if v.is_const() else v))
+                if v.is_const():
+                    if int(v) > 0:
+                        out.append((sem, int(v)))
+                    continue
+                lo, _ = v.bounds({x: ranges[x] for x in v.free_vars() if x in ranges})
+                if lo is None or lo < 0:
+                    v = _pel().max_(v, 0)   # first iterations of a carried wait: nothing to wait for
+                out.append((sem, v))
         ins.waits = out
         nwaits += len(out)
     return nwaits

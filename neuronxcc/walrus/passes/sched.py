@@ -1,0 +1,206 @@
+"""pre_sched / post_sched: list scheduling across engines, and the time estimate.
+
+Owns: reordering the instructions of each straight-line block (a maximal run
+of instructions between control nodes in one body list) so that the engine
+streams start work as early as the cost model allows, without ever moving an
+instruction across a dependence; and the whole-program time estimate that
+print_metrics reports.
+
+Dependences here include same-stream ones (their order is the stream's
+order, so reordering must keep them): every conflicting pair of accesses
+(RAW/WAR/WAW over boxes, registers included) inside a block orders the pair.
+Costs come from ``birpy.cost.instruction_cost`` (the timeline's rules,
+``neuronxcc.hwm`` numbers); a cross-stream edge from a DMA adds the DMA's
+fixed latency. Typed core: ``_sched.list_schedule`` / ``_sched.critical_path``.
+
+pre_sched runs before allocation (dependences by memloc identity);
+post_sched after (dependences by address, so the allocator's reuse of bytes
+is respected) and then re-derives the semaphore waits for the new order when
+the module had any.
+"""
+import logging
+
+import numpy as np
+
+from neuronxcc.walrus import _sched, deps as D
+from neuronxcc.walrus.bir import birpy
+from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.registry import WalrusPass, register
+
+log = logging.getLogger("neuronxcc.walrus")
+
+
+def blocks(prog):
+    """[(owner list, [sites])] for every maximal run of instructions in a body list."""
+    out = []
+    cur = None
+    for s in prog.sites:
+        if cur is not None and cur[0] is s.owner and cur[1][-1].index == s.index - 1:
+            cur[1].append(s)
+        else:
+            cur = (s.owner, [s])
+            out.append(cur)
+    return out
+
+
+def all_conflicts(prog, physical):
+    """Set of (a, b) positions a < b whose accesses conflict (any streams)."""
+    mem, write, site, plo, phi, blo, bhi = D.accesses(prog, physical)
+    ia, ib = _sched.conflicts(mem, write, site, plo, phi, blo, bhi)
+    pairs = set()
+    for x, y in zip(site[ia].tolist(), site[ib].tolist()):
+        pairs.add((x, y) if x < y else (y, x))
+    return pairs
+
+
+class Costs:
+    def __init__(self, module, target):
+        from neuronxcc.starfish.birpy import cost as C
+        self._C = C
+        self.module = module
+        self.target = target
+        self.cache = {}
+
+    def __call__(self, instr):
+        key = id(instr)
+        c = self.cache.get(key)
+        if c is None:
+            try:
+                c = self._C.instruction_cost(instr, self.module, self.target)
+                c = (c.busy_s, c.latency_s)
+            except Exception:   # an opcode the cost model cannot price: count it as free
+                c = (0.0, 0.0)
+            self.cache[key] = c
+        return c
+
+
+def _block_graph(bsites, pairs, costs, streams):
+    """Local indices: engine ids, costs, pred CSR with latencies, succ CSR."""
+    n = len(bsites)
+    local = {s.pos: i for i, s in enumerate(bsites)}
+    sid = {}
+    eng = np.array([sid.setdefault(streams[s.pos], len(sid)) for s in bsites], np.int64)
+    busy = np.array([costs(s.instr)[0] for s in bsites], np.float64)
+    lat_of = [costs(s.instr)[1] for s in bsites]
+    edges = []
+    lo, hi = bsites[0].pos, bsites[-1].pos
+    for (a, b) in pairs:
+        if lo <= a <= hi and lo <= b <= hi:
+            ia, ib = local[a], local[b]
+            lat = lat_of[ia] if eng[ia] != eng[ib] else 0.0
+            edges.append((ia, ib, lat))
+    edges.sort(key=lambda e: (e[1], e[0]))
+    pred_ptr = np.zeros(n + 1, np.int64)
+    for a, b, _ in edges:
+        pred_ptr[b + 1] += 1
+    pred_ptr = np.cumsum(pred_ptr)
+    pred_idx = np.array([a for a, _, _ in edges], np.int64)
+    pred_lat = np.array([l for _, _, l in edges], np.float64)
+    es = sorted(edges)
+    succ_ptr = np.zeros(n + 1, np.int64)
+    for a, b, _ in es:
+        succ_ptr[a + 1] += 1
+    succ_ptr = np.cumsum(succ_ptr)
+    succ_idx = np.array([b for _, b, _ in es], np.int64)
+    succ_lat = np.array([l for _, _, l in es], np.float64)
+    return eng, busy, pred_ptr, pred_idx, pred_lat, succ_ptr, succ_idx, succ_lat, len(sid)
+
+
+def schedule(module, ctx, physical):
+    """List-schedule every block in place. Returns (blocks reordered, estimated gain in s)."""
+    prog = program(module, ctx)
+    pairs = all_conflicts(prog, physical)
+    costs = Costs(module, ctx.target)
+    streams = {s.pos: D.stream_of(s.instr) for s in prog.sites}
+    changed = 0
+    gain = 0.0
+    for owner, bsites in blocks(prog):
+        if len(bsites) < 2:
+            continue
+        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, pairs, costs, streams)
+        prio = _sched.critical_path(sp, si, sl, busy)
+        order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne)
+        if len(order) != len(bsites):
+            raise RuntimeError("dependence cycle in a straight-line block")
+        before = _replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
+        if makespan >= before - 1e-15 or list(order) == list(range(len(bsites))):
+            continue        # keep the codegen's order unless the schedule is faster
+        first = bsites[0].index
+        new = [bsites[k].instr for k in order]
+        owner[first:first + len(new)] = new
+        changed += 1
+        trips = prog.dynamic_count(bsites[0]) or 1
+        gain += (before - makespan) * trips
+    if changed:
+        module.renumber()
+        ctx.analyses.clear()
+    return changed, gain
+
+
+def _replay(eng, busy, pred_ptr, pred_idx, pred_lat, order, n_eng):
+    """Makespan when each stream runs its instructions in ``order``."""
+    n = len(busy)
+    finish = np.zeros(n)
+    free = np.zeros(max(n_eng, 1))
+    done = 0.0
+    for v in order:
+        t = free[eng[v]]
+        for k in range(pred_ptr[v], pred_ptr[v + 1]):
+            u = pred_idx[k]
+            t = max(t, finish[u] + pred_lat[k])
+        finish[v] = t + busy[v]
+        free[eng[v]] = finish[v]
+        done = max(done, finish[v])
+    return done
+
+
+def estimate_time(module, ctx):
+    """Estimated device seconds: per block, the replayed makespan x executions.
+
+    Blocks are summed (no overlap across control nodes); a While body counts
+    once per ``max_trips`` (1 when unknown).
+    """
+    prog = program(module, ctx)
+    physical = all(m.allocated for m in module.memlocs.values())
+    pairs = all_conflicts(prog, physical)
+    costs = Costs(module, ctx.target)
+    streams = {s.pos: D.stream_of(s.instr) for s in prog.sites}
+    total = 0.0
+    per_engine = {}
+    for owner, bsites in blocks(prog):
+        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, pairs, costs, streams)
+        t = _replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
+        reps = 1
+        for li in bsites[0].loops:
+            reps *= li.trip if li.trip is not None else (getattr(li.node, "max_trips", None) or 1)
+        total += t * reps
+        for s, b in zip(bsites, busy):
+            k = streams[s.pos]
+            per_engine[k] = per_engine.get(k, 0.0) + b * reps
+    return total, per_engine
+
+
+class _Sched(WalrusPass):
+    after_alloc = False
+
+    def run(self, module, ctx):
+        physical = all(m.allocated for m in module.memlocs.values()) if self.after_alloc else False
+        had_waits = any(i.waits for i in module.instructions())
+        n, gain = schedule(module, ctx, physical)
+        log.info("%s: reordered %d blocks, estimated gain %.3f us", self.name, n, gain * 1e6)
+        ctx.metrics.setdefault("scheduling", {})[self.name] = {"blocks_reordered": n, "estimated_gain_s": gain}
+        if n and had_waits:
+            prog = program(module, ctx)
+            D.materialize(prog, D.find_deps(prog, physical=physical))
+        return n > 0
+
+
+@register
+class PreSched(_Sched):
+    name = "pre_sched"
+
+
+@register
+class PostSched(_Sched):
+    name = "post_sched"
+    after_alloc = True
