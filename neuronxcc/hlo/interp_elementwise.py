@@ -58,7 +58,7 @@ def _rsqrt(x):
 
 
 def _popcnt(x):
-    return np.bitwise_count(x)
+    return np.bitwise_count(x.astype(_unsigned(x.dtype)) if x.dtype.kind == "i" else x)
 
 
 def _clz(x):

@@ -99,7 +99,8 @@ class Evaluator(object):
         if pos != len(leaves):
             raise HloVerifyError("the entry computation %s takes %d input arrays, %d were given"
                                  % (entry.name, pos, len(leaves)))
-        return flatten_value(self.run(entry, args))
+        with np.errstate(all="ignore"):
+            return flatten_value(self.run(entry, args))
 
     # --- computations -----------------------------------------------------
 
