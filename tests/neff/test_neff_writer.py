@@ -308,3 +308,18 @@ def test_libraries_the_frontend_recorded_are_used(tmp_path):
     m.attrs["custom_op_libs"] = [os.path.join(DATA_DIR, customop.builtin_libnames[5])]
     n = read_neff(write_neff(str(tmp_path / "f.neff"), m))
     assert [(e["library"], e["cpu_id"]) for e in n.ucode_lib] == [(customop.builtin_libnames[5], 5)]
+
+
+def test_neff_info_command(tmp_path):
+    from support.cli import run_ncc
+
+    p = write_neff(str(tmp_path / "cli.neff"), add_program())
+    r = run_ncc(["neff-info", p], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == format_neff_info(p).strip()
+    raw = bytearray(open(p, "rb").read())
+    raw[-1] ^= 0xFF
+    (tmp_path / "bad.neff").write_bytes(bytes(raw))
+    r = run_ncc(["neff-info", str(tmp_path / "bad.neff")], cwd=str(tmp_path))
+    assert r.returncode == 70
+    assert r.stderr.strip().splitlines()[-1].startswith("[NCC_ENEF001]") and "Traceback" not in r.stderr
