@@ -50,6 +50,11 @@ def load_module(source, verify=True):
     except MemoryError as e:
         from neuronxcc.errors import TensorTooLargeError
         raise TensorTooLargeError("HLO input too large to load into memory") from e
+    except Exception as e:  # a reader bug must still reach the user as one clear line
+        err = HloParseError("cannot read the HLO input (internal reader error %s: %s)"
+                            % (type(e).__name__, str(e).split("\n")[0]))
+        err.unexpected = True
+        raise err from e
 
 
 def _load(source, verify):
@@ -57,7 +62,7 @@ def _load(source, verify):
         from neuronxcc.hlo.text_parser import parse_hlo_text
         return parse_hlo_text(source, verify=verify)
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return load_module_bytes(bytes(source), verify=verify)
+        return _load_bytes(bytes(source), verify=verify)
     path = os.fspath(source)
     if os.path.isdir(path):
         from neuronxcc.hlo.modeldir import load_model_dir
@@ -66,10 +71,15 @@ def _load(source, verify):
     if detect_format(data) == "metadata-json":
         from neuronxcc.hlo.modeldir import load_model_dir
         return load_model_dir(os.path.dirname(os.path.abspath(path)), verify=verify)
-    return load_module_bytes(data, verify=verify, origin=path)
+    return _load_bytes(data, verify=verify, origin=path)
 
 
-def load_module_bytes(data, verify=True, origin=None):
+def load_module_bytes(data, verify=True):
+    """HloModule from the content of an HLO file (proto or text bytes)."""
+    return load_module(bytes(data), verify=verify)
+
+
+def _load_bytes(data, verify=True, origin=None):
     if not data:
         raise HloParseError("the HLO input%s is empty" % (" " + origin if origin else ""))
     fmt = detect_format(data)

@@ -446,22 +446,25 @@ def parse_proto_message(data):
     if not data:
         raise HloParseError("the HLO module file is empty")
     mp = schema.HloModuleProto()
+    error = None
     try:
         mp.ParseFromString(data)
     except Exception as e:  # DecodeError, RuntimeError from the upb runtime, ...
-        raise HloParseError("not a valid serialized HloModuleProto (truncated or corrupt): %s"
-                            % (str(e).split("\n")[0] or type(e).__name__)) from e
-    if not len(mp.computations):
-        # an HloProto puts the module in field 1 (which reads as `name` bytes here)
+        error = e
+    if error is not None or not len(mp.computations):
+        # an HloProto puts the module in field 1 (which is `name` in an HloModuleProto)
         wrapper = schema.HloProto()
         try:
             wrapper.ParseFromString(data)
+            ok = wrapper.HasField("hlo_module") and len(wrapper.hlo_module.computations) > 0
         except Exception:
-            wrapper = None
-        if wrapper is not None and wrapper.HasField("hlo_module") and len(wrapper.hlo_module.computations):
-            mp = wrapper.hlo_module
-        else:
-            raise HloParseError("not a serialized HloModuleProto or HloProto: no computations found")
+            ok = False
+        if ok:
+            return wrapper.hlo_module
+        if error is not None:
+            raise HloParseError("not a valid serialized HloModuleProto (truncated or corrupt): %s"
+                                % (str(error).split("\n")[0] or type(error).__name__)) from error
+        raise HloParseError("not a serialized HloModuleProto or HloProto: no computations found")
     return mp
 
 

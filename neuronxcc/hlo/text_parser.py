@@ -74,18 +74,29 @@ class _Scanner:
             self.pos = m.end()
 
     def peek(self, s):
+        """True when ``s`` comes next (after blanks); the position does not move."""
+        save = self.pos
         self.skip_ws()
-        return self.text.startswith(s, self.pos)
+        found = self.text.startswith(s, self.pos)
+        self.pos = save
+        return found
 
     def accept(self, s):
-        if self.peek(s):
+        save = self.pos
+        self.skip_ws()
+        if self.text.startswith(s, self.pos):
             self.pos += len(s)
             return True
+        self.pos = save
         return False
 
     def expect(self, s, what=None):
+        before = self.pos
         if not self.accept(s):
-            raise self.error("expected %s, found %s" % (what or repr(s), self._found()))
+            # something missing at the end of a line is reported where the line ends
+            self.skip_ws()
+            at = before if "\n" in self.text[before:self.pos] else self.pos
+            raise self.error("expected %s, found %s" % (what or repr(s), self._found()), at)
 
     def _found(self):
         if self.pos >= len(self.text):
@@ -794,8 +805,9 @@ def _topo(sc, name, recs, by_name):
                 oname, opos = cur.operands[k]
                 dep = by_name.get(oname)
                 if dep is None:
-                    raise sc.error("instruction %s uses %s, which is not defined in computation %s"
-                                   % (cur.name, oname, name), opos)
+                    line, col = sc.where(opos)
+                    raise HloVerifyError("instruction %s uses %s, which is not defined in computation %s "
+                                         "(line %d, column %d)" % (cur.name, oname, name, line, col))
                 st = state.get(dep.name)
                 if st == 1:
                     raise sc.error("instruction %s is part of a cycle" % dep.name, opos)
