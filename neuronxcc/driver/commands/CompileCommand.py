@@ -378,7 +378,8 @@ def _crash(name):
         raise InvalidArgumentError("--internal-test-crash-signal: unknown signal %s" % name)
     sys.stdout.flush()
     sys.stderr.flush()
-    signal.signal(sig, signal.SIG_DFL)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught or reset
+        signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)
     time.sleep(5)
     raise InternalCompilerError("signal %s did not end the process" % n)

@@ -1,0 +1,174 @@
+"""neuronx-cc as frameworks run it (subprocess): --version, help, dispatch,
+verbosity and log format, the one-line error path, crash banners."""
+import os
+import re
+import signal
+import time
+
+import pytest
+
+import neuronxcc
+from support.cli import run_ncc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ADD_PB = os.path.join(HERE, "data", "add.hlo_module.pb")
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) (DEBUG|INFO|USER|WARNING|ERROR|CRITICAL) (\d+) "
+                      r"\[[^\]]+\]: ")
+
+
+def _one_error_line(r):
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    return lines[0]
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_text(flag, tmp_path):
+    r = run_ncc([flag], cwd=tmp_path)
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert lines[0] == "NeuronX Compiler version %s" % neuronxcc.__version__
+    assert lines[1] == ""
+    assert re.fullmatch(r"Python version \d+\.\d+\.\d+\S*", lines[2])
+    assert lines[3] == "HWM version %s" % neuronxcc.version.__hwm_version__
+    import numpy
+
+    assert lines[4] == "NumPy version %s" % numpy.__version__
+    # readers of stderr alone (or of the merged streams) also see line 1 first
+    assert r.stderr.splitlines()[0] == lines[0]
+    # optimum's regex
+    assert re.search(r"NeuronX Compiler version ([\w\.+]+)", r.stdout).group(1) == neuronxcc.__version__
+
+
+def test_help_banner_lists_compile_and_list_operators_not_neff_info(tmp_path):
+    r = run_ncc(["--help"], cwd=tmp_path)
+    assert r.returncode == 0
+    assert "compile         Compile a neural network model" in r.stdout
+    assert "list-operators  List supported operators" in r.stdout
+    assert "neff-info" not in r.stdout and "neff-info" not in r.stderr
+
+
+def test_neff_info_is_dispatchable(tmp_path):
+    r = run_ncc(["neff-info", "missing.neff"], cwd=tmp_path)
+    assert r.returncode == 70
+    assert _one_error_line(r) == "[NCC_EINP001] NEFF file not found: missing.neff"
+    junk = tmp_path / "junk.neff"
+    junk.write_bytes(b"not a neff at all")
+    r = run_ncc(["neff-info", str(junk)], cwd=tmp_path)
+    assert r.returncode == 70
+    assert re.match(r"^(\[INTERNAL_ERROR\] )?\[NCC_[A-Z0-9]+\] ", _one_error_line(r))
+
+
+def test_subcommand_help(tmp_path):
+    r = run_ncc(["compile", "--help"], cwd=tmp_path)
+    assert r.returncode == 0 and "--framework" in r.stdout and "--internal-walrus-passes" not in r.stdout
+    r = run_ncc(["compile", "--help-hidden"], cwd=tmp_path)
+    assert r.returncode == 0 and "--internal-walrus-passes" in r.stdout
+
+
+def test_unknown_subcommand(tmp_path):
+    r = run_ncc(["frobnicate"], cwd=tmp_path)
+    assert r.returncode == 70
+    assert "unknown subcommand 'frobnicate'" in _one_error_line(r)
+
+
+@pytest.mark.parametrize("level", ["35", "INFO", "info", "DEBUG", "error", "Warning", "user", "critical"])
+def test_verbose_accepts_names_in_any_case_and_numbers(level, tmp_path):
+    r = run_ncc(["compile", "missing.pb", "--verbose=%s" % level], cwd=tmp_path)
+    assert r.returncode == 70
+    assert _one_error_line(r) == "[NCC_EINP001] input file not found: missing.pb"
+    if level.lower() in ("info", "debug"):
+        out = [l for l in r.stdout.splitlines() if LOG_LINE.match(l)]
+        assert out, r.stdout  # info/debug lines go to stdout, in the log format
+    else:
+        assert not any(LOG_LINE.match(l) for l in r.stdout.splitlines())
+
+
+def test_bad_verbose_level(tmp_path):
+    r = run_ncc(["--verbose", "loud", "compile", "missing.pb"], cwd=tmp_path)
+    assert r.returncode == 70
+    assert "invalid --verbose level 'loud'" in _one_error_line(r)
+
+
+def test_log_file_format_utc_and_traceback_only_in_log(tmp_path):
+    r = run_ncc(["compile", "missing.pb", "--logfile", "my.log"], cwd=tmp_path)
+    assert r.returncode == 70
+    assert "Compiler status FAIL" in r.stdout
+    text = (tmp_path / "my.log").read_text()
+    assert "Traceback (most recent call last)" in text
+    first = [l for l in text.splitlines() if LOG_LINE.match(l)]
+    assert first and all(LOG_LINE.match(l) for l in text.splitlines() if l[:2] == "20")
+    stamp = LOG_LINE.match(first[0]).group(1)
+    assert abs(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.mktime(time.gmtime())) < 600
+    assert any(" ERROR %s " % LOG_LINE.match(l).group(3) in l and "[NCC_EINP001]" in l for l in first)
+    assert not (tmp_path / "log-neuron-cc.txt").exists()
+
+
+def test_default_logfile(tmp_path):
+    run_ncc(["compile", "missing.pb"], cwd=tmp_path)
+    assert (tmp_path / "log-neuron-cc.txt").is_file()
+
+
+def test_missing_and_corrupt_inputs_give_one_ncc_line(tmp_path):
+    for name, data in (("missing.pb", None), ("empty.pb", b""), ("corrupt.pb", b"\x08\xff\xff\x00garbage" * 7),
+                       ("corrupt.txt", b"HloModule broken\nENTRY { this is not hlo }\n")):
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        out = tmp_path / ("%s.neff" % name)
+        r = run_ncc(["compile", name, "--framework", "XLA", "--target", "trn1", "--output", str(out)],
+                    cwd=tmp_path)
+        assert r.returncode == 70, (name, r.stderr)
+        line = _one_error_line(r)
+        assert re.match(r"^(\[INTERNAL_ERROR\] )?\[NCC_[A-Z0-9]+\] ", line), line
+        if data is None or data == b"":
+            assert line.startswith("[NCC_EINP001]")
+        assert not out.exists()
+
+
+def test_unknown_flags_are_warnings_not_errors(tmp_path):
+    r = run_ncc(["compile", "--no-such-flag", "v", "missing.pb", "--verbose=warning"], cwd=tmp_path)
+    assert r.returncode == 70
+    err = r.stderr.splitlines()
+    assert any("WARNING" in l and "Ignoring unknown compile option --no-such-flag v" in l for l in err)
+    assert err[-1] == "[NCC_EINP001] input file not found: missing.pb"
+
+
+@pytest.mark.parametrize("sig,banner", [("SIGABRT", "[F134]"), ("SIGKILL", "[F137]"), ("SIGSEGV", "[F139]")])
+def test_fork_subcommand_maps_child_signals_to_banners(sig, banner, tmp_path):
+    args = ["compile", ADD_PB, "--target", "trn1", "--internal-test-crash-signal=" + sig]
+    # without isolation the crash takes the driver down: the hook really kills
+    r = run_ncc(args, cwd=tmp_path)
+    assert r.returncode == -getattr(signal, sig)
+    r = run_ncc(["--fork-subcommand"] + args, cwd=tmp_path)
+    assert r.returncode == 70
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert lines[0].startswith(banner + " neuronx-cc "), r.stderr
+    assert [l for l in lines if l.startswith("[F1")] == [lines[0]]
+    if sig == "SIGKILL":
+        assert "Current memory usage for neuronxcc is" in r.stderr
+        assert "insufficient system memory" in lines[0]
+    assert "Traceback" not in r.stderr
+    assert "Subcommand returned with exitcode=-%d" % getattr(signal, sig) in (tmp_path / "log-neuron-cc.txt").read_text()
+
+
+def test_fork_subcommand_error_and_success_paths(tmp_path):
+    r = run_ncc(["--fork-subcommand", "compile", "missing.pb"], cwd=tmp_path)
+    assert r.returncode == 70
+    assert _one_error_line(r) == "[NCC_EINP001] input file not found: missing.pb"
+    r = run_ncc(["--fork-subcommand", "compile", "--help"], cwd=tmp_path)
+    assert r.returncode == 0 and "--framework" in r.stdout
+
+
+def test_importing_main_is_cheap():
+    import subprocess
+    import sys
+
+    code = ("import sys; from neuronxcc.driver.CommandDriver import main; "
+            "heavy = [m for m in ('numpy', 'jax', 'google.protobuf', 'neuronxcc.hlo', "
+            "'neuronxcc.driver.commands.CompileCommand', 'multiprocessing') if m in sys.modules]; print(heavy)")
+    from support.cli import _env
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -1,0 +1,184 @@
+"""runPipeline: work directories, publishing --output, SaveTemps snapshots and
+their replay, concurrent compiles, and the end-to-end compile of a small module."""
+import argparse
+import glob
+import json
+import os
+import re
+import struct
+import subprocess
+import tarfile
+
+import pytest
+
+from neuronxcc.driver.Job import Job
+from neuronxcc.driver.Pipeline import Pipeline
+from support.cli import _env, ncc_command, run_ncc, run_tool
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ADD_PB = os.path.join(HERE, "data", "add.hlo_module.pb")
+ADD_TXT = os.path.join(HERE, "data", "add.hlo")
+SUB_TXT = os.path.join(HERE, "data", "sub.hlo")
+NOT_BUILT = re.compile(r"^\[INTERNAL_ERROR\] \[NCC_INBY001\] .* is not built yet")
+
+
+def _lines(text):
+    return [l for l in text.splitlines() if l.strip()]
+
+
+def _check_compile_result(r, out):
+    """Either a real NEFF at ``out`` (PASS) or the clear not-built-yet line; nothing else."""
+    if r.returncode == 0:
+        assert "Compiler status PASS" in r.stdout
+        data = open(out, "rb").read()
+        assert len(data) > 1024
+        header_size, data_size = struct.unpack_from("<QQ", data, 8)
+        assert header_size == 1024 and data_size == len(data) - 1024
+        return "pass"
+    assert r.returncode == 70, (r.returncode, r.stdout, r.stderr)
+    err = _lines(r.stderr)
+    assert len(err) == 1 and NOT_BUILT.match(err[0]), r.stderr
+    assert "Compiler status FAIL" in r.stdout
+    assert not os.path.exists(out)
+    return "not built"
+
+
+@pytest.mark.parametrize("inp", [ADD_PB, ADD_TXT])
+def test_end_to_end_compile_gives_a_neff_or_the_not_built_line(tmp_path, inp):
+    out = tmp_path / "out.neff"
+    r = run_ncc(["--target=trn1", "compile", "--framework", "XLA", inp, "--output", str(out), "--verbose=35"],
+                cwd=tmp_path)
+    outcome = _check_compile_result(r, str(out))
+    assert r.stdout.startswith(".")
+    workdirs = glob.glob(str(tmp_path / "neuronxcc-*"))
+    assert len(workdirs) == (0 if outcome == "pass" else 1)  # removed on success, kept on failure
+
+
+def test_concurrent_compiles_in_one_directory_use_separate_work_dirs(tmp_path):
+    procs = []
+    for i, inp in enumerate((ADD_TXT, SUB_TXT)):
+        args = ["compile", inp, "--target", "trn1", "--output", "out%d.neff" % i, "--logfile", "log%d.txt" % i,
+                "--pipeline", "compile", "SaveTemps"]
+        procs.append(subprocess.Popen(ncc_command() + args, cwd=tmp_path, env=_env(), text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    results = [p.communicate(timeout=600) + (p.returncode,) for p in procs]
+    workdirs = []
+    for i, (out, err, rc) in enumerate(results):
+        r = subprocess.CompletedProcess([], rc, out, err)
+        _check_compile_result(r, str(tmp_path / ("out%d.neff" % i)))
+        log = (tmp_path / ("log%d.txt" % i)).read_text()
+        m = re.search(r"Intermediate files stored in (\S+), output in", log)
+        workdirs.append(m.group(1))
+    assert workdirs[0] != workdirs[1]
+    assert all(os.path.dirname(w) == str(tmp_path) for w in workdirs)
+    for i, (w, inp) in enumerate(zip(workdirs, (ADD_TXT, SUB_TXT))):
+        with tarfile.open(os.path.join(w, "snapshot.tar.gz")) as tar:
+            manifest = json.load(tar.extractfile("manifest.json"))
+        assert manifest["original_input"] == inp
+        staged = open(os.path.join(w, "model.hlo_module.pb"), "rb").read()
+        assert (b"subtract" in staged) == (i == 1)
+
+
+def test_temp_dir_and_save_temps_snapshot_replays(tmp_path):
+    tdir = tmp_path / "tmpd"
+    r = run_ncc(["compile", ADD_PB, "--framework=XLA", "--target=trn1", "--output=a.neff", "--lnc", "1",
+                 "--temp-dir", str(tdir), "--pipeline", "compile", "SaveTemps", "--enable-saturate-infinity"],
+                cwd=tmp_path)
+    first = _check_compile_result(r, str(tmp_path / "a.neff"))
+    (workdir,) = glob.glob(str(tdir / "neuronxcc-*"))
+    assert not glob.glob(str(tmp_path / "neuronxcc-*"))
+    snap = os.path.join(workdir, "snapshot.tar.gz")
+    dest = tmp_path / "unpacked"
+    u = run_tool("snapshot-unpack", [snap, "-o", str(dest)], cwd=tmp_path)
+    assert u.returncode == 0, u.stderr
+    manifest = json.loads((dest / "manifest.json").read_text())
+    assert manifest["versions"]["neuronxcc"]
+    assert (dest / "inputs" / "add.hlo_module.pb").read_bytes() == open(ADD_PB, "rb").read()
+    flags = manifest["flags"]
+    assert "--target=trn1" in flags and "--enable-saturate-infinity" in flags
+    assert not any(f.startswith("--output") or f.startswith("--temp-dir") for f in flags)
+    replay = (dest / "replay.sh").read_text()
+    assert "compile inputs/add.hlo_module.pb" in replay and "--output a.neff" in replay
+    # replaying in the unpacked directory reaches the same outcome
+    rr = run_tool("snapshot-unpack", [snap, "-o", str(tmp_path / "again"), "--replay"], cwd=tmp_path)
+    assert rr.returncode == r.returncode
+    if first == "not built":
+        assert _lines(rr.stderr)[-1] == _lines(r.stderr)[-1]
+    else:
+        assert (tmp_path / "again" / "a.neff").is_file()
+
+
+def test_snapshot_unpack_rejects_bad_input(tmp_path):
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"not a tar")
+    r = run_tool("snapshot-unpack", [str(bad)], cwd=tmp_path)
+    assert r.returncode == 70 and _lines(r.stderr)[0].startswith("[NCC_EINP001]")
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        for name in ("manifest.json", "../escape.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            import io
+
+            tar.addfile(info, io.BytesIO(b"{}"))
+    r = run_tool("snapshot-unpack", [str(evil), "-o", str(tmp_path / "x")], cwd=tmp_path)
+    assert r.returncode == 70 and "escapes" in r.stderr
+    assert not (tmp_path / "escape.txt").exists()
+
+
+# -- publishing --output, in process with stand-in jobs -------------------------------------
+class _WriteNeff(Job):
+    @classmethod
+    def getName(cls):
+        return "Kelper"
+
+    def runSingleInput(self, state):
+        with open("model.neff", "wb") as f:
+            f.write(b"NEFF-BYTES")
+
+
+class _Fail(Job):
+    def runSingleInput(self, state):
+        from neuronxcc.errors import UnsupportedOperatorError
+
+        raise UnsupportedOperatorError("late failure")
+
+
+def _run(tmp_path, monkeypatch, jobs, output):
+    from neuronxcc.driver.commands.CompileCommand import CompileCommand
+
+    monkeypatch.chdir(tmp_path)
+    cc = CompileCommand()
+    pipeline = Pipeline()
+    for j in jobs:
+        pipeline.addJob(j())
+    args = cc.parseArgs([ADD_PB, "--output", output])
+    return cc.runPipeline(pipeline, args)
+
+
+def test_output_published_only_when_every_job_passes(tmp_path, monkeypatch):
+    out = tmp_path / "keep.neff"
+    out.write_bytes(b"OLD")
+    from neuronxcc.errors import UnsupportedOperatorError
+
+    with pytest.raises(UnsupportedOperatorError):
+        _run(tmp_path, monkeypatch, [_WriteNeff, _Fail], "keep.neff")
+    assert out.read_bytes() == b"OLD"
+    assert len(glob.glob(str(tmp_path / "neuronxcc-*"))) == 1  # kept for diagnosis
+    assert os.getcwd() == str(tmp_path)
+    assert _run(tmp_path, monkeypatch, [_WriteNeff], "keep.neff") == 0
+    assert out.read_bytes() == b"NEFF-BYTES"
+    assert len(glob.glob(str(tmp_path / "neuronxcc-*"))) == 1  # the passing compile removed its own
+    assert not glob.glob(str(tmp_path / "keep.neff.tmp-*"))
+
+
+def test_kelper_without_neff_is_an_internal_error(tmp_path, monkeypatch):
+    from neuronxcc.errors import InternalCompilerError
+
+    class _NoNeff(_WriteNeff):
+        def runSingleInput(self, state):
+            pass
+
+    with pytest.raises(InternalCompilerError, match="without writing model.neff"):
+        _run(tmp_path, monkeypatch, [_NoNeff], "x.neff")
+    assert not (tmp_path / "x.neff").exists()
