@@ -489,3 +489,32 @@ def reference(program, args):
     """XLA:CPU's results of ``program`` on ``args``, flattened in result order, as numpy arrays."""
     out = jax.jit(program.fn)(*args)
     return [np.asarray(o) for o in jax.tree_util.tree_leaves(out)]
+
+
+def interpreter_mismatches(fn, args, evaluate=None):
+    """Lower ``fn`` on ``args``, run the proto and the text form through the reference
+    interpreter and compare with XLA:CPU; returns a list of problems (empty when all match)."""
+    from neuronxcc.hlo import load_module
+    from neuronxcc.hlo.interpreter import evaluate as _evaluate
+    from neuronxcc.hlo.tolerances import mismatch
+    evaluate = evaluate or _evaluate
+    prog = Program(getattr(fn, "__name__", "fn"), fn, None, ())
+    pb, text = lower(prog, args)
+    ref = reference(prog, args)
+    problems = []
+    results = {}
+    for form, src in (("proto", pb), ("text", text)):
+        outs = evaluate(load_module(src), list(args), check=True)
+        results[form] = outs
+        if len(outs) != len(ref):
+            problems.append("%s: %d outputs, XLA gives %d" % (form, len(outs), len(ref)))
+            continue
+        for k, (a, b) in enumerate(zip(outs, ref)):
+            why = mismatch(a, b)
+            if why:
+                problems.append("%s output%d: %s" % (form, k, why))
+    for k, (a, b) in enumerate(zip(results["proto"], results["text"])):
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+            problems.append("output%d: proto and text forms give different results" % k)
+    return problems

@@ -1,0 +1,283 @@
+"""``xla_infergoldens``: golden inputs and outputs of an HLO program, computed
+by the reference interpreter (the XLAInferGoldens / InferGoldens jobs run it).
+
+    xla_infergoldens MODEL --output OUT.npz [--inputs IN.npz] [--seed N] [--size-budget BYTES]
+
+OUT.npz holds ``input{i}`` (entry parameter leaves in parameter order) and
+``output{i}`` (the result's leaves, flattened). Without ``--inputs`` the
+inputs are drawn from a seeded generator, valid per dtype: floats standard
+normal, signed ints in [-8, 8), unsigned in [0, 16), pred fair coins, and
+parameters that feed gather/scatter/dynamic-slice indices in range for every
+dimension they index. A program whose tensors total more than the size
+budget is skipped: one log line, exit 0, no output file.
+
+Arrays of types numpy lacks (bf16, f8) are stored by ``np.savez`` as raw bits
+(void dtype); ``read_npz(path, module)`` gives them back typed.
+
+Exit status: 0, or 70 with one ``[NCC_...]`` line on stderr for bad input.
+"""
+import argparse
+import logging
+import os
+import sys
+
+import numpy as np
+
+from neuronxcc.errors import (CompilerError, CompilerInvalidInputException, HloVerifyError, InputFileError,
+                              InternalCompilerError)
+
+log = logging.getLogger("neuronxcc.hlo.infergoldens")
+
+DEFAULT_SIZE_BUDGET = 512 * 1000 * 1000   # bytes of all tensors of one program
+
+_PASS_THROUGH = {"convert", "reshape", "broadcast", "bitcast", "copy", "transpose", "slice", "concatenate",
+                 "reverse", "optimization-barrier"}
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CompilerInvalidInputException("xla_infergoldens: %s" % message)
+
+
+def _parser():
+    p = _ArgParser(prog="xla_infergoldens",
+                   description="Compute golden inputs/outputs of an HLO program with the reference interpreter.")
+    p.add_argument("model", metavar="MODEL", help="HLO module: HloModuleProto, HloProto, HLO text or model directory")
+    p.add_argument("--output", required=True, metavar="OUT.npz", help="where to write input{i}/output{i}")
+    p.add_argument("--inputs", metavar="IN.npz", help="input{i} arrays in parameter order (else seeded random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--size-budget", type=int, default=DEFAULT_SIZE_BUDGET, metavar="BYTES",
+                   help="skip programs whose tensors total more bytes than this (default %d)" % DEFAULT_SIZE_BUDGET)
+    return p
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    try:
+        return _run(_parser().parse_args(argv))
+    except CompilerError as e:
+        log.debug("xla_infergoldens failed", exc_info=True)
+        sys.stderr.write(e.one_line() + "\n")
+        return 70
+    except MemoryError:
+        log.debug("xla_infergoldens failed", exc_info=True)
+        sys.stderr.write("[NCC_EOOM001] xla_infergoldens: out of memory evaluating the program\n")
+        return 70
+    except SystemExit as e:     # --help
+        return e.code if isinstance(e.code, int) else 0
+    except Exception as e:      # a bug: one line on the console, the traceback in the log
+        log.debug("xla_infergoldens failed", exc_info=True)
+        err = InternalCompilerError("xla_infergoldens: %s: %s" % (type(e).__name__, e))
+        sys.stderr.write(err.one_line() + "\n")
+        return 70
+
+
+def _run(args):
+    from neuronxcc.hlo import load_module
+    from neuronxcc.hlo.interpreter import evaluate
+
+    module = load_module(args.model)
+    total = program_bytes(module)
+    if total > args.size_budget:
+        log.info("xla_infergoldens: skipping goldens for %s: its tensors total %d bytes, over the size budget "
+                 "of %d bytes (--size-budget)", module.name, total, args.size_budget)
+        if os.path.exists(args.output):
+            os.remove(args.output)
+        return 0
+    if args.inputs:
+        inputs = read_inputs(args.inputs, module)
+    else:
+        inputs = random_inputs(module, args.seed)
+    outputs = evaluate(module, inputs)
+    write_npz(args.output, inputs, outputs)
+    log.info("xla_infergoldens: wrote %d inputs and %d outputs to %s", len(inputs), len(outputs), args.output)
+    return 0
+
+
+def program_bytes(module):
+    """Sum of the bytes of every array value the program defines (all computations)."""
+    total = 0
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            total += inst.shape.nbytes()
+    return total
+
+
+def parameter_leaves(module):
+    """Array shapes of the entry's inputs in order (tuple parameters flattened, tokens dropped)."""
+    out = []
+    for p in module.entry.parameters:
+        out.extend(s for s in p.shape.leaves() if s.is_array)
+    return out
+
+
+def _typed(a, shape):
+    a = np.asarray(a)
+    dt = shape.numpy_dtype()
+    if a.dtype.kind == "V" and a.dtype.itemsize == dt.itemsize:
+        return a.view(dt)
+    return a
+
+
+def read_inputs(path, module):
+    shapes = parameter_leaves(module)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise InputFileError("xla_infergoldens: inputs file %s does not exist" % path) from None
+    except Exception as e:
+        raise InputFileError("xla_infergoldens: cannot read inputs file %s: %s" % (path, e)) from None
+    inputs = []
+    for i, s in enumerate(shapes):
+        key = "input%d" % i
+        if key not in arrays:
+            raise HloVerifyError("xla_infergoldens: %s has no %s for parameter leaf %d (%s)"
+                                 % (path, key, i, s.to_text(layout=False)))
+        inputs.append(_typed(arrays[key], s))
+    return inputs
+
+
+def read_npz(path, module):
+    """(inputs, outputs) of a goldens file, typed by the module's parameter and result shapes."""
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    ins = [_typed(arrays["input%d" % i], s) for i, s in enumerate(parameter_leaves(module))]
+    res = [s for s in module.entry.root.shape.leaves() if s.is_array]
+    outs = [_typed(arrays["output%d" % i], s) for i, s in enumerate(res) if "output%d" % i in arrays]
+    return ins, outs
+
+
+def write_npz(path, inputs, outputs):
+    """Write input{i}/output{i} atomically (temp file + rename)."""
+    d = {"input%d" % i: np.asarray(a) for i, a in enumerate(inputs)}
+    d.update(("output%d" % i, np.ascontiguousarray(a)) for i, a in enumerate(outputs))
+    tmp = path + ".tmp%d" % os.getpid()
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **d)
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise InputFileError("xla_infergoldens: cannot write %s: %s" % (path, e.strerror or e)) from None
+
+
+# --- random inputs ----------------------------------------------------------------
+
+
+def index_limits(module):
+    """{(parameter number, leaf index): exclusive upper bound} for entry parameters that
+    feed gather/scatter/dynamic-slice indices (through shape ops, converts, selects, calls)."""
+    callers = {}
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            for c in inst.called_computations:
+                callers.setdefault(id(c), []).append(inst)
+    limits = {}
+    work = []
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            for op, lim in _index_uses(inst):
+                work.append((op, lim))
+    seen = set()
+    while work:
+        inst, lim = work.pop()
+        key = (id(inst), lim)
+        if key in seen or lim is None:
+            continue
+        seen.add(key)
+        opc = inst.opcode
+        if opc == "parameter":
+            comp = inst.parent
+            if comp is module.entry:
+                pn = inst.parameter_number
+                limits[pn] = min(limits.get(pn, lim), lim)
+            else:
+                for call in callers.get(id(comp), ()):
+                    if call.opcode == "call" and inst.parameter_number < len(call.operands):
+                        work.append((call.operands[inst.parameter_number], lim))
+        elif opc in _PASS_THROUGH:
+            for op in inst.operands[:1] if opc not in ("concatenate",) else inst.operands:
+                work.append((op, lim))
+        elif opc == "select":
+            work.extend((op, lim) for op in inst.operands[1:])
+        elif opc == "clamp":
+            work.append((inst.operands[1], lim))
+        elif opc == "call":
+            comp = inst.called_computations[0] if inst.called_computations else None
+            if comp is not None:
+                work.append((comp.root, lim))
+    return limits
+
+
+def _index_uses(inst):
+    """(operand instruction, exclusive bound) for each index operand of ``inst``."""
+    from neuronxcc.hlo.interp_attrs import gather_dims, int_list, scatter_dims
+    opc = inst.opcode
+    try:
+        if opc == "gather":
+            g = gather_dims(inst)
+            opnd = inst.operands[0].shape.dims
+            sizes = g["slice_sizes"]
+            lim = min([opnd[d] - sizes[d] + 1 for d in g["start_index_map"]] or [1])
+            return [(inst.operands[1], max(lim, 1))]
+        if opc == "scatter":
+            s = scatter_dims(inst)
+            n = (len(inst.operands) - 1) // 2
+            opnd = inst.operands[0].shape.dims
+            upd = inst.operands[n + 1].shape.dims
+            uwd = s["update_window_dims"]
+            wdims = [d for d in range(len(opnd)) if d not in s["inserted_window_dims"]
+                     and d not in s["input_batching_dims"]]
+            lims = []
+            for d in s["scatter_dims_to_operand_dims"]:
+                w = upd[uwd[wdims.index(d)]] if d in wdims else 1
+                lims.append(opnd[d] - w + 1)
+            return [(inst.operands[n], max(min(lims or [1]), 1))]
+        if opc == "dynamic-slice":
+            sizes = int_list(inst, "dynamic_slice_sizes") or list(inst.shape.dims)
+            opnd = inst.operands[0].shape.dims
+            return [(op, max(opnd[d] - sizes[d] + 1, 1)) for d, op in enumerate(inst.operands[1:])
+                    if d < len(opnd)]
+        if opc == "dynamic-update-slice":
+            opnd = inst.operands[0].shape.dims
+            upd = inst.operands[1].shape.dims
+            return [(op, max(opnd[d] - upd[d] + 1, 1)) for d, op in enumerate(inst.operands[2:])
+                    if d < len(opnd)]
+    except (IndexError, ValueError, HloVerifyError):
+        return []
+    return []
+
+
+def random_inputs(module, seed=0):
+    """Seeded inputs for the entry's parameter leaves, valid for each dtype and index use."""
+    rng = np.random.default_rng(seed)
+    limits = index_limits(module)
+    out = []
+    for p in module.entry.parameters:
+        for s in p.shape.leaves():
+            if not s.is_array:
+                continue
+            dt = s.numpy_dtype()
+            dims = s.dims
+            if p.parameter_number in limits and dt.kind in "iu":
+                a = rng.integers(0, limits[p.parameter_number], size=dims)
+            elif dt == np.bool_:
+                a = rng.random(size=dims) < 0.5
+            elif dt.kind == "i":
+                a = rng.integers(-8, 8, size=dims)
+            elif dt.kind == "u":
+                a = rng.integers(0, 16, size=dims)
+            elif dt.kind == "c":
+                a = rng.standard_normal(size=dims) + 1j * rng.standard_normal(size=dims)
+            else:
+                a = rng.standard_normal(size=dims, dtype=np.float32)
+            out.append(np.asarray(a).astype(dt))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
