@@ -49,9 +49,9 @@ class Frontend(Job):
         from neuronxcc.driver.Libraries import require
 
         self.requireFile(files.PENGUIN, "HLOToTensorizer")
+        run_frontend = require("neuronxcc.starfish.penguin.frontend", "run_frontend", who="Frontend")
         libs = stageBuiltinCustomOps()
         self.log("staged %d builtin custom-op librar%s" % (len(libs), "y" if len(libs) == 1 else "ies"))
-        run_frontend = require("neuronxcc.starfish.penguin.frontend", "run_frontend", who="Frontend")
         os.makedirs(files.SG_DIR, exist_ok=True)
         run_frontend(files.PENGUIN, files.SG_DIR, target=state.args.target, custom_op_libs=libs,
                      options=state.args)
