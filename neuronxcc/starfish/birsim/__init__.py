@@ -1,0 +1,32 @@
+"""birsim: the BIR simulator, the executable definition of BIR semantics.
+
+It executes BIR instructions (never HLO, Penguin IR or goldens) against a
+machine-state model of one NeuronCore: SBUF (128 x 192 KiB on trn1/inf2,
+128 x 224 KiB on trn2), PSUM (128 x 16 KiB, 8 banks of 2 KiB) and HBM
+buffers. Unallocated memlocs get private storage; allocated ones share the
+SBUF/PSUM arrays, so allocation bugs give wrong results.
+
+Numerics: fp32 internal math; round-to-nearest-even casts on output (bf16,
+fp16, fp8 through the Cython kernels, matching ml_dtypes); float -> int
+truncates toward zero and saturates; exact int64 math on POOL when every
+operand is an integer type, and for bitvec ops; DVE arithmetic on integers
+goes through fp32 (as the hardware does). See ``executor`` for the rules and
+``alu`` for the op definitions.
+
+Timing: per-engine in-order issue, semaphore waits, per-queue DMA, costs from
+``birpy.cost`` (``neuronxcc.hwm`` numbers); see ``timeline``.
+
+API::
+
+    from neuronxcc.starfish.birsim import run_neff, run_module, simulate
+    outs = run_neff("file.neff", [x, y])          # outputs, flattened result order
+    outs = run_module(module, [x, y], target="trn1")
+    res = simulate(module, [x, y], trace=True)    # .outputs .total_s .busy_s .utilisation
+    res.write_trace("trace.json")                 # Chrome trace-event JSON (Perfetto)
+
+Tool: ``birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json]``
+(``neuronxcc.starfish.birsim.tool``).
+"""
+from neuronxcc.starfish.birsim.sim import SimResult, run_module, run_neff, simulate, simulate_neff
+
+__all__ = ["SimResult", "run_module", "run_neff", "simulate", "simulate_neff"]

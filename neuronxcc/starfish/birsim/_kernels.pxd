@@ -1,0 +1,33 @@
+# cython: language_level=3
+# Typed kernels of the BIR simulator: strided gathers/scatters with dtype
+# conversion over flat byte storage. Addressing: an element's byte address is
+# base + sum_k i_k * strides[k] for i_k < nums[k], k = 0..5 (outermost first);
+# callers pad to exactly 6 dims.
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
+
+cdef enum:
+    NDIM = 6
+
+# dtype codes (birpy.dtypes.DType.code)
+cdef enum:
+    C_F32 = 0
+    C_BF16 = 1
+    C_F16 = 2
+    C_F8E4M3 = 3
+    C_F8E5M2 = 4
+    C_F8E4M3FN = 5
+    C_I8 = 10
+    C_U8 = 11
+    C_I16 = 12
+    C_U16 = 13
+    C_I32 = 14
+    C_U32 = 15
+    C_BOOL = 16
+    C_I64 = 20
+    C_U64 = 21
+    C_F64 = 22
+
+cdef float decode_f32(int code, const uint8_t* p) noexcept nogil
+cdef void encode_f32(int code, float v, uint8_t* p) noexcept nogil
+cdef int64_t decode_i64(int code, const uint8_t* p) noexcept nogil
+cdef void encode_i64(int code, int64_t v, uint8_t* p) noexcept nogil

@@ -1,0 +1,454 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""birsim's typed kernels: strided element loops with dtype conversion.
+
+What it owns: reading an access pattern's elements out of flat byte storage
+into a contiguous fp32 (or int64) buffer, writing them back with the cast the
+machine does on output, and raw (bit-exact) copies. No Python objects in the
+loops (``cython -a`` shows the loop bodies white).
+
+Casts on output (float32 -> narrower): round-to-nearest-even; overflow gives
+inf where the format has one (bf16, fp16, fp8 e4m3 [Neuron FP8_EXP4], e5m2)
+and NaN for e4m3fn, as ml_dtypes does. Float -> integer: truncate toward zero,
+saturate to the type's range, NaN -> 0. Integer -> narrower integer: wrap
+(two's complement). bool: nonzero -> 1.
+
+Invariant: callers (birsim.machine) have bounds-checked every address; the
+kernels trust them.
+"""
+import numpy as np
+import ml_dtypes
+
+from libc.string cimport memcpy
+from libc.math cimport isnan
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+cdef float _F8E4M3[256]
+cdef float _F8E5M2[256]
+cdef float _F8E4M3FN[256]
+cdef float _F16[65536]
+
+
+def _init_tables():
+    cdef int i
+    codes = np.arange(256, dtype=np.uint8)
+    a = codes.view(ml_dtypes.float8_e4m3).astype(np.float32)
+    b = codes.view(ml_dtypes.float8_e5m2).astype(np.float32)
+    c = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    for i in range(256):
+        _F8E4M3[i] = a[i]
+        _F8E5M2[i] = b[i]
+        _F8E4M3FN[i] = c[i]
+    h = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    cdef float[::1] hv = h
+    for i in range(65536):
+        _F16[i] = hv[i]
+
+
+_init_tables()
+
+
+cdef inline uint32_t _fbits(float f) noexcept nogil:
+    cdef uint32_t u
+    memcpy(&u, &f, 4)
+    return u
+
+
+cdef inline float _bitsf(uint32_t u) noexcept nogil:
+    cdef float f
+    memcpy(&f, &u, 4)
+    return f
+
+
+cdef inline uint16_t _enc_bf16(float f) noexcept nogil:
+    cdef uint32_t u = _fbits(f)
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return <uint16_t>(((u >> 16) & 0x8000) | 0x7FC0)
+    u = u + 0x7FFF + ((u >> 16) & 1)
+    return <uint16_t>(u >> 16)
+
+
+cdef inline uint32_t _enc_mini(float f, int ebits, int mbits, int bias, bint no_inf, uint32_t nan_mag) noexcept nogil:
+    """RNE encode into a sign/ebits/mbits minifloat (fp16, fp8)."""
+    cdef uint32_t u = _fbits(f)
+    cdef uint32_t sign = (u >> 31) << (ebits + mbits)
+    cdef uint32_t a = u & 0x7FFFFFFF
+    cdef uint32_t inf_mag = ((1u << ebits) - 1) << mbits
+    cdef uint32_t max_mag = (inf_mag | ((1u << mbits) - 1)) - 1 if no_inf else inf_mag - 1
+    cdef int e, shift, emin
+    cdef uint64_t full, q, rem, half
+    if a > 0x7F800000:
+        return sign | nan_mag
+    if a == 0x7F800000:
+        return sign | (nan_mag if no_inf else inf_mag)
+    if (a >> 23) == 0:
+        return sign          # fp32 zero / subnormal: far below every minifloat's range
+    e = <int>(a >> 23) - 127
+    emin = 1 - bias
+    if e >= emin:
+        full = (<uint64_t>(e + bias) << 23) | (a & 0x7FFFFF)
+        shift = 23 - mbits
+    else:
+        full = (a & 0x7FFFFF) | 0x800000
+        shift = 23 - mbits + (emin - e)
+        if shift > 40:
+            return sign
+    q = full >> shift
+    rem = full & ((<uint64_t>1 << shift) - 1)
+    half = <uint64_t>1 << (shift - 1)
+    if rem > half or (rem == half and (q & 1)):
+        q += 1
+    if q > max_mag:
+        return sign | (nan_mag if no_inf else inf_mag)
+    return sign | <uint32_t>q
+
+
+cdef float decode_f32(int code, const uint8_t* p) noexcept nogil:
+    cdef float f
+    cdef uint16_t h
+    cdef uint32_t u
+    cdef double d
+    cdef int64_t l
+    cdef uint64_t ul
+    if code == C_F32:
+        memcpy(&f, p, 4)
+        return f
+    if code == C_BF16:
+        memcpy(&h, p, 2)
+        return _bitsf((<uint32_t>h) << 16)
+    if code == C_F16:
+        memcpy(&h, p, 2)
+        return _F16[h]
+    if code == C_F8E4M3:
+        return _F8E4M3[p[0]]
+    if code == C_F8E5M2:
+        return _F8E5M2[p[0]]
+    if code == C_F8E4M3FN:
+        return _F8E4M3FN[p[0]]
+    if code == C_I8:
+        return <float>(<int8_t>p[0])
+    if code == C_U8 or code == C_BOOL:
+        return <float>p[0]
+    if code == C_I16:
+        memcpy(&h, p, 2)
+        return <float>(<int16_t>h)
+    if code == C_U16:
+        memcpy(&h, p, 2)
+        return <float>h
+    if code == C_I32:
+        memcpy(&u, p, 4)
+        return <float>(<int32_t>u)
+    if code == C_U32:
+        memcpy(&u, p, 4)
+        return <float>u
+    if code == C_I64:
+        memcpy(&l, p, 8)
+        return <float>l
+    if code == C_U64:
+        memcpy(&ul, p, 8)
+        return <float>ul
+    if code == C_F64:
+        memcpy(&d, p, 8)
+        return <float>d
+    return 0.0
+
+
+cdef inline int64_t _f2i(double v, double lo, double hi) noexcept nogil:
+    if isnan(v):
+        return 0
+    if v <= lo:
+        return <int64_t>lo
+    if v >= hi:
+        return <int64_t>hi
+    return <int64_t>v
+
+
+cdef void encode_f32(int code, float v, uint8_t* p) noexcept nogil:
+    cdef uint16_t h
+    cdef uint32_t u
+    cdef int32_t i
+    cdef int64_t l
+    cdef uint64_t ul
+    cdef double d
+    if code == C_F32:
+        memcpy(p, &v, 4)
+    elif code == C_BF16:
+        h = _enc_bf16(v)
+        memcpy(p, &h, 2)
+    elif code == C_F16:
+        h = <uint16_t>_enc_mini(v, 5, 10, 15, False, 0x7E00)
+        memcpy(p, &h, 2)
+    elif code == C_F8E4M3:
+        p[0] = <uint8_t>_enc_mini(v, 4, 3, 7, False, 0x7C)
+    elif code == C_F8E5M2:
+        p[0] = <uint8_t>_enc_mini(v, 5, 2, 15, False, 0x7E)
+    elif code == C_F8E4M3FN:
+        p[0] = <uint8_t>_enc_mini(v, 4, 3, 7, True, 0x7F)
+    elif code == C_I8:
+        p[0] = <uint8_t>(<int8_t>_f2i(v, -128.0, 127.0))
+    elif code == C_U8:
+        p[0] = <uint8_t>_f2i(v, 0.0, 255.0)
+    elif code == C_BOOL:
+        p[0] = 1 if (v != 0.0 and not isnan(v)) else 0
+    elif code == C_I16:
+        h = <uint16_t>(<int16_t>_f2i(v, -32768.0, 32767.0))
+        memcpy(p, &h, 2)
+    elif code == C_U16:
+        h = <uint16_t>_f2i(v, 0.0, 65535.0)
+        memcpy(p, &h, 2)
+    elif code == C_I32:
+        i = <int32_t>_f2i(v, -2147483648.0, 2147483647.0)
+        memcpy(p, &i, 4)
+    elif code == C_U32:
+        u = <uint32_t>_f2i(v, 0.0, 4294967295.0)
+        memcpy(p, &u, 4)
+    elif code == C_I64:
+        l = _f2i(v, -9223372036854775808.0, 9223372036854774784.0)
+        memcpy(p, &l, 8)
+    elif code == C_U64:
+        ul = <uint64_t>_f2i(v, 0.0, 9223372036854774784.0)
+        memcpy(p, &ul, 8)
+    elif code == C_F64:
+        d = v
+        memcpy(p, &d, 8)
+
+
+cdef int64_t decode_i64(int code, const uint8_t* p) noexcept nogil:
+    cdef uint16_t h
+    cdef uint32_t u
+    cdef int64_t l
+    if code == C_I8:
+        return <int8_t>p[0]
+    if code == C_U8 or code == C_BOOL:
+        return p[0]
+    if code == C_I16:
+        memcpy(&h, p, 2)
+        return <int16_t>h
+    if code == C_U16:
+        memcpy(&h, p, 2)
+        return h
+    if code == C_I32:
+        memcpy(&u, p, 4)
+        return <int32_t>u
+    if code == C_U32:
+        memcpy(&u, p, 4)
+        return u
+    if code == C_I64 or code == C_U64:
+        memcpy(&l, p, 8)
+        return l
+    return _f2i(decode_f32(code, p), -9223372036854775808.0, 9223372036854774784.0)
+
+
+cdef void encode_i64(int code, int64_t v, uint8_t* p) noexcept nogil:
+    cdef uint16_t h
+    cdef uint32_t u
+    if code == C_I8 or code == C_U8:
+        p[0] = <uint8_t>v
+    elif code == C_BOOL:
+        p[0] = 1 if v != 0 else 0
+    elif code == C_I16 or code == C_U16:
+        h = <uint16_t>v
+        memcpy(p, &h, 2)
+    elif code == C_I32 or code == C_U32:
+        u = <uint32_t>v
+        memcpy(p, &u, 4)
+    elif code == C_I64 or code == C_U64:
+        memcpy(p, &v, 8)
+    else:
+        encode_f32(code, <float>v, p)
+
+
+# -- runs: one innermost dimension, the dtype switch hoisted out of the loop --
+
+cdef void _read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef uint16_t h
+    if code == C_F32:
+        if stride == 4:
+            memcpy(out, p, n * 4)
+        else:
+            for i in range(n):
+                memcpy(&out[i], p + i * stride, 4)
+    elif code == C_BF16:
+        for i in range(n):
+            memcpy(&h, p + i * stride, 2)
+            out[i] = _bitsf((<uint32_t>h) << 16)
+    else:
+        for i in range(n):
+            out[i] = decode_f32(code, p + i * stride)
+
+
+cdef void _write_run_f32(int code, const float* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef uint16_t h
+    if code == C_F32:
+        if stride == 4:
+            memcpy(p, src, n * 4)
+        else:
+            for i in range(n):
+                memcpy(p + i * stride, &src[i], 4)
+    elif code == C_BF16:
+        for i in range(n):
+            h = _enc_bf16(src[i])
+            memcpy(p + i * stride, &h, 2)
+    else:
+        for i in range(n):
+            encode_f32(code, src[i], p + i * stride)
+
+
+cdef inline Py_ssize_t _count(const Py_ssize_t[::1] nums) noexcept nogil:
+    cdef Py_ssize_t n = 1, k
+    for k in range(NDIM):
+        n *= nums[k]
+    return n
+
+
+def read_f32(const uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
+             const Py_ssize_t[::1] nums, float[::1] out):
+    """out[j] = element j (row-major over nums) of the AP, converted to fp32."""
+    cdef Py_ssize_t a, b, c, d, e, j = 0
+    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    cdef const uint8_t* p0 = &buf[0]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    with nogil:
+        for a in range(nums[0]):
+            o0 = base + a * strides[0]
+            for b in range(nums[1]):
+                o1 = o0 + b * strides[1]
+                for c in range(nums[2]):
+                    o2 = o1 + c * strides[2]
+                    for d in range(nums[3]):
+                        o3 = o2 + d * strides[3]
+                        for e in range(nums[4]):
+                            o4 = o3 + e * strides[4]
+                            _read_run_f32(code, p0 + o4, s5, n5, &out[j])
+                            j += n5
+
+
+def write_f32(const float[::1] src, uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
+              const Py_ssize_t[::1] nums):
+    """Element j of the AP = cast(src[j]) (RNE / saturating, see module doc)."""
+    cdef Py_ssize_t a, b, c, d, e, j = 0
+    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    cdef uint8_t* p0 = &buf[0]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    with nogil:
+        for a in range(nums[0]):
+            o0 = base + a * strides[0]
+            for b in range(nums[1]):
+                o1 = o0 + b * strides[1]
+                for c in range(nums[2]):
+                    o2 = o1 + c * strides[2]
+                    for d in range(nums[3]):
+                        o3 = o2 + d * strides[3]
+                        for e in range(nums[4]):
+                            o4 = o3 + e * strides[4]
+                            _write_run_f32(code, &src[j], p0 + o4, s5, n5)
+                            j += n5
+
+
+def read_i64(const uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
+             const Py_ssize_t[::1] nums, int64_t[::1] out):
+    """out[j] = element j as int64 (ints extended, floats truncated toward zero)."""
+    cdef Py_ssize_t a, b, c, d, e, f, j = 0
+    cdef const uint8_t* p0 = &buf[0]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    with nogil:
+        for a in range(nums[0]):
+            o0 = base + a * strides[0]
+            for b in range(nums[1]):
+                o1 = o0 + b * strides[1]
+                for c in range(nums[2]):
+                    o2 = o1 + c * strides[2]
+                    for d in range(nums[3]):
+                        o3 = o2 + d * strides[3]
+                        for e in range(nums[4]):
+                            o4 = o3 + e * strides[4]
+                            for f in range(nums[5]):
+                                out[j] = decode_i64(code, p0 + o4 + f * strides[5])
+                                j += 1
+
+
+def write_i64(const int64_t[::1] src, uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
+              const Py_ssize_t[::1] nums):
+    """Element j = src[j] wrapped to an integer dtype (or rounded to a float dtype)."""
+    cdef Py_ssize_t a, b, c, d, e, f, j = 0
+    cdef uint8_t* p0 = &buf[0]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    with nogil:
+        for a in range(nums[0]):
+            o0 = base + a * strides[0]
+            for b in range(nums[1]):
+                o1 = o0 + b * strides[1]
+                for c in range(nums[2]):
+                    o2 = o1 + c * strides[2]
+                    for d in range(nums[3]):
+                        o3 = o2 + d * strides[3]
+                        for e in range(nums[4]):
+                            o4 = o3 + e * strides[4]
+                            for f in range(nums[5]):
+                                encode_i64(code, src[j], p0 + o4 + f * strides[5])
+                                j += 1
+
+
+def gather_raw(const uint8_t[::1] buf, Py_ssize_t itemsize, Py_ssize_t base, const Py_ssize_t[::1] strides,
+               const Py_ssize_t[::1] nums, uint8_t[::1] out):
+    """Bit-exact gather of the AP's elements into out (itemsize bytes each)."""
+    cdef Py_ssize_t a, b, c, d, e, f, j = 0
+    cdef const uint8_t* p0 = &buf[0]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    with nogil:
+        for a in range(nums[0]):
+            o0 = base + a * strides[0]
+            for b in range(nums[1]):
+                o1 = o0 + b * strides[1]
+                for c in range(nums[2]):
+                    o2 = o1 + c * strides[2]
+                    for d in range(nums[3]):
+                        o3 = o2 + d * strides[3]
+                        for e in range(nums[4]):
+                            o4 = o3 + e * strides[4]
+                            if s5 == itemsize:
+                                memcpy(&out[j], p0 + o4, n5 * itemsize)
+                                j += n5 * itemsize
+                            else:
+                                for f in range(n5):
+                                    memcpy(&out[j], p0 + o4 + f * s5, itemsize)
+                                    j += itemsize
+
+
+def scatter_raw(const uint8_t[::1] src, uint8_t[::1] buf, Py_ssize_t itemsize, Py_ssize_t base,
+                const Py_ssize_t[::1] strides, const Py_ssize_t[::1] nums):
+    """Bit-exact scatter of src (itemsize bytes per element) into the AP."""
+    cdef Py_ssize_t a, b, c, d, e, f, j = 0
+    cdef uint8_t* p0 = &buf[0]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    with nogil:
+        for a in range(nums[0]):
+            o0 = base + a * strides[0]
+            for b in range(nums[1]):
+                o1 = o0 + b * strides[1]
+                for c in range(nums[2]):
+                    o2 = o1 + c * strides[2]
+                    for d in range(nums[3]):
+                        o3 = o2 + d * strides[3]
+                        for e in range(nums[4]):
+                            o4 = o3 + e * strides[4]
+                            if s5 == itemsize:
+                                memcpy(p0 + o4, &src[j], n5 * itemsize)
+                                j += n5 * itemsize
+                            else:
+                                for f in range(n5):
+                                    memcpy(p0 + o4 + f * s5, &src[j], itemsize)
+                                    j += itemsize
+
+
+def cast_f32(const float[::1] src, int code, uint8_t[::1] out):
+    """Encode contiguous fp32 values into dtype CODE (for tests and DMA casts)."""
+    cdef Py_ssize_t i, n = src.shape[0], w
+    w = 1 if code in (C_F8E4M3, C_F8E5M2, C_F8E4M3FN, C_I8, C_U8, C_BOOL) else \
+        2 if code in (C_BF16, C_F16, C_I16, C_U16) else 8 if code in (C_I64, C_U64, C_F64) else 4
+    with nogil:
+        for i in range(n):
+            encode_f32(code, src[i], &out[i * w])

@@ -1,0 +1,312 @@
+"""birsim's interpreter: walks the BIR body in program order and executes each
+instruction against the machine state (``state.MachineState``), feeding the
+timeline. This module is the executable definition of BIR semantics.
+
+Numeric rules:
+  * ACT, PE and DVE arithmetic compute in fp32; results are cast on output
+    (RNE for float targets, truncation + saturation for integer targets).
+  * An instruction runs in the exact integer domain (int64, wrapped on store)
+    when it is on POOL and every operand has an integer dtype, or it is a
+    bitvec ALU op (any engine that may run it), or it only moves data
+    (tensor_copy/transpose/select on DVE/POOL, DMA) between integer dtypes.
+  * Same-dtype tensor_copy on DVE/POOL, same-dtype transposes and
+    same-dtype DMAs are bit-exact raw copies.
+  * Operands pair element by element in the row-major order of their shapes.
+  * A register_load clamps the int32 value to [min, max] when given.
+  * While loops stop with BirSimError after ``max_trips`` (default 1e6) trips.
+"""
+import numpy as np
+
+from neuronxcc.errors import BirSimError
+from neuronxcc.starfish.birpy import dtypes as _dt
+from neuronxcc.starfish.birpy.opcodes import ALU_OPS, OPCODES, full_attrs
+from neuronxcc.starfish.birsim import alu
+
+__all__ = ["Executor"]
+
+_F = np.float32
+DEFAULT_MAX_TRIPS = 1000000
+
+
+def _all_int(aps):
+    return all(_dt.get(a.dtype).is_int for a in aps)
+
+
+def _width(ap):
+    return 8 * _dt.itemsize(ap.dtype)
+
+
+class Executor:
+    def __init__(self, module, state, timeline, custom_op_libs=None):
+        self.m = module
+        self.st = state
+        self.tl = timeline
+        self.env = {}
+        self.custom_op_libs = custom_op_libs
+        self._attrs = {}
+        self._handlers = {name: getattr(self, "op_" + name) for name in OPCODES}
+
+    # -- control --------------------------------------------------------------
+    def run(self):
+        self.run_body(self.m.body)
+
+    def run_body(self, body):
+        env = self.env
+        for n in body:
+            k = n.kind
+            if k == "inst":
+                self.execute(n)
+            elif k == "loop":
+                saved = env.get(n.var)
+                for v in range(n.start, n.stop, n.step):
+                    env[n.var] = v
+                    self.run_body(n.body)
+                if saved is None:
+                    env.pop(n.var, None)
+                else:
+                    env[n.var] = saved
+            elif k == "while":
+                limit = n.max_trips if n.max_trips is not None else DEFAULT_MAX_TRIPS
+                trips = 0
+                while self._reg(n.cond, n) != 0:
+                    trips += 1
+                    if trips > limit:
+                        raise BirSimError("While #%s on %s ran more than %d trips" % (n.id, n.cond, limit))
+                    self.run_body(n.body)
+            else:
+                self.run_body(n.then_body if self._reg(n.cond, n) != 0 else n.else_body)
+
+    def _reg(self, name, node):
+        try:
+            return self.env[name]
+        except KeyError:
+            raise BirSimError("%s #%s reads register %r before any register_load" % (node.kind, node.id, name))
+
+    def execute(self, instr):
+        a = self._attrs.get(id(instr))
+        if a is None or a[0] is not instr:
+            a = (instr, full_attrs(instr), self._handlers.get(instr.opcode))
+            if a[2] is None:
+                raise BirSimError("instruction #%s: unknown opcode %r" % (instr.id, instr.opcode))
+            self._attrs[id(instr)] = a
+        try:
+            a[2](instr, a[1])
+        except BirSimError as e:
+            raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
+        self.tl.step(instr, self.env)
+
+    # -- helpers ----------------------------------------------------------------
+    def rf(self, ap):
+        return self.st.read_f(ap, self.env)
+
+    def ri(self, ap):
+        return self.st.read_i(ap, self.env)
+
+    def wf(self, ap, v):
+        self.st.write_f(ap, self.env, v)
+
+    def wi(self, ap, v):
+        self.st.write_i(ap, self.env, v)
+
+    def _pf(self, ap):
+        """Read as [P, F] fp32 (HBM: [1, N])."""
+        x = self.rf(ap)
+        return x.reshape(ap.num_partitions or 1, -1)
+
+    def _pi(self, ap):
+        return self.ri(ap).reshape(ap.num_partitions or 1, -1)
+
+    def _scalar(self, attrs, key, flag, srcs, k, intdom):
+        """(value, next src index): a float/int attribute or a [P,1] operand."""
+        if attrs.get(flag):
+            ap = srcs[k]
+            return (self._pi(ap) if intdom else self._pf(ap)), k + 1
+        v = attrs.get(key)
+        if intdom:
+            return np.int64(int(v)), k
+        return _F(v), k
+
+    def _int_domain(self, instr):
+        if instr.engine == "POOL" and _all_int(instr.operands):
+            return True
+        return False
+
+    # -- PE -----------------------------------------------------------------------
+    def op_matmul(self, instr, attrs):
+        out, st, mv = instr.dsts[0], instr.srcs[0], instr.srcs[1]
+        s = self._pf(st)
+        m = self._pf(mv)
+        r = np.matmul(s.T, m, dtype=_F)
+        if not attrs["psum_zero"]:
+            r = np.add(r, self._pf(out), dtype=_F)
+        self.wf(out, r)
+
+    def op_transpose(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        p = src.num_partitions
+        if _all_int([out, src]) or out.dtype == src.dtype and _dt.get(src.dtype).is_int:
+            self.wi(out, self._pi(src).reshape(p, -1).T)
+        elif out.dtype == src.dtype:
+            raw = self.st.read_raw(src, self.env)
+            isz = _dt.itemsize(src.dtype)
+            arr = raw.reshape(p, -1, isz).transpose(1, 0, 2)
+            self.st.write_raw(out, self.env, np.ascontiguousarray(arr).reshape(-1))
+        else:
+            self.wf(out, self._pf(src).T)
+
+    # -- ACT ------------------------------------------------------------------------
+    def op_activation(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        x = self._pf(src)
+        k = 1
+        bias, k = self._scalar(attrs, "bias", "bias_ap", instr.srcs, k, False)
+        scale, k = self._scalar(attrs, "scale", "scale_ap", instr.srcs, k, False)
+        with np.errstate(all="ignore"):
+            pre = np.add(np.multiply(x, scale, dtype=_F), bias, dtype=_F)
+        y = alu.act(attrs["func"], pre, attrs.get("alpha", 0.01))
+        self.wf(out, y)
+        if attrs.get("reduce"):
+            self.wf(instr.dsts[1], np.sum(y, axis=1, dtype=_F).reshape(-1, 1))
+
+    # -- elementwise ----------------------------------------------------------------
+    def op_tensor_tensor(self, instr, attrs):
+        out, a, b = instr.dsts[0], instr.srcs[0], instr.srcs[1]
+        op = attrs["op"]
+        if self._int_domain(instr) or ALU_OPS[op] == "bitvec":
+            self.wi(out, alu.alu_i(op, self._pi(a), self._pi(b), _width(a)))
+        else:
+            self.wf(out, alu.alu_f(op, self._pf(a), self._pf(b)))
+
+    def op_tensor_scalar(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        ops = [attrs["op0"]] + ([attrs["op1"]] if attrs.get("op1") else [])
+        intdom = self._int_domain(instr) or any(ALU_OPS[o] == "bitvec" for o in ops)
+        x = self._pi(src) if intdom else self._pf(src)
+        k = 1
+        s0, k = self._scalar(attrs, "operand0", "operand0_ap", instr.srcs, k, intdom)
+        s1, k = self._scalar(attrs, "operand1", "operand1_ap", instr.srcs, k, intdom)
+        fn = (lambda o, p, q: alu.alu_i(o, p, q, _width(src))) if intdom else alu.alu_f
+        x = fn(ops[0], s0, x) if attrs.get("reverse0") else fn(ops[0], x, s0)
+        if len(ops) > 1:
+            x = fn(ops[1], s1, x) if attrs.get("reverse1") else fn(ops[1], x, s1)
+        (self.wi if intdom else self.wf)(out, x)
+
+    def op_scalar_tensor_tensor(self, instr, attrs):
+        out, a, b = instr.dsts[0], instr.srcs[0], instr.srcs[1]
+        ops = (attrs["op0"], attrs["op1"])
+        intdom = self._int_domain(instr) or any(ALU_OPS[o] == "bitvec" for o in ops)
+        s0, _ = self._scalar(attrs, "operand0", "operand0_ap", instr.srcs, 2, intdom)
+        if intdom:
+            fn = lambda o, p, q: alu.alu_i(o, p, q, _width(a))  # noqa: E731
+            x, y = self._pi(a), self._pi(b)
+        else:
+            fn = alu.alu_f
+            x, y = self._pf(a), self._pf(b)
+        t = fn(ops[0], s0, x) if attrs.get("reverse0") else fn(ops[0], x, s0)
+        (self.wi if intdom else self.wf)(out, fn(ops[1], t, y))
+
+    def op_tensor_copy(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        if instr.engine != "ACT" and out.dtype == src.dtype:
+            self.st.write_raw(out, self.env, self.st.read_raw(src, self.env))
+        elif instr.engine != "ACT" and _all_int([out, src]):
+            self.wi(out, self.ri(src))
+        else:
+            self.wf(out, self.rf(src))
+
+    def op_select(self, instr, attrs):
+        out, pred, t, f = instr.dsts[0], instr.srcs[0], instr.srcs[1], instr.srcs[2]
+        cond = self._pf(pred) != 0
+        if _all_int([out, t, f]):
+            self.wi(out, np.where(cond, self._pi(t), self._pi(f)))
+        else:
+            self.wf(out, np.where(cond, self._pf(t), self._pf(f)))
+
+    def op_memset(self, instr, attrs):
+        out = instr.dsts[0]
+        v = attrs["value"]
+        n = out.num_elements
+        if _dt.get(out.dtype).is_int and float(v) == int(v):
+            self.wi(out, np.full(n, int(v), np.int64))
+        else:
+            self.wf(out, np.full(n, v, _F))
+
+    def _iota_grid(self, attrs, parts):
+        pat = attrs["pattern"]
+        v = np.full((parts,) + tuple(int(n) for _, n in pat), int(attrs.get("offset", 0)), np.int64)
+        v += (np.arange(parts, dtype=np.int64) * int(attrs.get("channel_multiplier", 0))).reshape((parts,) + (1,) * len(pat))
+        for k, (step, n) in enumerate(pat):
+            shape = [1] * (len(pat) + 1)
+            shape[k + 1] = int(n)
+            v += (np.arange(int(n), dtype=np.int64) * int(step)).reshape(shape)
+        # int32 arithmetic on GpSimd
+        return ((v + (1 << 31)) % (1 << 32) - (1 << 31)).reshape(parts, -1)
+
+    def op_iota(self, instr, attrs):
+        out = instr.dsts[0]
+        v = self._iota_grid(attrs, out.num_partitions)
+        if _dt.get(out.dtype).is_int:
+            self.wi(out, v)
+        else:
+            self.wf(out, v.astype(_F))
+
+    def op_affine_select(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        v = self._iota_grid(attrs, out.num_partitions)
+        cond = alu.compare_f(attrs["cmp"], v, 0)
+        if _all_int([out, src]) and float(attrs["on_false"]) == int(attrs["on_false"]):
+            self.wi(out, np.where(cond, self._pi(src), int(attrs["on_false"])))
+        else:
+            self.wf(out, np.where(cond, self._pf(src), _F(attrs["on_false"])))
+
+    # -- reductions -------------------------------------------------------------------
+    def op_tensor_reduce(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        ax = int(attrs["axes"])
+        pat = src.free_shape
+        keep = int(np.prod(pat[:len(pat) - ax], dtype=np.int64))
+        op = attrs["op"]
+        intdom = (self._int_domain(instr) or op in ("bitwise_and", "bitwise_or"))
+        x = (self._pi(src) if intdom else self._pf(src)).reshape(src.num_partitions, keep, -1)
+        r = (alu.reduce_i if intdom else alu.reduce_f)(op, x, 2)
+        if attrs.get("negate"):
+            r = -r
+        (self.wi if intdom else self.wf)(out, r)
+
+    def op_partition_reduce(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        op = attrs["op"]
+        intdom = self._int_domain(instr) or op in ("bitwise_and", "bitwise_or")
+        x = self._pi(src) if intdom else self._pf(src)
+        (self.wi if intdom else self.wf)(out, (alu.reduce_i if intdom else alu.reduce_f)(op, x, 0))
+
+    # -- data movement and sequencer ----------------------------------------------------
+    def op_dma_copy(self, instr, attrs):
+        out, src = instr.dsts[0], instr.srcs[0]
+        if out.dtype == src.dtype:
+            self.st.write_raw(out, self.env, self.st.read_raw(src, self.env))
+        elif _all_int([out, src]):
+            self.wi(out, self.ri(src))
+        else:
+            self.wf(out, self.rf(src))
+
+    def op_register_load(self, instr, attrs):
+        v = int(self.ri(instr.srcs[0]).reshape(-1)[0])
+        v = ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
+        if attrs.get("min") is not None:
+            v = max(v, int(attrs["min"]))
+        if attrs.get("max") is not None:
+            v = min(v, int(attrs["max"]))
+        self.env[attrs["register"]] = v
+
+    def op_nop(self, instr, attrs):
+        pass
+
+    def op_custom_op(self, instr, attrs):
+        from neuronxcc.starfish.birsim.customop import run_custom_op
+        src = instr.srcs[0]
+        x = np.ascontiguousarray(self._pf(src))
+        vals, idx = run_custom_op(self.custom_op_libs, attrs, x)
+        self.wf(instr.dsts[0], vals)
+        if attrs.get("with_indices"):
+            self.wi(instr.dsts[1], idx.astype(np.int64))

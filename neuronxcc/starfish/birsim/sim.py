@@ -1,0 +1,107 @@
+"""birsim entry points: simulate a BIR module or a NEFF.
+
+``simulate`` builds the machine state, loads the inputs, interprets the body
+in program order (``executor``) while the ``timeline`` accounts time, and
+returns a ``SimResult``. birsim executes BIR only: it never reads HLO,
+Penguin IR or goldens.
+"""
+import os
+import tempfile
+
+import numpy as np
+
+from neuronxcc.errors import BirSimError, NotBuiltYetError
+from neuronxcc.hwm import get_target
+from neuronxcc.starfish.birsim.executor import Executor
+from neuronxcc.starfish.birsim.state import MachineState
+from neuronxcc.starfish.birsim.timeline import Timeline
+
+__all__ = ["SimResult", "simulate", "run_module", "run_neff", "simulate_neff"]
+
+
+class SimResult:
+    """outputs (list, flattened result order), timing summary, trace."""
+
+    def __init__(self, outputs, timeline):
+        self.outputs = outputs
+        self.timeline = timeline
+        s = timeline.summary()
+        self.total_s = s["total_s"]
+        self.instructions = s["instructions"]
+        self.busy_s = s["busy_s"]
+        self.utilisation = s["utilisation"]
+
+    def summary(self):
+        return self.timeline.summary()
+
+    def trace_json(self):
+        return self.timeline.trace_json()
+
+    def write_trace(self, path):
+        self.timeline.write_trace(path)
+
+
+def _inputs_list(module, inputs):
+    if isinstance(inputs, dict):
+        missing = [n for n in module.inputs if n not in inputs]
+        if missing:
+            raise BirSimError("missing inputs: %s" % ", ".join(missing))
+        return [inputs[n] for n in module.inputs]
+    inputs = list(inputs)
+    if len(inputs) != len(module.inputs):
+        raise BirSimError("the program takes %d inputs, got %d" % (len(module.inputs), len(inputs)))
+    return inputs
+
+
+def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_dir=None, custom_op_libs=None):
+    """Run MODULE on INPUTS (list in module.inputs order, or dict by name)."""
+    tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
+    module.ensure_ids()
+    state = MachineState(module, tm, poison=poison)
+    for name, value in zip(module.inputs, _inputs_list(module, inputs)):
+        state.set_input(name, value)
+    tl = Timeline(module, tm, trace=trace)
+    libs = custom_op_libs
+    if libs is None:
+        cache = []
+
+        def libs():
+            if not cache:
+                from neuronxcc.starfish.birsim.customop import load_libraries
+                cache.extend(load_libraries(custom_op_dir))
+            return cache
+    ex = Executor(module, state, tl, libs)
+    ex.run()
+    outs = [state.get_tensor(n) for n in module.outputs]
+    return SimResult(outs, tl)
+
+
+def run_module(module, inputs, target=None, **kw):
+    """Outputs (numpy arrays, flattened result order) of MODULE on INPUTS."""
+    return simulate(module, inputs, target=target, **kw).outputs
+
+
+def _read_neff(path):
+    try:
+        from neuronxcc.neff import read_neff
+    except ImportError as e:
+        raise NotBuiltYetError("birsim needs neuronxcc.neff.read_neff to read a NEFF: %s" % e)
+    return read_neff(path)
+
+
+def simulate_neff(neff_path, inputs, target=None, trace=False, poison=True):
+    """SimResult of the BIR program inside the NEFF at NEFF_PATH."""
+    neff = _read_neff(neff_path)
+    module = neff.module
+    if getattr(neff, "ucode_lib", None):
+        with tempfile.TemporaryDirectory(prefix="birsim-customop-") as d:
+            paths = neff.extract_custom_op_libraries(d)
+            from neuronxcc.starfish.birsim.customop import load_libraries
+            libs = load_libraries(paths=paths)
+            return simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs)
+    return simulate(module, inputs, target=target, trace=trace, poison=poison)
+
+
+def run_neff(neff_path, inputs, **kw):
+    """Outputs of the NEFF's program (inputs in parameter order)."""
+    return simulate_neff(os.fspath(neff_path), inputs, **kw).outputs

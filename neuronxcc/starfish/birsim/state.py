@@ -1,0 +1,203 @@
+"""Machine state of one NeuronCore for birsim: byte storage and AP resolution.
+
+Storage is flat uint8 numpy buffers addressed as rows of bytes:
+  * HBM tensor: its own buffer, one row of ``nbytes``;
+  * allocated memloc: the shared SBUF (128 x sbuf_partition_bytes) or PSUM
+    (128 x psum_partition_bytes) array, rows from ``memloc.start_partition``,
+    bytes from ``memloc.byte_offset`` (so overlapping allocations really overlap);
+  * unallocated memloc: a private ``partitions x bytes_per_partition`` buffer.
+
+``resolve(ap, env)`` turns an access pattern into (buffer, base byte, 6 byte
+strides, 6 nums) for the Cython kernels, after checking at run time that every
+element is inside the target (BirSimError otherwise). Fresh on-chip memory and
+output/scratch tensors are filled with 0xFF bytes (NaN / -1) unless
+``poison=False``, so reads of never-written data show up.
+"""
+import numpy as np
+
+from neuronxcc.errors import BirSimError
+from neuronxcc.starfish.birpy import dtypes as _dt
+from neuronxcc.starfish.birsim import _kernels as K
+
+__all__ = ["MachineState"]
+
+NDIM = 6
+_INTP = np.intp
+
+
+class _Target:
+    __slots__ = ("name", "buf", "row_bytes", "row0", "byte0", "nrows", "nbytes", "memory")
+
+    def __init__(self, name, buf, row_bytes, row0, byte0, nrows, nbytes, memory):
+        self.name = name
+        self.buf = buf
+        self.row_bytes = row_bytes
+        self.row0 = row0
+        self.byte0 = byte0
+        self.nrows = nrows
+        self.nbytes = nbytes
+        self.memory = memory
+
+
+class _Resolved:
+    """Static part of an AP: target, strides/nums arrays, offset evaluator."""
+
+    __slots__ = ("tgt", "code", "itemsize", "strides", "nums", "static_base", "const_off", "coeffs", "expr",
+                 "ext_lo", "ext_hi", "shape", "n", "dtype")
+
+
+class MachineState:
+    def __init__(self, module, tm, poison=True):
+        self.module = module
+        self.tm = tm
+        fill = 0xFF if poison else 0
+        self.targets = {}
+        self.shared = {}
+        sizes = {"SBUF": tm.sbuf_partition_bytes, "PSUM": tm.psum_partition_bytes}
+        for mem in ("SBUF", "PSUM"):
+            if any(x.allocated and x.memory == mem for x in module.memlocs.values()):
+                self.shared[mem] = np.full(tm.num_partitions * sizes[mem], fill, np.uint8)
+        for x in module.memlocs.values():
+            if x.allocated:
+                self.targets[x.name] = _Target(x.name, self.shared[x.memory], sizes[x.memory], x.start_partition,
+                                               x.byte_offset, x.partitions, x.bytes_per_partition, x.memory)
+            else:
+                buf = np.full(x.partitions * x.bytes_per_partition, fill, np.uint8)
+                self.targets[x.name] = _Target(x.name, buf, x.bytes_per_partition, 0, 0, x.partitions,
+                                               x.bytes_per_partition, x.memory)
+        for t in module.tensors.values():
+            buf = np.full(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0, np.uint8)
+            if t.kind == "const":
+                arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
+                if arr.size != t.num_elements:
+                    raise BirSimError("const tensor %s has %d elements, shape says %d" % (t.name, arr.size, t.num_elements))
+                buf[:t.nbytes] = arr.reshape(-1).view(np.uint8)
+            self.targets[t.name] = _Target(t.name, buf, max(t.nbytes, 1), 0, 0, 1, t.nbytes, "HBM")
+        self._cache = {}
+
+    # -- I/O --------------------------------------------------------------
+    def set_input(self, name, value):
+        t = self.module.tensors[name]
+        arr = np.asarray(value)
+        if tuple(arr.shape) != tuple(t.shape):
+            raise BirSimError("input %s has shape %s; the program expects %s" % (name, arr.shape, list(t.shape)))
+        arr = np.ascontiguousarray(arr.astype(_dt.np_dtype(t.dtype), copy=False))
+        self.targets[name].buf[:t.nbytes] = arr.reshape(-1).view(np.uint8)
+
+    def get_tensor(self, name):
+        t = self.module.tensors[name]
+        buf = self.targets[name].buf[:t.nbytes]
+        return buf.view(_dt.np_dtype(t.dtype)).reshape(t.shape).copy()
+
+    # -- access patterns ----------------------------------------------------
+    def _static(self, ap):
+        r = self._cache.get(id(ap))
+        if r is not None and r[0] is ap:
+            return r[1]
+        tgt = self.targets.get(ap.target)
+        if tgt is None:
+            raise BirSimError("access pattern names unknown target %r" % ap.target)
+        s = _Resolved()
+        d = _dt.get(ap.dtype)
+        s.tgt = tgt
+        s.dtype = d.name
+        s.code = d.code
+        s.itemsize = d.itemsize
+        dims = [(st * d.itemsize, n) for st, n in ap.pattern]
+        if tgt.memory == "HBM":
+            if ap.num_partitions is not None:
+                raise BirSimError("HBM access to %s must not have partitions" % ap.target)
+            base = 0
+        else:
+            if ap.num_partitions is None:
+                raise BirSimError("on-chip access to %s needs partitions" % ap.target)
+            if ap.start_partition < 0 or ap.start_partition + ap.num_partitions > tgt.nrows:
+                raise BirSimError("access to %s partitions %d..%d outside its %d partitions" % (
+                    ap.target, ap.start_partition, ap.start_partition + ap.num_partitions, tgt.nrows))
+            dims = [(tgt.row_bytes, ap.num_partitions)] + dims
+            base = (tgt.row0 + ap.start_partition) * tgt.row_bytes + tgt.byte0
+        if len(dims) > NDIM:
+            raise BirSimError("access to %s has %d dims; birsim handles %d" % (ap.target, len(dims), NDIM))
+        dims = [(0, 1)] * (NDIM - len(dims)) + dims
+        s.strides = np.array([a for a, _ in dims], _INTP)
+        s.nums = np.array([b for _, b in dims], _INTP)
+        s.static_base = base
+        s.ext_lo, s.ext_hi = ap.element_extent()
+        s.shape = tuple(ap.shape)
+        s.n = int(np.prod(s.nums))
+        e = ap.offset
+        s.expr = None
+        s.coeffs = None
+        s.const_off = 0
+        if e.is_const():
+            s.const_off = int(e)
+        else:
+            aff = e.affine()
+            if aff is not None:
+                s.coeffs = tuple(aff[0].items())
+                s.const_off = int(aff[1])
+            else:
+                s.expr = e
+        self._cache[id(ap)] = (ap, s)
+        return s
+
+    def resolve(self, ap, env):
+        """-> (static info, base byte) with the run-time bounds check done."""
+        s = self._static(ap)
+        off = s.const_off
+        if s.coeffs is not None:
+            try:
+                for v, c in s.coeffs:
+                    off += c * env[v]
+            except KeyError as e:
+                raise BirSimError("offset of %s uses %s, which has no value here (not a loop variable or loaded "
+                                  "register)" % (ap.target, e))
+        elif s.expr is not None:
+            try:
+                off = s.expr.eval(env)
+            except (KeyError, ValueError) as e:
+                raise BirSimError("offset %s of %s cannot be evaluated: %s" % (s.expr, ap.target, e))
+        lo = off + s.ext_lo
+        hi = off + s.ext_hi
+        if lo < 0 or (hi + 1) * s.itemsize > s.tgt.nbytes:
+            raise BirSimError("access to %s reaches elements %d..%d (%d bytes per partition; offset %d)" % (
+                ap.target, lo, hi, s.tgt.nbytes, off))
+        return s, s.static_base + off * s.itemsize
+
+    def read_f(self, ap, env):
+        s, base = self.resolve(ap, env)
+        out = np.empty(s.n, np.float32)
+        K.read_f32(s.tgt.buf, s.code, base, s.strides, s.nums, out)
+        return out.reshape(s.shape)
+
+    def read_i(self, ap, env):
+        s, base = self.resolve(ap, env)
+        out = np.empty(s.n, np.int64)
+        K.read_i64(s.tgt.buf, s.code, base, s.strides, s.nums, out)
+        return out.reshape(s.shape)
+
+    def write_f(self, ap, env, values):
+        s, base = self.resolve(ap, env)
+        v = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        if v.shape[0] != s.n:
+            raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], ap.target, s.n))
+        K.write_f32(v, s.tgt.buf, s.code, base, s.strides, s.nums)
+
+    def write_i(self, ap, env, values):
+        s, base = self.resolve(ap, env)
+        v = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
+        if v.shape[0] != s.n:
+            raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], ap.target, s.n))
+        K.write_i64(v, s.tgt.buf, s.code, base, s.strides, s.nums)
+
+    def read_raw(self, ap, env):
+        s, base = self.resolve(ap, env)
+        out = np.empty(s.n * s.itemsize, np.uint8)
+        K.gather_raw(s.tgt.buf, s.itemsize, base, s.strides, s.nums, out)
+        return out
+
+    def write_raw(self, ap, env, raw):
+        s, base = self.resolve(ap, env)
+        if raw.shape[0] != s.n * s.itemsize:
+            raise BirSimError("raw copy of %d bytes into %s which takes %d" % (raw.shape[0], ap.target, s.n * s.itemsize))
+        K.scatter_raw(raw, s.tgt.buf, s.itemsize, base, s.strides, s.nums)

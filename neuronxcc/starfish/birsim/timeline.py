@@ -1,0 +1,163 @@
+"""birsim's timeline: per-engine in-order issue, semaphores, DMA queues, trace.
+
+Model (program order is the order instructions execute in):
+  * a compute/sequencer instruction on engine E starts at
+    max(E free, time every wait (sem >= value) became true), occupies E for
+    its cost (``birpy.cost``), and applies its signal increments at its end;
+  * a DMA is issued by its engine at that same start time (the engine is not
+    held), its transfer starts when its queue is free, occupies the queue for
+    fixed latency + bytes / bandwidth (queues are in order; no pipelining),
+    and signals at the end of the transfer;
+  * a wait that the signals issued so far (in program order) can never satisfy
+    is a deadlock: BirSimError.
+Totals: ``total_s`` = the last end time; per track busy seconds and
+utilisation = busy / total. Trace: Chrome trace-event JSON, one track (tid) per
+engine and DMA queue, one "X" event per executed instruction.
+"""
+import bisect
+import json
+
+from neuronxcc.errors import BirSimError
+from neuronxcc.starfish.birpy.cost import instruction_cost
+
+__all__ = ["Timeline"]
+
+ENGINE_TRACKS = ("PE", "ACT", "DVE", "POOL", "SP")
+
+
+class _Sem:
+    """Signal events of one semaphore sorted by time, with running totals."""
+
+    __slots__ = ("times", "incs", "cums")
+
+    def __init__(self):
+        self.times = []
+        self.incs = []
+        self.cums = []
+
+    def add(self, t, inc):
+        if not self.times or t >= self.times[-1]:
+            self.times.append(t)
+            self.incs.append(inc)
+            self.cums.append((self.cums[-1] if self.cums else 0) + inc)
+            return
+        i = bisect.bisect_right(self.times, t)
+        self.times.insert(i, t)
+        self.incs.insert(i, inc)
+        self.cums.insert(i, 0)
+        acc = self.cums[i - 1] if i else 0
+        for k in range(i, len(self.cums)):
+            acc += self.incs[k]
+            self.cums[k] = acc
+
+    @property
+    def value(self):
+        return self.cums[-1] if self.cums else 0
+
+    def time_reaching(self, v):
+        if v <= 0:
+            return 0.0
+        i = bisect.bisect_left(self.cums, v)
+        if i >= len(self.cums):
+            return None
+        return self.times[i]
+
+
+class Timeline:
+    def __init__(self, module, tm, trace=False):
+        self.module = module
+        self.tm = tm
+        self.free = {}
+        self.busy = {}
+        self.sems = {}
+        self.end = 0.0
+        self.count = 0
+        self.trace = trace
+        self.events = []
+        self._costs = {}
+
+    def _cost(self, instr):
+        c = self._costs.get(id(instr))
+        if c is None or c[0] is not instr:
+            c = (instr, instruction_cost(instr, self.module, self.tm))
+            self._costs[id(instr)] = c
+        return c[1]
+
+    def step(self, instr, env):
+        """Account one execution of INSTR; returns (start, end) seconds."""
+        t = self.free.get(instr.engine, 0.0)
+        for sem, v in instr.waits:
+            if not isinstance(v, int):
+                v = v.eval(env)
+            s = self.sems.get(sem)
+            at = s.time_reaching(v) if s is not None else (0.0 if v <= 0 else None)
+            if at is None:
+                raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede it "
+                                  "in program order" % (instr.id, instr.opcode, instr.engine, sem, v,
+                                                        s.value if s else 0))
+            if at > t:
+                t = at
+        cost = self._cost(instr)
+        if cost.track == instr.engine:
+            start = t
+            end = t + cost.busy_s
+            self.free[instr.engine] = end
+        else:
+            start = max(t, self.free.get(cost.track, 0.0))
+            end = start + cost.latency_s + cost.busy_s
+            self.free[cost.track] = end
+            if instr.engine not in self.free:
+                self.free[instr.engine] = t
+        self.busy[cost.track] = self.busy.get(cost.track, 0.0) + (end - start)
+        for sem, inc in instr.signals:
+            s = self.sems.get(sem)
+            if s is None:
+                s = self.sems[sem] = _Sem()
+            s.add(end, inc)
+        if end > self.end:
+            self.end = end
+        self.count += 1
+        if self.trace:
+            out = instr.dsts[0] if instr.dsts else None
+            if out is None:
+                parts = free = 0
+            elif out.num_partitions is not None:
+                parts, free = out.num_partitions, out.free_size
+            else:
+                shp = out.shape
+                parts = shp[0] if shp else 1
+                free = out.num_elements // max(parts, 1)
+            self.events.append((cost.track, instr, start, end, parts, free))
+        return start, end
+
+    # -- results ------------------------------------------------------------
+    def summary(self):
+        total = self.end
+        tracks = sorted(self.busy)
+        return {"total_s": total, "instructions": self.count,
+                "busy_s": {k: self.busy[k] for k in tracks},
+                "utilisation": {k: (self.busy[k] / total if total > 0 else 0.0) for k in tracks}}
+
+    def trace_json(self):
+        tracks = [t for t in ENGINE_TRACKS]
+        for ev in self.events:
+            if ev[0] not in tracks:
+                tracks.append(ev[0])
+        tid = {t: i + 1 for i, t in enumerate(tracks)}
+        out = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "NeuronCore (birsim)"}}]
+        for t in tracks:
+            out.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[t], "args": {"name": t}})
+            out.append({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": tid[t], "args": {"sort_index": tid[t]}})
+        for track, instr, start, end, parts, free in self.events:
+            args = {"opcode": instr.opcode, "engine": instr.engine, "partitions": parts, "free": free, "id": instr.id}
+            if instr.name:
+                args["name"] = instr.name
+            if instr.opcode == "dma_copy":
+                args["queue"] = instr.attrs.get("queue", "q0")
+            out.append({"name": instr.opcode, "cat": track, "ph": "X", "pid": 1, "tid": tid[track],
+                        "ts": start * 1e6, "dur": (end - start) * 1e6, "args": args})
+        return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": dict(self.summary(), target=self.tm.name)}
+
+    def write_trace(self, path):
+        with open(path, "w") as f:
+            json.dump(self.trace_json(), f)
