@@ -1,0 +1,169 @@
+"""bir_sim: run birsim on the golden inputs and compare with the golden outputs.
+
+Owns: the per-dtype tolerances of the compile-time numerical check and the
+size budget that keeps big compiles fast.
+
+  * no ``--goldens`` (the driver passes them only when goldens.npz exists):
+    skipped, with a log line;
+  * over budget -- more than ``sim_budget_instructions`` executed instructions
+    (loops multiplied out; a While counts ``max_trips`` or 1000 trips) or more
+    than ``sim_budget_bytes`` of I/O tensors: skipped, with a log line; the
+    check costs time proportional to the tensors, the compile must not;
+  * else ``birsim.simulate`` on inputs ``input{i}``; every output ``output{i}``
+    must satisfy |got - want| <= atol + rtol * |want| (integers and bool:
+    exactly; NaN matches NaN, inf matches the same inf); otherwise
+    NumericalMismatchError naming the output, the worst element and the count.
+
+The estimated device time of the run (birsim's timeline) goes into the metrics.
+"""
+import logging
+
+import numpy as np
+
+from neuronxcc import errors
+from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.registry import WalrusPass, register
+
+log = logging.getLogger("neuronxcc.walrus")
+
+# dtype name -> (rtol, atol). fp32 leaves room for a different summation order
+# in K-tiled matmuls and reductions; the narrow floats for one rounding step.
+TOLERANCES = {
+    "float32": (1e-3, 1e-4),
+    "float64": (1e-3, 1e-4),
+    "float16": (5e-3, 1e-3),
+    "bfloat16": (2e-2, 1e-2),
+    "float8_e4m3": (1.25e-1, 1e-2),
+    "float8_e4m3fn": (1.25e-1, 1e-2),
+    "float8_e5m2": (2.5e-1, 1e-2),
+}
+WHILE_TRIPS_GUESS = 1000
+
+
+def tolerance(dtype_name):
+    """(rtol, atol); (0, 0) for integer and bool dtypes."""
+    return TOLERANCES.get(dtype_name, (0.0, 0.0))
+
+
+def executed_instructions(module, ctx):
+    prog = program(module, ctx)
+    total = 0
+    for s in prog.sites:
+        n = 1
+        for li in s.loops:
+            if li.trip is not None:
+                n *= li.trip
+            elif li.kind == "while":
+                n *= getattr(li.node, "max_trips", None) or WHILE_TRIPS_GUESS
+        total += n
+    return total
+
+
+def io_bytes(module):
+    return sum(t.nbytes for t in module.tensors.values() if t.kind in ("input", "output"))
+
+
+def compare(name, got, want, dtype_name):
+    """None when equal within tolerance, else the one-line description of the worst error."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    if got.shape != want.shape:
+        return "%s has shape %s, the golden %s" % (name, list(got.shape), list(want.shape))
+    rtol, atol = tolerance(dtype_name)
+    if rtol == 0 and atol == 0:
+        g = got.astype(np.int64) if got.dtype != np.uint64 else got
+        w = want.astype(np.int64) if want.dtype != np.uint64 else want
+        bad = g != w
+        err = np.abs(g.astype(np.float64) - w.astype(np.float64))
+    else:
+        g = got.astype(np.float64)
+        w = want.astype(np.float64)
+        both_nan = np.isnan(g) & np.isnan(w)
+        same_inf = np.isinf(g) & np.isinf(w) & (np.sign(g) == np.sign(w))
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(g - w)
+            bad = ~(err <= atol + rtol * np.abs(w)) & ~both_nan & ~same_inf
+        err = np.where(bad, np.where(np.isnan(err), np.inf, err), 0.0)
+    nbad = int(np.count_nonzero(bad))
+    if not nbad:
+        return None
+    k = int(np.argmax(err))
+    idx = list(np.unravel_index(k, got.shape)) if got.ndim else []
+    return ("%s (%s%s) differs from the golden at %d of %d elements; worst |got - want| = %.6g at %s "
+            "(got %r, want %r; tolerance %s)"
+            % (name, dtype_name, list(got.shape), nbad, got.size, float(err.reshape(-1)[k]), idx,
+               got.reshape(-1)[k].item(), want.reshape(-1)[k].item(),
+               "exact" if rtol == 0 and atol == 0 else "atol %g + rtol %g*|want|" % (atol, rtol)))
+
+
+def run_birsim(module, inputs, target):
+    from neuronxcc.starfish.birsim import run_module
+    return run_module(module, inputs, target=target)
+
+
+def random_inputs(module, seed=0):
+    """Seeded inputs in module.inputs order: floats N(0,1), integers in [-8, 8) (bool 0/1)."""
+    from neuronxcc.starfish.birpy import dtypes as dt
+    rng = np.random.default_rng(seed)
+    out = []
+    for name in module.inputs:
+        t = module.tensors[name]
+        d = dt.get(t.dtype)
+        if t.dtype == "bool":
+            a = rng.integers(0, 2, t.shape)
+        elif d.is_int:
+            lo = 0 if not d.signed else -8
+            a = rng.integers(lo, 8, t.shape)
+        else:
+            a = rng.standard_normal(t.shape)
+        out.append(np.asarray(a).astype(d.np))
+    return out
+
+
+@register
+class BirSim(WalrusPass):
+    name = "bir_sim"
+
+    def run(self, module, ctx):
+        if not ctx.goldens:
+            log.info("bir_sim: skipped: no goldens (goldens.npz absent)")
+            ctx.metrics["bir_sim"] = "skipped: no goldens"
+            return False
+        n = executed_instructions(module, ctx)
+        nbytes = io_bytes(module)
+        bi, bb = ctx.options["sim_budget_instructions"], ctx.options["sim_budget_bytes"]
+        if n > bi or nbytes > bb:
+            why = ("%d executed instructions > budget %d" % (n, bi)) if n > bi else \
+                ("%d bytes of I/O tensors > budget %d" % (nbytes, bb))
+            log.info("bir_sim: skipped: program over the simulation size budget (%s)", why)
+            ctx.metrics["bir_sim"] = "skipped: " + why
+            return False
+        try:
+            g = np.load(ctx.goldens)
+        except (OSError, ValueError) as e:
+            raise errors.InputFileError("bir_sim: cannot read goldens '%s': %s" % (ctx.goldens, e)) from e
+        with g:
+            keys = set(g.files)
+            inputs = []
+            for i, name in enumerate(module.inputs):
+                k = "input%d" % i
+                if k not in keys:
+                    raise errors.InputFileError("bir_sim: goldens lack %s (for %s)" % (k, name))
+                inputs.append(g[k])
+            wants = []
+            for i in range(len(module.outputs)):
+                k = "output%d" % i
+                if k not in keys:
+                    raise errors.InputFileError("bir_sim: goldens lack %s" % k)
+                wants.append(g[k])
+        from neuronxcc.starfish.birsim import simulate
+        res = simulate(module, inputs, target=ctx.target)
+        for i, (got, want, name) in enumerate(zip(res.outputs, wants, module.outputs)):
+            msg = compare("output%d '%s'" % (i, name), got, want, module.tensors[name].dtype)
+            if msg:
+                raise errors.NumericalMismatchError("bir_sim: " + msg)
+        ctx.metrics["bir_sim"] = "passed"
+        ctx.metrics["birsim_estimated_time_s"] = float(res.total_s)
+        log.info("bir_sim: %d outputs match the goldens (%d instructions executed, birsim time %.3f us)",
+                 len(wants), res.instructions, res.total_s * 1e6)
+        return False
