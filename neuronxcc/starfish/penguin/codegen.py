@@ -50,8 +50,7 @@ class Codegen:
 
     # -- driver -----------------------------------------------------------------------
     def run(self):
-        from neuronxcc.starfish.penguin import kernels
-        self.k = kernels.Kernels(self)
+        self.k = make_kernels(self)
         g = self.g
         in_names = _names(g.attrs.get("input_names"), len(g.inputs), "input")
         out_names = _names(g.attrs.get("output_names"), len(g.outputs), "output")
@@ -72,6 +71,20 @@ class Codegen:
             self.finish_output(n)
         self.finish_tables()
         return self.m.renumber()
+
+    def lower_subgraph(self, sg, inputs):
+        """Lower a nested region (while body/cond, branch) at the current point; returns its output exprs."""
+        saved = (self.g, self.env, self.users, self.out_tensor)
+        self.g, self.env, self.users, self.out_tensor = sg, dict(zip(sg.inputs, inputs)), sg.users(), {}
+        label = self.em.label
+        try:
+            for op in sg.ops:
+                self.em.label = op.loc.get("hlo") or label
+                self.lower(op)
+            return [self.env[o] for o in sg.outputs]
+        finally:
+            self.g, self.env, self.users, self.out_tensor = saved
+            self.em.label = label
 
     def check_hbm(self):
         total = sum(t.nbytes for t in self.m.tensors.values())
@@ -201,6 +214,17 @@ class Codegen:
             return
         v = self.g.values[name]
         self.k.elementwise(x, View.contiguous(tn, v.dtype, v.shape))
+
+
+def make_kernels(cg):
+    from neuronxcc.starfish.penguin.control import ControlMixin
+    from neuronxcc.starfish.penguin.indexing import IndexingMixin
+    from neuronxcc.starfish.penguin.kernels import Kernels
+    from neuronxcc.starfish.penguin.windows import WindowMixin
+
+    class AllKernels(IndexingMixin, ControlMixin, WindowMixin, Kernels):
+        pass
+    return AllKernels(cg)
 
 
 def _hbm_dtype(dt):

@@ -189,6 +189,7 @@ class Graph:
             if any(o in live for o in op.outputs):
                 kept.append(op)
                 live.update(op.inputs)
+                live.update(op.outputs)
         self.ops = kept[::-1]
         self.values = {k: v for k, v in self.values.items() if k in live or k in self.inputs}
         return self

@@ -274,17 +274,21 @@ class Kernels:
         return [View.contiguous(out.base, outs[0].dtype, outs[0].shape)]
 
     def matmul(self, L, R, O, nb, M, K, N):
+        self.matmul_terms([(L, R, K)], O, nb, M, N)
+
+    def matmul_terms(self, terms, O, nb, M, N):
+        """O[b, m, n] = sum over terms (L, R, K) of sum_k L[b, m, k] R[b, k, n] (one PSUM group)."""
         em = self.em
         P = self.P
         lowp = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
-        cdt = L.dtype if (L.dtype == R.dtype and L.dtype in lowp) else "float32"
+        dts = set([L.dtype for L, R, K in terms] + [R.dtype for L, R, K in terms])
+        cdt = dts.pop() if len(dts) == 1 and next(iter([L.dtype for L, R, K in terms])) in lowp else "float32"
         TM = choose_tile(M, PMAX)
         TN = choose_tile(N, 512)
-        TK = choose_tile(K, PMAX)
-        axes = [Axis(L.shape[k], 1, "b") for k in range(nb)] + [Axis(M, TM, "m"), Axis(N, TN, "n")]
+        axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(M, TM, "m"), Axis(N, TN, "n")]
 
         def offs(view, idx_exprs):
-            e = P.const(view.offset)
+            e = P.const(view.offset) if isinstance(view.offset, int) else view.offset
             for ex, st in zip(idx_exprs, view.strides):
                 if st:
                     e = e + ex * st
@@ -296,8 +300,9 @@ class Kernels:
             mn, nn = sizes[nb], sizes[nb + 1]
             ps = em.psum("ps", mn, nn)
             ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
+            first = [True]
 
-            def kstep(k0, kn, zero):
+            def kstep(L, R, k0, kn):
                 st = em.sbuf("lhsT", kn, mn, cdt)
                 mv = em.sbuf("rhs", kn, nn, cdt)
                 st_ap = em.chip(st, cdt, kn, [[1, mn]])
@@ -306,17 +311,20 @@ class Kernels:
                                      [[L.strides[nb + 1], kn], [L.strides[nb], mn]]))
                 em.dma(mv_ap, em.hbm(R.base, offs(R, bs + [k0, n0]),
                                      [[R.strides[nb], kn], [R.strides[nb + 1], nn]]), queue="q1")
-                em.inst("matmul", "PE", [ps_ap], [st_ap, mv_ap], psum_zero=bool(zero))
+                em.inst("matmul", "PE", [ps_ap], [st_ap, mv_ap], psum_zero=first[0])
+                first[0] = False
 
-            nfull, rem = divmod(K, TK)
-            if nfull >= 1:
-                kstep(P.const(0), TK, True)
-            if nfull >= 2:
-                kv = em.fresh("k")
-                with em.b.loop(kv, 1, nfull, 1) as iv:
-                    kstep(iv * TK, TK, False)
-            if rem:
-                kstep(P.const(nfull * TK), rem, nfull == 0)
+            for L, R, K in terms:
+                TK = choose_tile(K, PMAX)
+                nfull, rem = divmod(K, TK)
+                if nfull >= 1:
+                    kstep(L, R, P.const(0), TK)
+                if nfull >= 2:
+                    kv = em.fresh("k")
+                    with em.b.loop(kv, 1, nfull, 1) as iv:
+                        kstep(L, R, iv * TK, TK)
+                if rem:
+                    kstep(L, R, P.const(nfull * TK), rem)
             odt = onchip_dtype(em.m.tensors[O.base].dtype)
             ev = em.sbuf("evict", mn, nn, odt)
             ev_ap = em.chip(ev, odt, mn, [[1, nn]])

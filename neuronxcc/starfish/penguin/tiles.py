@@ -110,7 +110,7 @@ class TileEval:
 
     # -- leaves ------------------------------------------------------------------------
     def leaf_offset(self, v):
-        e = self.cg.P.const(v.offset)
+        e = v.offset if not isinstance(v.offset, int) else self.cg.P.const(v.offset)
         for k, st in enumerate(v.strides):
             if st:
                 e = e + self.s.starts[k] * st
@@ -294,55 +294,52 @@ class TileEval:
         return TV("splat", onchip_dtype(x.dtype), value=_py(np.asarray(r).reshape(()).item(), x.dtype))
 
     def int_divmod(self, x, a, b):
-        """XLA integer divide/remainder truncate toward zero (exact on POOL)."""
+        """XLA integer divide/remainder truncate toward zero; x/0 = -1, x%0 = x (POOL exact int math)."""
         dt = onchip_dtype(x.dtype)
-        a = self.materialise(a, dt)
-        b = self.materialise(b, dt)
-        # q = trunc(a / b) computed as floor division corrected for sign
-        fl = self.new_tile(dt)
-        self.em.inst("tensor_tensor", "POOL", [fl.ap], [a.ap, b.ap], op="divide")
-        if x.op == "divide":
-            return fl
-        prod = self.binary("mult", fl, b, dt)
-        return self.binary("subtract", a, prod, dt)
+        return self.binary("divide" if x.op == "divide" else "mod", a, b, dt)
 
     def fmod(self, a, b, dt):
-        a = self.materialise(a, dt)
-        out = self.new_tile(dt)
-        if b.is_splat:
-            self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap], op0="mod", operand0=float(b.value))
-        else:
-            self.em.inst("tensor_tensor", "DVE", [out.ap], [a.ap, b.ap], op="mod")
-        return out
+        return self.binary("mod", a, b, dt)
 
     def sine(self, a, dt, phase):
-        # range-reduce to [-pi, pi): r = ((x + phase + pi) mod 2pi) - pi
+        # ACT sin is valid on [-pi, pi]: r = fmod(fmod(x + phase + pi, 2pi) + 2pi, 2pi) - pi
         a = self.materialise(a, "float32")
         r = self.new_tile("float32")
+        two_pi = 2 * math.pi
         self.em.inst("tensor_scalar", "DVE", [r.ap], [a.ap], op0="add", operand0=phase + math.pi,
-                     op1="mod", operand1=2 * math.pi)
-        return self.act("sin", r, dt, bias=-math.pi)
+                     op1="mod", operand1=two_pi)
+        r2 = self.new_tile("float32")
+        self.em.inst("tensor_scalar", "DVE", [r2.ap], [r.ap], op0="add", operand0=two_pi, op1="mod",
+                     operand1=two_pi)
+        return self.act("sin", r2, dt, bias=-math.pi)
+
+    def trunc(self, a):
+        fr = self.new_tile("float32")
+        self.em.inst("tensor_scalar", "DVE", [fr.ap], [a.ap], op0="mod", operand0=1.0)
+        return self.binary("subtract", a, fr, "float32")
 
     def rounding(self, op, a, dt):
         a = self.materialise(a, "float32")
         if op == "round-nearest-even":
             # adding and subtracting 1.5*2^23 rounds to nearest even in fp32 for |x| < 2^22
+            big = self.binary("lt", self.act("abs", a, "float32"), TV("splat", "float32", value=4194304.0),
+                              "bool")
             t = self.binary("add", a, TV("splat", "float32", value=12582912.0), "float32")
-            return self.binary("subtract", t, TV("splat", "float32", value=12582912.0), dt)
-        fr = self.new_tile("float32")
-        self.em.inst("tensor_scalar", "DVE", [fr.ap], [a.ap], op0="mod", operand0=1.0)
-        fl = self.binary("subtract", a, fr, "float32")           # floor, when mod is floored
-        if op == "floor":
-            return self.cast(fl, dt)
-        if op == "ceil":
-            pos = self.binary("gt", fr, TV("splat", "float32", value=0.0), "float32")
-            return self.binary("add", fl, pos, dt)
-        # round half away from zero: sign(x) * floor(|x| + 0.5)
+            t = self.binary("subtract", t, TV("splat", "float32", value=12582912.0), "float32")
+            out = self.new_tile(dt)
+            self.em.inst("select", "DVE", [out.ap], [big.ap, t.ap, a.ap])
+            return out
+        if op in ("floor", "ceil"):
+            t = self.trunc(a)
+            if op == "floor":
+                adj = self.binary("lt", a, t, "float32")
+                return self.binary("subtract", t, adj, dt)
+            adj = self.binary("gt", a, t, "float32")
+            return self.binary("add", t, adj, dt)
+        # round half away from zero: sign(x) * trunc(|x| + 0.5)
         ab = self.act("abs", a, "float32")
         h = self.binary("add", ab, TV("splat", "float32", value=0.5), "float32")
-        hr = self.new_tile("float32")
-        self.em.inst("tensor_scalar", "DVE", [hr.ap], [h.ap], op0="mod", operand0=1.0)
-        fh = self.binary("subtract", h, hr, "float32")
+        fh = self.trunc(h)
         sg = self.act("sign", a, "float32")
         return self.binary("mult", fh, sg, dt)
 

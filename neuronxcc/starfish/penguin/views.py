@@ -11,9 +11,10 @@ caller materialises a contiguous copy first.
 ``Splat`` is a constant of one value (no storage); ``Iota`` is an index
 generator along one axis. Both can stand wherever a View leaf can.
 
-Invariants: ``len(shape) == len(strides)``; offset and strides are ints
-(elements); views never own data.
+Invariants: ``len(shape) == len(strides)``; strides are ints, the offset an
+int or (dynamic slices) a pelican Expr over registers; views never own data.
 """
+import numpy as np
 
 
 class View:
@@ -24,7 +25,8 @@ class View:
         self.dtype = dtype
         self.shape = tuple(int(s) for s in shape)
         self.strides = tuple(int(s) for s in strides)
-        self.offset = int(offset)
+        # an int, or a pelican Expr when the view starts at a register-computed position
+        self.offset = int(offset) if isinstance(offset, (int, np.integer)) else offset
         assert len(self.shape) == len(self.strides)
 
     @classmethod
@@ -32,7 +34,11 @@ class View:
         return cls(base, dtype, shape, row_major_strides(shape), 0)
 
     def is_contiguous(self):
-        return self.offset == 0 and self.strides == row_major_strides(self.shape)
+        return isinstance(self.offset, int) and self.offset == 0 and self.strides == row_major_strides(self.shape)
+
+    @property
+    def static(self):
+        return isinstance(self.offset, int)
 
     def with_dtype(self, dtype):
         return View(self.base, dtype, self.shape, self.strides, self.offset)
@@ -71,6 +77,14 @@ class View:
         if strides is None:
             return None
         return View(self.base, self.dtype, shape, strides, self.offset)
+
+    def dynamic_slice(self, starts, sizes):
+        """starts: pelican Exprs (already clamped), sizes: ints."""
+        off = self.offset
+        for k, st in enumerate(starts):
+            if self.strides[k]:
+                off = st * self.strides[k] + off
+        return View(self.base, self.dtype, sizes, self.strides, off)
 
     def split_axis(self, axis, inner):
         """Split axis into (n // inner, inner)."""

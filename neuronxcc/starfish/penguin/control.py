@@ -1,0 +1,106 @@
+"""Data-dependent control flow: HLO while and conditional as BIR While / If.
+
+while: every loop-carried value gets an HBM state tensor, initialised from
+the while's operands. The condition sub-graph is lowered to a bool scalar in
+HBM and read into a register (``register_load``); ``While(reg)`` runs the
+body sub-graph, whose results are first computed into temporaries (the body
+may read any state value) and then copied into the state, and reloads the
+register from the condition at the end of each trip.
+
+conditional: the branch results are written into shared result tensors;
+a pred selects ``If(reg) then branch 0 else branch 1``; an index selects a
+chain of Ifs on ``index == k`` (out-of-range indices run the last branch,
+like XLA).
+"""
+from neuronxcc.starfish.penguin.expr import Node
+from neuronxcc.starfish.penguin.tiles import LoweringError
+from neuronxcc.starfish.penguin.views import Splat, View
+
+
+class ControlMixin:
+    def _scalar_register(self, x):
+        """Register name holding bool/int scalar x (x materialised into a one-element HBM tensor)."""
+        if isinstance(x, Splat):
+            x = self.cg.materialise(x, allow_views=False)
+        v = self.cg.materialise(x)
+        if v.base.startswith("__"):
+            v = self.cg.materialise(x, allow_views=False)
+        name = self.em.fresh("c")
+        self._load_named_register(name, v)
+        return name
+
+    def _load_named_register(self, name, v):
+        off = v.offset if not isinstance(v.offset, int) else self.P.const(v.offset)
+        self.em.inst("register_load", "SP", [], [self.em.hbm(v.base, off, [[1, 1]])], register=name,
+                     min=-(2 ** 31), max=2 ** 31 - 1)
+
+    def _cond_value(self, cond_g, state):
+        (c,) = self.cg.lower_subgraph(cond_g, state)
+        return self.cg.materialise(c, allow_views=False) if not isinstance(c, View) or \
+            c.base.startswith("__") else c
+
+    def op_while(self, op, args, outs):
+        cond_g, body_g = op.attrs["cond"], op.attrs["body"]
+        if len(args) != len(body_g.inputs) or len(outs) != len(args):
+            raise LoweringError("while %s: operand/result mismatch" % op.where())
+        state = []
+        for o, a in zip(outs, args):
+            t = self.em.tensor("state_" + o.name, "scratch", o.dtype, o.shape)
+            sv = View.contiguous(t, o.dtype, o.shape)
+            self.elementwise(a, sv)
+            state.append(sv)
+        reg = self.em.fresh("w")
+        c = self._cond_value(cond_g, list(state))
+        self._load_named_register(reg, c)
+        with self.em.b.while_(reg):
+            res = self.cg.lower_subgraph(body_g, list(state))
+            tmps = []
+            for r, sv in zip(res, state):
+                if isinstance(r, View) and r.base == sv.base and r.is_contiguous():
+                    tmps.append(None)          # unchanged loop-carried value
+                    continue
+                tmps.append(self.cg.materialise(r, allow_views=False))
+            for t, sv in zip(tmps, state):
+                if t is not None:
+                    self.elementwise(t, sv)
+            c = self._cond_value(cond_g, list(state))
+            self._load_named_register(reg, c)
+        return list(state)
+
+    def op_conditional(self, op, args, outs):
+        branches = op.attrs["branches"]
+        sel = args[0]
+        rest = list(args[1:])
+        per = []
+        for g in branches:
+            n = len(g.inputs)
+            per.append(rest[:n])
+            rest = rest[n:]
+        targets = [self.cg.target_for(o.name) for o in outs]
+
+        def run(k):
+            res = self.cg.lower_subgraph(branches[k], per[k])
+            for r, t in zip(res, targets):
+                self.elementwise(r, t)
+
+        if sel.dtype == "bool" and len(branches) == 2:
+            reg = self._scalar_register(sel)
+            with self.em.b.if_(reg):
+                run(0)
+            with self.em.b.else_():
+                run(1)
+            return targets
+
+        def chain(k):
+            if k == len(branches) - 1:
+                run(k)
+                return
+            eq = Node("compare", [sel, Splat(k, sel.dtype, ())], {"direction": "EQ"}, "bool", (), None)
+            reg = self._scalar_register(eq)
+            with self.em.b.if_(reg):
+                run(k)
+            with self.em.b.else_():
+                chain(k + 1)
+
+        chain(0)
+        return targets

@@ -1,0 +1,197 @@
+"""Data-dependent addressing: dynamic-slice, dynamic-update-slice, gather, scatter.
+
+Start indices are read at run time into sequencer registers with
+``register_load`` (which clamps them to [0, dim - size] exactly like XLA
+clamps dynamic-slice / gather starts) and used inside pelican offsets of the
+access patterns, so no address is ever computed on the host.
+
+* dynamic-slice: a view whose offset is a register expression (lazy; the
+  consumer's DMA reads through it).
+* dynamic-update-slice: copy the operand into the result, then copy the
+  update into the register-offset sub-view of the result.
+* gather: a loop over the batch positions of the result; per position the
+  start vector is loaded into registers and one HBM->HBM DMA moves the slice.
+* scatter: the operand is copied into the result, then a loop over the
+  update positions; ``replace`` is one DMA per window, combining scatters
+  (add/mul/max/min) read-modify-write the window through SBUF. Windows are
+  clamped into bounds (XLA would skip out-of-bounds windows).
+"""
+import numpy as np
+
+from neuronxcc.starfish.penguin.emit import Axis
+from neuronxcc.starfish.penguin.expr import apply_view
+from neuronxcc.starfish.penguin.tiles import LoweringError, onchip_dtype
+from neuronxcc.starfish.penguin.views import Splat, View
+
+MAX_WINDOW = 16384          # elements of one scatter window held in SBUF
+COMBINE = {"add": "add", "mul": "mult", "max": "max", "min": "min"}
+
+
+def _err(op, why):
+    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
+
+
+class IndexingMixin:
+    # -- registers ---------------------------------------------------------------------
+    def register_from(self, x, lo, hi, offset=None):
+        """A pelican Expr holding clamp(x, lo, hi) for a scalar value x (register or constant)."""
+        P = self.P
+        if isinstance(x, Splat):
+            return P.const(int(min(max(int(x.value), lo), hi)))
+        v = self.cg.materialise(x) if offset is None else x
+        if v.base.startswith("__"):
+            v = self.cg.materialise(x, allow_views=False)
+        t = self.em.m.tensors[v.base]
+        if not (t.dtype.startswith("int") or t.dtype.startswith("uint") or t.dtype == "bool"):
+            raise LoweringError("index operand %s has non-integer type %s" % (v.base, t.dtype))
+        off = offset if offset is not None else (v.offset if not isinstance(v.offset, int) else P.const(v.offset))
+        name = self.em.fresh("r")
+        self.em.inst("register_load", "SP", [], [self.em.hbm(v.base, off, [[1, 1]])], register=name,
+                     min=int(lo), max=int(max(lo, hi)))
+        return P.var(name)
+
+    # -- dynamic slices --------------------------------------------------------------
+    def op_dynamic_slice(self, op, args, outs):
+        x, idx = args[0], args[1:]
+        sizes = list(op.attrs.get("sizes") or outs[0].shape)
+        starts = [self.register_from(i, 0, x.shape[k] - sizes[k]) for k, i in enumerate(idx)]
+        fn = lambda v: v.dynamic_slice(starts, sizes)  # noqa: E731
+        r = apply_view(x, fn) if not _has_iota(x) else None
+        if r is None:
+            r = fn(self.cg.materialise(x, allow_views=False))
+        return [r]
+
+    def op_dynamic_update_slice(self, op, args, outs):
+        x, upd, idx = args[0], args[1], args[2:]
+        out = self.cg.target_for(outs[0].name)
+        self.elementwise(x, out)
+        starts = [self.register_from(i, 0, x.shape[k] - upd.shape[k]) for k, i in enumerate(idx)]
+        self.elementwise(upd, out.dynamic_slice(starts, upd.shape))
+        return [out]
+
+    # -- gather ------------------------------------------------------------------------------
+    def op_gather(self, op, args, outs):
+        d = op.attrs["dims"]
+        if d.get("operand_batching_dims"):
+            raise _err(op, "gather with operand batching dims")
+        O = self.cg.materialise(args[0])
+        I = self.cg.materialise(args[1])
+        if O.base.startswith("__"):
+            O = self.cg.materialise(args[0], allow_views=False)
+        if I.base.startswith("__"):
+            I = self.cg.materialise(args[1], allow_views=False)
+        out = self.cg.target_for(outs[0].name)
+        offset_dims = list(d["offset_dims"])
+        collapsed = list(d["collapsed_slice_dims"])
+        sim = list(d["start_index_map"])
+        ivd = d["index_vector_dim"]
+        sizes = list(d["slice_sizes"])
+        out_batch = [k for k in range(len(out.shape)) if k not in offset_dims]
+        idx_batch = [k for k in range(len(I.shape)) if k != ivd]
+        window_dims = [k for k in range(len(O.shape)) if k not in collapsed]
+        if len(window_dims) != len(offset_dims):
+            raise _err(op, "unexpected gather dimension numbers")
+        if any(out.shape[k] == 0 for k in range(len(out.shape))):
+            return [out]
+        em = self.em
+        P = self.P
+        axes = [Axis(out.shape[k], 1, "g") for k in out_batch]
+
+        def body(starts, _sizes):
+            regs = []
+            for j, od in enumerate(sim):
+                ioff = P.const(I.offset) if isinstance(I.offset, int) else I.offset
+                for ib, s0 in zip(idx_batch, starts):
+                    ioff = ioff + s0 * I.strides[ib]
+                if ivd < len(I.shape):
+                    ioff = ioff + j * I.strides[ivd]
+                regs.append(self.register_from(I, 0, O.shape[od] - sizes[od], offset=ioff))
+            src_off = P.const(O.offset) if isinstance(O.offset, int) else O.offset
+            for od, r in zip(sim, regs):
+                src_off = src_off + r * O.strides[od]
+            dst_off = P.const(out.offset)
+            for ob, s0 in zip(out_batch, starts):
+                dst_off = dst_off + s0 * out.strides[ob]
+            src_pat = [[O.strides[k], sizes[k]] for k in window_dims] or [[1, 1]]
+            dst_pat = [[out.strides[k], out.shape[k]] for k in offset_dims] or [[1, 1]]
+            em.dma(em.hbm(out.base, dst_off, dst_pat), em.hbm(O.base, src_off, src_pat))
+
+        em.nest(axes, body)
+        return [out]
+
+    # -- scatter -----------------------------------------------------------------------------
+    def op_scatter(self, op, args, outs):
+        if len(outs) != 1:
+            raise _err(op, "variadic scatter")
+        d = op.attrs["dims"]
+        if d.get("input_batching_dims"):
+            raise _err(op, "scatter with batching dims")
+        kind = op.attrs.get("update_kind")
+        if kind != "replace" and kind not in COMBINE:
+            raise _err(op, "scatter combiner '%s'" % kind)
+        x, idx, upd = args
+        out = self.cg.target_for(outs[0].name)
+        self.elementwise(x, out)
+        I = self.cg.materialise(idx)
+        U = self.cg.materialise(upd)
+        if I.base.startswith("__"):
+            I = self.cg.materialise(idx, allow_views=False)
+        if U.base.startswith("__"):
+            U = self.cg.materialise(upd, allow_views=False)
+        uwd = list(d["update_window_dims"])
+        iwd = list(d["inserted_window_dims"])
+        sdod = list(d["scatter_dims_to_operand_dims"])
+        ivd = d["index_vector_dim"]
+        upd_scatter = [k for k in range(len(U.shape)) if k not in uwd]
+        idx_batch = [k for k in range(len(I.shape)) if k != ivd]
+        win_operand_dims = [k for k in range(len(out.shape)) if k not in iwd]
+        wsize = {od: 1 for od in range(len(out.shape))}
+        for od, ud in zip(win_operand_dims, uwd):
+            wsize[od] = U.shape[ud]
+        W = int(np.prod([U.shape[k] for k in uwd])) if uwd else 1
+        if W > MAX_WINDOW:
+            raise _err(op, "scatter window of %d elements" % W)
+        if any(n == 0 for n in U.shape):
+            return [out]
+        em = self.em
+        P = self.P
+        axes = [Axis(U.shape[k], 1, "s") for k in upd_scatter]
+        odt = onchip_dtype(out.dtype)
+
+        def body(starts, _sizes):
+            regs = []
+            for j, od in enumerate(sdod):
+                ioff = P.const(I.offset)
+                for ib, s0 in zip(idx_batch, starts):
+                    ioff = ioff + s0 * I.strides[ib]
+                if ivd < len(I.shape):
+                    ioff = ioff + j * I.strides[ivd]
+                regs.append(self.register_from(I, 0, out.shape[od] - wsize[od], offset=ioff))
+            dst_off = P.const(out.offset)
+            for od, r in zip(sdod, regs):
+                dst_off = dst_off + r * out.strides[od]
+            src_off = P.const(U.offset)
+            for us, s0 in zip(upd_scatter, starts):
+                src_off = src_off + s0 * U.strides[us]
+            dst_pat = [[out.strides[k], wsize[k]] for k in win_operand_dims] or [[1, 1]]
+            src_pat = [[U.strides[k], U.shape[k]] for k in uwd] or [[1, 1]]
+            if kind == "replace":
+                em.dma(em.hbm(out.base, dst_off, dst_pat), em.hbm(U.base, src_off, src_pat))
+                return
+            a = em.sbuf("sca", 1, W, odt)
+            b = em.sbuf("scb", 1, W, odt)
+            a_ap = em.chip(a, odt, 1, [[1, W]])
+            b_ap = em.chip(b, odt, 1, [[1, W]])
+            em.dma(a_ap, em.hbm(out.base, dst_off, dst_pat))
+            em.dma(b_ap, em.hbm(U.base, src_off, src_pat), queue="q1")
+            eng = "POOL" if odt.startswith("int") or odt.startswith("uint") else "DVE"
+            em.inst("tensor_tensor", eng, [a_ap], [a_ap, b_ap], op=COMBINE[kind])
+            em.dma(em.hbm(out.base, dst_off, dst_pat), a_ap)
+
+        em.nest(axes, body)
+        return [out]
+
+
+def _has_iota(x):
+    from neuronxcc.starfish.penguin.expr import leaves
+    return any(v.base.startswith("__") for v in leaves(x))

@@ -1,0 +1,277 @@
+"""Windowed ops and the custom-op ops: reduce-window, convolution, cumsum, sort, top-k.
+
+* reduce-window (pooling): the (padded) input is read through one strided
+  view per window position; the views are combined by a fused elementwise
+  chain of the reducer (window sizes are graph attributes, so the code is
+  graph-sized).
+* cumulative sums (the reduce-window XLA emits for ``cumsum``): a matmul
+  with a triangular 0/1 matrix generated on chip from two iotas - O(1) code
+  for any length.
+* convolution: one PSUM accumulation group per output tile; every kernel
+  window position is a matmul term (input window view x kernel slice), the
+  input channels are the contraction (partition) axis.
+* sort / top-k: the builtin GpSimd custom ops (``sort_f32`` / ``topk_f32``)
+  on rows = partitions, the sorted axis on the free dim.
+"""
+import itertools
+
+from neuronxcc.starfish.penguin.emit import Axis, choose_tile
+from neuronxcc.starfish.penguin.expr import Node, apply_view
+from neuronxcc.starfish.penguin.tiles import IOTA_BASE, LoweringError, onchip_dtype
+from neuronxcc.starfish.penguin.views import Splat, View
+
+MAX_WINDOW_POSITIONS = 64
+IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0}
+REDUCER_OP = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
+SORT_MAX_ROW = 16384
+
+
+def _err(op, why):
+    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
+
+
+class WindowMixin:
+    # -- reduce-window -------------------------------------------------------------------
+    def op_reduce_window(self, op, args, outs):
+        if len(outs) != 1:
+            raise _err(op, "variadic reduce-window")
+        x, init = args
+        red = op.attrs.get("reducer")
+        w = op.attrs["window"]
+        if red not in REDUCER_OP or not isinstance(init, Splat):
+            raise _err(op, "reduce-window with reducer '%s'" % red)
+        o = outs[0]
+        r = len(x.shape)
+        cum = self._cumsum_axis(w, x.shape, red)
+        if cum is not None:
+            axis, reverse = cum
+            return [self.cumsum(x, axis, reverse, o, init)]
+        if any(b != 1 for b in w["base_dilation"]):
+            raise _err(op, "reduce-window with base dilation")
+        positions = 1
+        for s in w["size"]:
+            positions *= s
+        if positions > MAX_WINDOW_POSITIONS:
+            raise _err(op, "reduce-window with %d window positions" % positions)
+        padded = x
+        if any(w["pad_lo"]) or any(w["pad_hi"]):
+            shape = tuple(n + lo + hi for n, lo, hi in zip(x.shape, w["pad_lo"], w["pad_hi"]))
+            t = self.em.tensor("padwin", "scratch", o.dtype, shape)
+            pv = View.contiguous(t, o.dtype, shape)
+            self.elementwise(Splat(init.value, o.dtype, shape), pv)
+            lim = [lo + n for lo, n in zip(w["pad_lo"], x.shape)]
+            self.elementwise(x, pv.slice(w["pad_lo"], lim, [1] * r))
+            padded = pv
+        acc = None
+        for pos in itertools.product(*[range(s) for s in w["size"]]):
+            starts = [p * d for p, d in zip(pos, w["window_dilation"])]
+            limits = [st + (n - 1) * s + 1 for st, n, s in zip(starts, o.shape, w["stride"])]
+            v = apply_view(padded, lambda vv: vv.slice(starts, limits, w["stride"]))
+            if v is None:
+                padded = self.cg.materialise(padded, allow_views=False)
+                v = padded.slice(starts, limits, w["stride"])
+            acc = v if acc is None else Node(REDUCER_OP[red], [acc, v], {}, o.dtype, o.shape, op.loc)
+        if init.value != IDENTITY[red] and not (red == "add" and init.value == 0):
+            acc = Node(REDUCER_OP[red], [acc, Splat(init.value, o.dtype, o.shape)], {}, o.dtype, o.shape, op.loc)
+        return [acc]
+
+    def _cumsum_axis(self, w, shape, red):
+        if red != "add":
+            return None
+        axis = None
+        for k, n in enumerate(shape):
+            if w["size"][k] == 1 and w["pad_lo"][k] == 0 and w["pad_hi"][k] == 0:
+                continue
+            if axis is not None or w["size"][k] != n or n < 2:
+                return None
+            axis = k
+        if axis is None or any(s != 1 for s in w["stride"]) or any(d != 1 for d in w["window_dilation"]) \
+                or any(d != 1 for d in w["base_dilation"]):
+            return None
+        n = shape[axis]
+        if (w["pad_lo"][axis], w["pad_hi"][axis]) == (n - 1, 0):
+            return axis, False
+        if (w["pad_lo"][axis], w["pad_hi"][axis]) == (0, n - 1):
+            return axis, True
+        return None
+
+    def cumsum(self, x, axis, reverse, o, init):
+        n = x.shape[axis]
+        r = len(x.shape)
+        perm = [k for k in range(r) if k != axis] + [axis]
+        xt = apply_view(x, lambda v: v.transpose(perm))
+        rows = 1
+        for k in perm[:-1]:
+            rows *= x.shape[k]
+        L = apply_view(xt, lambda v: v.reshape((rows, n)))
+        if not isinstance(L, View) or L.base.startswith("__"):
+            L = self.cg.materialise(L if L is not None else xt, allow_views=False)
+            L = L.reshape((rows, n))
+        # U[k, j] = 1 if k <= j (k >= j for reverse)
+        ik = View(IOTA_BASE, "int32", (n, n), (1, 0), 0)
+        ij = View(IOTA_BASE, "int32", (n, n), (0, 1), 0)
+        cmp = Node("compare", [ik, ij], {"direction": "GE" if reverse else "LE"}, "bool", (n, n))
+        u = Node("convert", [cmp], {}, "float32", (n, n))
+        tu = self.em.tensor("tri", "scratch", "float32", (n, n))
+        U = View.contiguous(tu, "float32", (n, n))
+        self.elementwise(u, U)
+        t = self.em.tensor("cumsum", "scratch", o.dtype, (rows, n))
+        O = View.contiguous(t, o.dtype, (rows, n))
+        self.matmul(L, U, O, 0, rows, n, n)
+        tshape = tuple(x.shape[k] for k in perm)
+        inv = [perm.index(k) for k in range(r)]
+        res = O.reshape(tshape).transpose(inv)
+        if init.value != 0:
+            res = Node("add", [res, Splat(init.value, o.dtype, o.shape)], {}, o.dtype, o.shape)
+        return res
+
+    # -- convolution -----------------------------------------------------------------
+    def op_convolution(self, op, args, outs):
+        a = op.attrs
+        if a.get("feature_group_count", 1) != 1 or a.get("batch_group_count", 1) != 1:
+            raise _err(op, "grouped convolution (feature_group_count=%s, batch_group_count=%s)"
+                       % (a.get("feature_group_count"), a.get("batch_group_count")))
+        d = a["dims"]
+        w = a["window"]
+        x, k = args
+        o = outs[0]
+        sp = list(d["in_spatial"])
+        ns = len(sp)
+        X = self.cg.materialise(x)
+        Kv = self.cg.materialise(k)
+        if X.base.startswith("__"):
+            X = self.cg.materialise(x, allow_views=False)
+        if Kv.base.startswith("__"):
+            Kv = self.cg.materialise(k, allow_views=False)
+        # input as (B, spatial..., Cin), padded and lhs-dilated
+        Xp = X.transpose([d["in_batch"]] + sp + [d["in_feature"]])
+        if any(w["pad_lo"]) or any(w["pad_hi"]) or any(b != 1 for b in w["base_dilation"]):
+            sizes = [(Xp.shape[1 + j] - 1) * w["base_dilation"][j] + 1 + w["pad_lo"][j] + w["pad_hi"][j]
+                     for j in range(ns)]
+            shape = (Xp.shape[0],) + tuple(sizes) + (Xp.shape[-1],)
+            t = self.em.tensor("convpad", "scratch", X.dtype, shape)
+            pv = View.contiguous(t, X.dtype, shape)
+            self.elementwise(Splat(0, X.dtype, shape), pv)
+            starts, limits, steps, src_st, src_li = [0], [shape[0]], [1], [0], [Xp.shape[0]]
+            for j in range(ns):
+                lo, bd, n = w["pad_lo"][j], w["base_dilation"][j], Xp.shape[1 + j]
+                first = 0
+                while lo + first * bd < 0:
+                    first += 1
+                last = n
+                while last > first and lo + (last - 1) * bd >= sizes[j]:
+                    last -= 1
+                src_st.append(first)
+                src_li.append(last)
+                starts.append(lo + first * bd)
+                limits.append(lo + (last - 1) * bd + 1)
+                steps.append(bd)
+            starts.append(0)
+            limits.append(shape[-1])
+            steps.append(1)
+            src_st.append(0)
+            src_li.append(Xp.shape[-1])
+            if all(b > a_ for a_, b in zip(src_st, src_li)):
+                self.elementwise(Xp.slice(src_st, src_li, [1] * len(src_st)), pv.slice(starts, limits, steps))
+            Xp = pv
+        Kp = Kv.transpose(list(d["k_spatial"]) + [d["k_in"], d["k_out"]])
+        out = self.cg.target_for(o.name)
+        Op = out.transpose([d["out_batch"]] + list(d["out_spatial"]) + [d["out_feature"]])
+        osz = Op.shape[1:1 + ns]
+        cin = Xp.shape[-1]
+        terms = []
+        for pos in itertools.product(*[range(s) for s in w["size"]]):
+            starts = [0] + [p * wd for p, wd in zip(pos, w["window_dilation"])] + [0]
+            limits = [Xp.shape[0]] + [st + (n - 1) * s + 1 for st, n, s in
+                                      zip(starts[1:-1], osz, w["stride"])] + [cin]
+            L = Xp.slice(starts, limits, [1] + list(w["stride"]) + [1])
+            kpos = [(s - 1 - p) if rv else p for p, s, rv in zip(pos, w["size"], w["reversal"])]
+            R = Kp.slice(kpos + [0, 0], [p + 1 for p in kpos] + list(Kp.shape[-2:]), [1] * (ns + 2))
+            R = R.reshape(Kp.shape[-2:])
+            # batch loops over (B, spatial[:-1]); R broadcast over them
+            nb = ns
+            Rb = View(R.base, R.dtype, tuple(L.shape[:nb]) + R.shape, (0,) * nb + R.strides, R.offset)
+            terms.append((L, Rb, cin))
+        if ns == 0:
+            raise _err(op, "convolution without spatial dimensions")
+        self.matmul_terms(terms, Op, ns, Op.shape[ns], Op.shape[-1])
+        return [View.contiguous(out.base, o.dtype, o.shape)]
+
+    # -- sort / top-k through the builtin custom ops -----------------------------------------
+    def _rows_view(self, x, axis):
+        """x with `axis` moved last, as a contiguous-able (rows, n) View (materialising if needed)."""
+        r = len(x.shape)
+        perm = [k for k in range(r) if k != axis] + [axis]
+        xt = apply_view(x, lambda v: v.transpose(perm))
+        n = x.shape[axis]
+        rows = 1
+        for k in perm[:-1]:
+            rows *= x.shape[k]
+        v = apply_view(xt, lambda vv: vv.reshape((rows, n)))
+        if not isinstance(v, View) or v.base.startswith("__"):
+            v = self.cg.materialise(xt, allow_views=False).reshape((rows, n))
+        return v, perm, rows, n
+
+    def _custom_rows(self, src, rows, n, k, function, descending, dtypes, op):
+        """Run a custom op over row tiles; returns (values view, indices view) of shape (rows, k)."""
+        em = self.em
+        if n > SORT_MAX_ROW:
+            raise _err(op, "sort/top-k rows of %d elements" % n)
+        tv = em.tensor("sorted", "scratch", dtypes[0], (rows, k))
+        ti = em.tensor("sortidx", "scratch", "int32", (rows, k))
+        V = View.contiguous(tv, dtypes[0], (rows, k))
+        I = View.contiguous(ti, "int32", (rows, k))
+        axes = [Axis(rows, choose_tile(rows, 128), "row")]
+
+        def body(starts, sizes):
+            r0, pn = starts[0], sizes[0]
+            a = em.chip(em.sbuf("cin", pn, n, "float32"), "float32", pn, [[1, n]])
+            off = (self.P.const(src.offset) if isinstance(src.offset, int) else src.offset) + r0 * src.strides[0]
+            em.dma(a, em.hbm(src.base, off, [[src.strides[0], pn], [src.strides[1], n]]))
+            vals = em.chip(em.sbuf("cval", pn, k, "float32"), "float32", pn, [[1, k]])
+            idx = em.chip(em.sbuf("cidx", pn, k, "int32"), "int32", pn, [[1, k]])
+            em.inst("custom_op", "POOL", [vals, idx], [a], function=function, k=int(k),
+                    descending=bool(descending), with_indices=True)
+            em.dma(em.hbm(tv, r0 * k, [[k, pn], [1, k]]), vals)
+            em.dma(em.hbm(ti, r0 * k, [[k, pn], [1, k]]), idx)
+
+        em.nest(axes, body)
+        return V, I
+
+    def op_sort(self, op, args, outs):
+        d = op.attrs["dimension"]
+        keys = args[0]
+        if len(args) > 2 or (len(args) == 2 and not _is_iota_along(args[1], d)):
+            raise _err(op, "sort carrying %d operands (only keys, or keys with their iota indices)" % len(args))
+        src, perm, rows, n = self._rows_view(keys, d)
+        V, I = self._custom_rows(src, rows, n, n, "sort_f32", op.attrs.get("descending", False),
+                                 (outs[0].dtype,), op)
+        inv = [perm.index(k) for k in range(len(perm))]
+        tshape = tuple(keys.shape[k] for k in perm)
+        res = [V.reshape(tshape).transpose(inv)]
+        if len(args) == 2:
+            Iv = I.reshape(tshape).transpose(inv)
+            if outs[1].dtype != "int32":
+                Iv = Node("convert", [Iv], {}, outs[1].dtype, Iv.shape)
+            res.append(Iv)
+        return res
+
+    def op_topk(self, op, args, outs):
+        x = args[0]
+        k = int(op.attrs["k"])
+        if not op.attrs.get("largest", True):
+            raise _err(op, "top-k of the smallest elements")
+        d = len(x.shape) - 1
+        src, perm, rows, n = self._rows_view(x, d)
+        V, I = self._custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)
+        shape = tuple(x.shape[:-1]) + (k,)
+        res = [V.reshape(shape), I.reshape(shape)]
+        if outs[1].dtype != "int32":
+            res[1] = Node("convert", [res[1]], {}, outs[1].dtype, shape)
+        return res
+
+
+def _is_iota_along(x, d):
+    if not isinstance(x, View) or x.base != IOTA_BASE:
+        return False
+    return all((s == 1) if k == d else (s == 0) for k, s in enumerate(x.strides)) and x.offset == 0

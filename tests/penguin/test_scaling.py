@@ -1,0 +1,29 @@
+"""Loops stay loops: the BIR of the matmul+gradient graph has the same number of
+instructions at 1024 and at 16000 square (compile only)."""
+import jax
+import jax.numpy as jnp
+import pytest
+
+from helpers import bir_of
+
+
+def loss_and_grad(x, w):
+    def loss(w):
+        y = x @ w
+        return jnp.sum(y * y) / y.size
+    return jax.value_and_grad(loss)(w)
+
+
+def count(n):
+    s = jax.ShapeDtypeStruct((n, n), jnp.float32)
+    mod = bir_of(loss_and_grad, s, s)
+    return len(mod.instructions()), mod
+
+
+def test_instruction_count_independent_of_size():
+    small, m1 = count(1024)
+    big, m2 = count(16000)
+    assert small == big, (small, big)
+    # and the loops carry the sizes: the big module has a loop with a large trip count
+    trips = [n.trip_count for n in m2.walk() if n.kind == "loop"]
+    assert max(trips) >= 125
