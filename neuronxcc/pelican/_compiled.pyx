@@ -53,10 +53,10 @@ cdef Py_ssize_t _emit(Expr e, dict idx, list prog, Py_ssize_t sp) except -1:
         for i in range(len(e.args)):
             a = <Expr>e.args[i]
             if a.kind == K_VAR:
-                prog.extend((OP_ACCVAR, idx[a.name], e.coefs[i]))
+                prog.extend((OP_ACCVAR, idx[a.name], e.cf[i]))
             else:
                 d = max(d, _emit(a, idx, prog, sp + 1))
-                prog.extend((OP_MULADD, 0, e.coefs[i]))
+                prog.extend((OP_MULADD, 0, e.cf[i]))
         return d
     if e.kind == K_FLOORDIV or e.kind == K_MOD:
         d = _emit(<Expr>e.args[0], idx, prog, sp)

@@ -8,7 +8,7 @@ from libc.stdint cimport int64_t
 cdef enum:
     K_CONST = 0      # val = the integer
     K_VAR = 1        # name = the variable (loop variable or register)
-    K_ADD = 2        # val = constant term; args = atoms; coefs = their nonzero coefficients
+    K_ADD = 2        # val = constant term; args = atoms (>= 1); cf = their nonzero coefficients
     K_FLOORDIV = 3   # args = (dividend,); val = divisor (>= 2)
     K_MOD = 4        # args = (dividend,); val = modulus (>= 2)
     K_MIN = 5        # args = sorted, deduplicated operands (>= 2)
@@ -27,8 +27,8 @@ cdef class Expr:
     cdef readonly int kind
     cdef int64_t val        # see the node kinds above
     cdef readonly str name  # K_VAR only (None otherwise)
-    cdef tuple args         # child expressions (K_ADD: atoms, sorted canonically)
-    cdef tuple coefs        # K_ADD only: Python ints, same length as args, never 0
+    cdef tuple args         # child expressions (K_ADD: atoms in canonical order)
+    cdef int64_t* cf        # K_ADD only: len(args) coefficients, owned (PyMem)
     cdef Py_hash_t hsh      # structural hash, computed at construction
     cdef Bnd ib             # intrinsic bounds (variables unbounded), used by the rules
 

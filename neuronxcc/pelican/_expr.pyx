@@ -17,8 +17,12 @@ Owns the ``Expr`` node type and every rewrite rule. Invariants:
 * Integers are int64; construction raises OverflowError rather than wrap.
 """
 cimport cython
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.number cimport PyNumber_Index
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy, memmove
 
 from neuronxcc.pelican._intmath cimport fdiv, fmod
 
@@ -192,17 +196,6 @@ cdef Expr mk_const(int64_t v):
     return _new_const(v)
 
 
-for _i in range(_SMALL_LO, _SMALL_HI):
-    _SMALL.append(_new_const(_i))
-
-cdef Expr ZERO = mk_const(0)
-cdef Expr ONE = mk_const(1)
-cdef tuple ONE_T = (1,)
-
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
-_RESERVED = frozenset(["min", "max"])
-
-
 cdef Expr mk_var(str name, Bnd b):
     cdef Expr e = Expr.__new__(Expr)
     e.kind = K_VAR
@@ -237,21 +230,27 @@ cdef Expr mk_node(int kind, tuple args, int64_t val):
     return e
 
 
-cdef Expr mk_add(tuple atoms, tuple coefs, int64_t c):
+cdef int64_t* cf_alloc(Py_ssize_t n) except NULL:
+    cdef int64_t* p = <int64_t*>PyMem_Malloc((n if n > 0 else 1) * sizeof(int64_t))
+    if p == NULL:
+        raise MemoryError()
+    return p
+
+
+cdef Expr mk_add_take(tuple atoms, int64_t* cf, int64_t c):
+    # A sum node over canonical, sorted atoms; takes ownership of cf.
     cdef Expr e = Expr.__new__(Expr)
     cdef uint64_t h = h_mix(<uint64_t>K_ADD, <uint64_t>c)
     cdef Bnd b = b_make(c, c, True, True)
     cdef Py_ssize_t i
     cdef Expr a
-    cdef int64_t k
+    e.cf = cf               # owned from here on, even if something below fails
     for i in range(len(atoms)):
         a = <Expr>atoms[i]
-        k = <int64_t>coefs[i]
-        h = h_mix(h_mix(h, <uint64_t>a.hsh), <uint64_t>k)
-        b = b_add(b, b_scale(a.ib, k))
+        h = h_mix(h_mix(h, <uint64_t>a.hsh), <uint64_t>cf[i])
+        b = b_add(b, b_scale(a.ib, cf[i]))
     e.kind = K_ADD
     e.args = atoms
-    e.coefs = coefs
     e.val = c
     e.hsh = h_fix(h)
     e.ib = b
@@ -273,13 +272,13 @@ cdef bint expr_eq(Expr a, Expr b) except -1:
     n = len(a.args)
     if n != len(b.args):
         return False
+    if a.kind == K_ADD:
+        for i in range(n):
+            if a.cf[i] != b.cf[i]:
+                return False
     for i in range(n):
         if not expr_eq(<Expr>a.args[i], <Expr>b.args[i]):
             return False
-    if a.kind == K_ADD:
-        for i in range(n):
-            if <int64_t>a.coefs[i] != <int64_t>b.coefs[i]:
-                return False
     return True
 
 
@@ -287,7 +286,6 @@ cdef int expr_cmp(Expr a, Expr b) except -2:
     """The canonical total order: -1, 0, 1 (0 exactly when expr_eq)."""
     cdef Py_ssize_t i, n, m
     cdef int r
-    cdef int64_t x, y
     if a is b:
         return 0
     if a.kind != b.kind:
@@ -295,7 +293,7 @@ cdef int expr_cmp(Expr a, Expr b) except -2:
     if a.kind == K_CONST:
         return 0 if a.val == b.val else (-1 if a.val < b.val else 1)
     if a.kind == K_VAR:
-        if a.name == b.name:
+        if a.hsh == b.hsh and a.name == b.name:
             return 0
         return -1 if a.name < b.name else 1
     n = len(a.args)
@@ -308,10 +306,8 @@ cdef int expr_cmp(Expr a, Expr b) except -2:
             return r
     if a.kind == K_ADD:
         for i in range(n):
-            x = <int64_t>a.coefs[i]
-            y = <int64_t>b.coefs[i]
-            if x != y:
-                return -1 if x < y else 1
+            if a.cf[i] != b.cf[i]:
+                return -1 if a.cf[i] < b.cf[i] else 1
     if a.val != b.val:
         return -1 if a.val < b.val else 1
     return 0
@@ -319,97 +315,177 @@ cdef int expr_cmp(Expr a, Expr b) except -2:
 
 # ---------------------------------------------------------------- linear combinations
 
+cdef enum:
+    LIN_INLINE = 16         # terms held without a heap allocation
+
+
 @cython.final
+@cython.freelist(8)
+@cython.no_gc
 cdef class Lin:
-    """A mutable linear combination being built; ``build()`` canonicalises."""
-    cdef list atoms
-    cdef list coefs
+    """A linear combination being built: sorted atoms (owned references),
+    their coefficients and a constant; ``build()`` returns the canonical Expr."""
+    cdef PyObject** at
+    cdef int64_t* cf
+    cdef Py_ssize_t n
+    cdef Py_ssize_t cap
     cdef int64_t c
+    cdef PyObject* at0[LIN_INLINE]
+    cdef int64_t cf0[LIN_INLINE]
 
     def __cinit__(self):
-        self.atoms = []
-        self.coefs = []
+        self.at = self.at0
+        self.cf = self.cf0
+        self.n = 0
+        self.cap = LIN_INLINE
         self.c = 0
 
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            Py_XDECREF(self.at[i])
+        if self.at != self.at0:
+            PyMem_Free(self.at)
+            PyMem_Free(self.cf)
+
+    cdef int grow(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap
+        cdef PyObject** nat
+        cdef int64_t* ncf
+        if need <= self.cap:
+            return 0
+        cap = need if need > 2 * self.cap else 2 * self.cap
+        nat = <PyObject**>PyMem_Malloc(cap * sizeof(PyObject*))
+        ncf = <int64_t*>PyMem_Malloc(cap * sizeof(int64_t))
+        if nat == NULL or ncf == NULL:
+            PyMem_Free(nat)
+            PyMem_Free(ncf)
+            raise MemoryError()
+        memcpy(nat, self.at, self.n * sizeof(PyObject*))
+        memcpy(ncf, self.cf, self.n * sizeof(int64_t))
+        if self.at != self.at0:
+            PyMem_Free(self.at)
+            PyMem_Free(self.cf)
+        self.at = nat
+        self.cf = ncf
+        self.cap = cap
+        return 0
+
+    cdef int push(self, Expr atom, int64_t k) except -1:
+        # append an atom known to sort after every atom held
+        if k == 0:
+            return 0
+        self.grow(self.n + 1)
+        Py_INCREF(atom)
+        self.at[self.n] = <PyObject*>atom
+        self.cf[self.n] = k
+        self.n += 1
+        return 0
+
+    cdef void remove(self, Py_ssize_t i) noexcept:
+        Py_XDECREF(self.at[i])
+        memmove(&self.at[i], &self.at[i + 1], (self.n - i - 1) * sizeof(PyObject*))
+        memmove(&self.cf[i], &self.cf[i + 1], (self.n - i - 1) * sizeof(int64_t))
+        self.n -= 1
+
     cdef int add_term(self, Expr atom, int64_t k) except -1:
-        cdef Py_ssize_t lo = 0, hi = len(self.atoms), mid
+        cdef Py_ssize_t lo = 0, hi = self.n, mid
         cdef int r
-        cdef int64_t nk
         if k == 0:
             return 0
         while lo < hi:
             mid = (lo + hi) >> 1
-            r = expr_cmp(<Expr>self.atoms[mid], atom)
+            r = expr_cmp(<Expr>self.at[mid], atom)
             if r == 0:
-                nk = ck_add(<int64_t>self.coefs[mid], k)
-                if nk == 0:
-                    del self.atoms[mid]
-                    del self.coefs[mid]
-                else:
-                    self.coefs[mid] = nk
+                self.cf[mid] = ck_add(self.cf[mid], k)
+                if self.cf[mid] == 0:
+                    self.remove(mid)
                 return 0
             if r < 0:
                 lo = mid + 1
             else:
                 hi = mid
-        self.atoms.insert(lo, atom)
-        self.coefs.insert(lo, k)
+        self.grow(self.n + 1)
+        memmove(&self.at[lo + 1], &self.at[lo], (self.n - lo) * sizeof(PyObject*))
+        memmove(&self.cf[lo + 1], &self.cf[lo], (self.n - lo) * sizeof(int64_t))
+        Py_INCREF(atom)
+        self.at[lo] = <PyObject*>atom
+        self.cf[lo] = k
+        self.n += 1
         return 0
 
     cdef int add(self, Expr e, int64_t k) except -1:
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, m
         if k == 0:
             return 0
         if e.kind == K_CONST:
             self.c = ck_add(self.c, ck_mul(e.val, k))
         elif e.kind == K_ADD:
-            if not self.atoms:
-                # fast path: copy a sorted combination
-                if k == 1:
-                    self.atoms = list(e.args)
-                    self.coefs = list(e.coefs)
-                else:
-                    self.atoms = list(e.args)
-                    self.coefs = [ck_mul(<int64_t>x, k) for x in e.coefs]
+            m = len(e.args)
+            if self.n == 0:
+                self.grow(m)
+                for i in range(m):
+                    self.cf[i] = ck_mul(e.cf[i], k)
+                for i in range(m):
+                    a = e.args[i]
+                    Py_INCREF(a)
+                    self.at[i] = <PyObject*>a
+                self.n = m
             else:
-                for i in range(len(e.args)):
-                    self.add_term(<Expr>e.args[i], ck_mul(<int64_t>e.coefs[i], k))
+                for i in range(m):
+                    self.add_term(<Expr>e.args[i], ck_mul(e.cf[i], k))
             self.c = ck_add(self.c, ck_mul(e.val, k))
         else:
             self.add_term(e, k)
         return 0
+
+    cdef int divide(self, int64_t g) except -1:
+        # every coefficient is a multiple of g
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            self.cf[i] = self.cf[i] // g
+        return 0
+
+    cdef int64_t coef_gcd(self, int64_t g) noexcept:
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            g = gcd64(g, self.cf[i])
+        return g
 
     cdef bint _fold_divmod(self) except -1:
         # c*k*(y // k) + c*(y % k) == c*y  (the division identity)
         cdef Py_ssize_t i, j
         cdef Expr m, f
         cdef int64_t c, want
-        for i in range(len(self.atoms)):
-            m = <Expr>self.atoms[i]
+        for i in range(self.n):
+            m = <Expr>self.at[i]
             if m.kind != K_MOD:
                 continue
-            c = <int64_t>self.coefs[i]
+            c = self.cf[i]
             want = ck_mul(c, m.val)
             f = floordiv_const(<Expr>m.args[0], m.val)
             if f.kind == K_ADD or f.kind == K_CONST:
                 continue
-            for j in range(len(self.atoms)):
-                if <int64_t>self.coefs[j] == want and expr_eq(<Expr>self.atoms[j], f):
+            for j in range(self.n):
+                if self.cf[j] == want and expr_eq(<Expr>self.at[j], f):
                     if j > i:
-                        del self.atoms[j]; del self.coefs[j]
-                        del self.atoms[i]; del self.coefs[i]
+                        self.remove(j)
+                        self.remove(i)
                     else:
-                        del self.atoms[i]; del self.coefs[i]
-                        del self.atoms[j]; del self.coefs[j]
+                        self.remove(i)
+                        self.remove(j)
                     self.add(<Expr>m.args[0], c)
                     return True
         return False
 
     cdef Expr build(self):
-        cdef Py_ssize_t n
+        cdef Py_ssize_t i
         cdef bint has_mod = False, has_div = False
         cdef Expr a
-        for a in self.atoms:
+        cdef tuple t
+        cdef int64_t* cfp
+        for i in range(self.n):
+            a = <Expr>self.at[i]
             if a.kind == K_MOD:
                 has_mod = True
             elif a.kind == K_FLOORDIV:
@@ -417,28 +493,36 @@ cdef class Lin:
         if has_mod and has_div:
             while self._fold_divmod():
                 pass
-        n = len(self.atoms)
-        if n == 0:
+        if self.n == 0:
             return mk_const(self.c)
-        if n == 1 and self.c == 0 and <int64_t>self.coefs[0] == 1:
-            return <Expr>self.atoms[0]
-        return mk_add(tuple(self.atoms), tuple(self.coefs), self.c)
+        if self.n == 1 and self.c == 0 and self.cf[0] == 1:
+            return <Expr>self.at[0]
+        t = PyTuple_New(self.n)
+        for i in range(self.n):
+            a = <Expr>self.at[i]
+            Py_INCREF(a)
+            PyTuple_SET_ITEM(t, i, a)
+        cfp = cf_alloc(self.n)
+        memcpy(cfp, self.cf, self.n * sizeof(int64_t))
+        return mk_add_take(t, cfp, self.c)
 
 
-cdef inline tuple atoms_of(Expr e):
+cdef inline Lin new_lin():
+    return Lin.__new__(Lin)
+
+
+cdef inline Py_ssize_t nterms(Expr e) noexcept:
     if e.kind == K_ADD:
-        return e.args
-    if e.kind == K_CONST:
-        return ()
-    return (e,)
+        return len(e.args)
+    return 0 if e.kind == K_CONST else 1
 
 
-cdef inline tuple coefs_of(Expr e):
-    if e.kind == K_ADD:
-        return e.coefs
-    if e.kind == K_CONST:
-        return ()
-    return ONE_T
+cdef inline Expr term_atom(Expr e, Py_ssize_t i):
+    return <Expr>e.args[i] if e.kind == K_ADD else e
+
+
+cdef inline int64_t term_coef(Expr e, Py_ssize_t i) noexcept:
+    return e.cf[i] if e.kind == K_ADD else 1
 
 
 cdef inline int64_t const_of(Expr e) noexcept:
@@ -447,41 +531,86 @@ cdef inline int64_t const_of(Expr e) noexcept:
 
 # ---------------------------------------------------------------- canonical constructors
 
+cdef Expr add_const(Expr a, int64_t c):
+    """a + c, canonical."""
+    cdef int64_t nc
+    cdef int64_t* cfp
+    cdef Py_ssize_t n
+    if c == 0:
+        return a
+    if a.kind == K_CONST:
+        return mk_const(ck_add(a.val, c))
+    if a.kind == K_ADD:
+        nc = ck_add(a.val, c)
+        n = len(a.args)
+        if nc == 0 and n == 1 and a.cf[0] == 1:
+            return <Expr>a.args[0]
+        cfp = cf_alloc(n)
+        memcpy(cfp, a.cf, n * sizeof(int64_t))
+        return mk_add_take(a.args, cfp, nc)       # same atoms: share the tuple
+    cfp = cf_alloc(1)
+    cfp[0] = 1
+    return mk_add_take((a,), cfp, c)
+
+
 cdef Expr add_scaled(Expr a, Expr b, int64_t cb):
     """a + cb*b, canonical."""
     cdef Lin lin
+    cdef int r
+    cdef int64_t* cfp
     if cb == 0:
         return a
     if b.kind == K_CONST:
-        if a.kind == K_CONST:
-            return mk_const(ck_add(a.val, ck_mul(b.val, cb)))
-        if b.val == 0:
-            return a
-        if a.kind == K_ADD:
-            lin = Lin.__new__(Lin)
-            lin.add(a, 1)
-            lin.c = ck_add(lin.c, ck_mul(b.val, cb))
-            return lin.build()
-    lin = Lin.__new__(Lin)
+        return add_const(a, ck_mul(b.val, cb))
+    if a.kind == K_CONST:
+        return add_const(mul_const(b, cb), a.val)
+    if a.kind != K_ADD and b.kind != K_ADD and not (a.kind == K_MOD and b.kind == K_FLOORDIV) \
+            and not (a.kind == K_FLOORDIV and b.kind == K_MOD):
+        # two atoms: no search, no identity to apply
+        r = expr_cmp(a, b)
+        if r == 0:
+            return mul_const(a, ck_add(1, cb))
+        cfp = cf_alloc(2)
+        if r < 0:
+            cfp[0] = 1
+            cfp[1] = cb
+            return mk_add_take((a, b), cfp, 0)
+        cfp[0] = cb
+        cfp[1] = 1
+        return mk_add_take((b, a), cfp, 0)
+    lin = new_lin()
     lin.add(a, 1)
     lin.add(b, cb)
     return lin.build()
 
 
 cdef Expr mul_const(Expr a, int64_t k):
-    cdef Lin lin
+    cdef Py_ssize_t i, n
+    cdef int64_t* cfp
     if k == 1:
         return a
     if k == 0:
         return ZERO
     if a.kind == K_CONST:
         return mk_const(ck_mul(a.val, k))
-    lin = Lin.__new__(Lin)
-    lin.add(a, k)
-    return lin.build()
+    if a.kind == K_ADD:
+        n = len(a.args)
+        if n == 1 and a.val == 0 and a.cf[0] == -1 and k == -1:
+            return <Expr>a.args[0]
+        cfp = cf_alloc(n)
+        try:
+            for i in range(n):
+                cfp[i] = ck_mul(a.cf[i], k)
+            return mk_add_take(a.args, cfp, ck_mul(a.val, k))
+        except OverflowError:
+            PyMem_Free(cfp)
+            raise
+    cfp = cf_alloc(1)
+    cfp[0] = k
+    return mk_add_take((a,), cfp, 0)
 
 
-cdef inline bint _same_block(Bnd b, int64_t k, int64_t* m):
+cdef inline bint _same_block(Bnd b, int64_t k, int64_t* m) noexcept:
     # True when b lies in one block [m*k, m*k + k - 1]
     if b.has_lo and b.has_hi:
         m[0] = fdiv(b.lo, k)
@@ -490,12 +619,10 @@ cdef inline bint _same_block(Bnd b, int64_t k, int64_t* m):
 
 
 cdef Expr floordiv_const(Expr a, int64_t k):
-    cdef int64_t m, g, r
-    cdef Py_ssize_t i
+    cdef int64_t m, g, cf, r
+    cdef Py_ssize_t i, n
     cdef Lin q, y
     cdef Expr ye, atom, res
-    cdef int64_t cf
-    cdef tuple ats, cfs
     if k <= 0:
         raise ValueError("pelican: floordiv by %d: the divisor must be a positive integer" % k)
     if k == 1:
@@ -505,37 +632,35 @@ cdef Expr floordiv_const(Expr a, int64_t k):
     if _same_block(a.ib, k, &m):
         return mk_const(m)
     # (k*x + y) // k == x + y // k: move the terms divisible by k out.
-    q = Lin.__new__(Lin)
-    y = Lin.__new__(Lin)
-    ats = atoms_of(a)
-    cfs = coefs_of(a)
-    for i in range(len(ats)):
-        cf = <int64_t>cfs[i]
+    q = new_lin()
+    y = new_lin()
+    n = nterms(a)
+    for i in range(n):
+        cf = term_coef(a, i)
         if cf % k == 0:
-            q.add_term(<Expr>ats[i], cf // k)
+            q.push(term_atom(a, i), cf // k)
         else:
-            y.add_term(<Expr>ats[i], cf)
+            y.push(term_atom(a, i), cf)
     r = const_of(a)
     q.c = fdiv(r, k)
     y.c = fmod(r, k)
-    if not y.atoms:
+    if y.n == 0:
         return q.build()          # y in [0, k): y // k == 0
     # (g*u + c) // (g*v) == (u + c//g) // v  (a floor of a floor; 0 <= c < g*v)
-    g = k
-    for cf in y.coefs:
-        g = gcd64(g, cf)
+    g = y.coef_gcd(k)
     if g > 1:
         k //= g
         y.c //= g
-        y.coefs = [<int64_t>cf // g for cf in y.coefs]
+        y.divide(g)
     res = None
-    for i in range(len(y.atoms)):
-        atom = <Expr>y.atoms[i]
-        if atom.kind == K_FLOORDIV and <int64_t>y.coefs[i] == 1:
+    for i in range(y.n):
+        atom = <Expr>y.at[i]
+        if atom.kind == K_FLOORDIV and y.cf[i] == 1:
             # (x // a + u) // k == (x + a*u) // (a*k)
-            del y.atoms[i]
-            del y.coefs[i]
+            Py_INCREF(atom)       # keep it alive across remove()
+            y.remove(i)
             res = floordiv_const(add_scaled(<Expr>atom.args[0], y.build(), atom.val), ck_mul(atom.val, k))
+            Py_DECREF(atom)
             break
     if res is None:
         ye = y.build()
@@ -546,18 +671,17 @@ cdef Expr floordiv_const(Expr a, int64_t k):
             res = mk_const(m)
         else:
             res = mk_node(K_FLOORDIV, (ye,), k)
-    if not q.atoms and q.c == 0:
-        return res
+    if q.n == 0:
+        return add_const(res, q.c)
     q.add(res, 1)
     return q.build()
 
 
 cdef Expr mod_const(Expr a, int64_t k):
     cdef int64_t m, g, cf
-    cdef Py_ssize_t i
-    cdef Lin y, y2
+    cdef Py_ssize_t i, j, n
+    cdef Lin y
     cdef Expr ye, atom
-    cdef tuple ats, cfs
     if k <= 0:
         raise ValueError("pelican: mod by %d: the modulus must be a positive integer" % k)
     if k == 1:
@@ -565,13 +689,12 @@ cdef Expr mod_const(Expr a, int64_t k):
     if a.kind == K_CONST:
         return mk_const(fmod(a.val, k))
     if _same_block(a.ib, k, &m):
-        return add_scaled(a, mk_const(m), -k)
-    y = Lin.__new__(Lin)
-    ats = atoms_of(a)
-    cfs = coefs_of(a)
-    for i in range(len(ats)):
-        atom = <Expr>ats[i]
-        cf = <int64_t>cfs[i]
+        return add_const(a, -ck_mul(m, k))
+    y = new_lin()
+    n = nterms(a)
+    for i in range(n):
+        atom = term_atom(a, i)
+        cf = term_coef(a, i)
         if cf % k == 0:
             continue                      # (k*x + y) % k == y % k
         if atom.kind == K_MOD and atom.val % k == 0:
@@ -579,40 +702,35 @@ cdef Expr mod_const(Expr a, int64_t k):
         else:
             y.add_term(atom, cf)
     y.c = fmod(ck_add(y.c, const_of(a)), k)
-    # terms brought in from inner mods may be divisible by k
-    y2 = Lin.__new__(Lin)
-    for i in range(len(y.atoms)):
-        if <int64_t>y.coefs[i] % k != 0:
-            y2.atoms.append(y.atoms[i])
-            y2.coefs.append(y.coefs[i])
-    y2.c = y.c
-    if not y2.atoms:
-        return mk_const(y2.c)
+    # terms brought in from inner mods may be multiples of k
+    j = 0
+    while j < y.n:
+        if y.cf[j] % k == 0:
+            y.remove(j)
+        else:
+            j += 1
+    if y.n == 0:
+        return mk_const(y.c)
     # (g*u + c) % (g*v) == g*((u + c//g) % v) + c % g  (0 <= c < g*v)
-    g = k
-    for cf in y2.coefs:
-        g = gcd64(g, cf)
+    g = y.coef_gcd(k)
     if g > 1:
-        m = y2.c % g
-        y2.c //= g
-        y2.coefs = [<int64_t>cf // g for cf in y2.coefs]
-        return add_scaled(mul_const(mod_const(y2.build(), k // g), g), mk_const(m), 1)
-    ye = y2.build()
+        m = y.c % g
+        y.c //= g
+        y.divide(g)
+        return add_const(mul_const(mod_const(y.build(), k // g), g), m)
+    ye = y.build()
     if _same_block(ye.ib, k, &m):
-        return add_scaled(ye, mk_const(m), -k)
+        return add_const(ye, -ck_mul(m, k))
     return mk_node(K_MOD, (ye,), k)
 
 
 cdef bint _const_diff(Expr a, Expr b, int64_t* d) except -1:
     # True (and d = a - b) when a - b is a constant
-    cdef tuple aa = atoms_of(a), ba = atoms_of(b), ac, bc
-    cdef Py_ssize_t i
-    if len(aa) != len(ba):
+    cdef Py_ssize_t i, n = nterms(a)
+    if n != nterms(b):
         return False
-    ac = coefs_of(a)
-    bc = coefs_of(b)
-    for i in range(len(aa)):
-        if <int64_t>ac[i] != <int64_t>bc[i] or not expr_eq(<Expr>aa[i], <Expr>ba[i]):
+    for i in range(n):
+        if term_coef(a, i) != term_coef(b, i) or not expr_eq(term_atom(a, i), term_atom(b, i)):
             return False
     d[0] = const_of(a) - const_of(b)
     return True
@@ -678,7 +796,6 @@ cdef Expr as_expr_c(object x):
     return mk_const(<int64_t>PyNumber_Index(x))
 
 
-
 # ---------------------------------------------------------------- tree walks
 
 cdef Expr subs_rec(Expr e, dict m):
@@ -710,10 +827,15 @@ cdef Expr subs_rec(Expr e, dict m):
     if not changed:
         return e
     if e.kind == K_ADD:
-        lin = Lin.__new__(Lin)
+        # unchanged atoms keep their order: append them, then merge the rest
+        lin = new_lin()
         lin.c = e.val
         for i in range(n):
-            lin.add(<Expr>new[i], <int64_t>e.coefs[i])
+            if new[i] is e.args[i]:
+                lin.push(<Expr>new[i], e.cf[i])
+        for i in range(n):
+            if new[i] is not e.args[i]:
+                lin.add(<Expr>new[i], e.cf[i])
         return lin.build()
     return minmax(e.kind, new)
 
@@ -732,7 +854,7 @@ cdef int64_t eval_rec(Expr e, dict env) except? -1:
     if e.kind == K_ADD:
         acc = e.val
         for i in range(len(e.args)):
-            acc = ck_add(acc, ck_mul(<int64_t>e.coefs[i], eval_rec(<Expr>e.args[i], env)))
+            acc = ck_add(acc, ck_mul(e.cf[i], eval_rec(<Expr>e.args[i], env)))
         return acc
     if e.kind == K_FLOORDIV:
         return fdiv(eval_rec(<Expr>e.args[0], env), e.val)
@@ -761,7 +883,7 @@ cdef Bnd bnd_rec(Expr e, dict rng) except *:
     if e.kind == K_ADD:
         b = b_make(e.val, e.val, True, True)
         for i in range(len(e.args)):
-            b = b_add(b, b_scale(bnd_rec(<Expr>e.args[i], rng), <int64_t>e.coefs[i]))
+            b = b_add(b, b_scale(bnd_rec(<Expr>e.args[i], rng), e.cf[i]))
         return b
     if e.kind == K_FLOORDIV:
         return b_floordiv(bnd_rec(<Expr>e.args[0], rng), e.val)
@@ -826,7 +948,7 @@ cdef str _operand(Expr a):
 cdef str to_str(Expr e):
     cdef list parts
     cdef Py_ssize_t i
-    cdef object c
+    cdef int64_t c
     if e.kind == K_CONST:
         return str(e.val)
     if e.kind == K_VAR:
@@ -839,7 +961,7 @@ cdef str to_str(Expr e):
         return ("min(" if e.kind == K_MIN else "max(") + ", ".join([to_str(<Expr>a) for a in e.args]) + ")"
     parts = []
     for i in range(len(e.args)):
-        c = e.coefs[i]
+        c = e.cf[i]
         a = <Expr>e.args[i]
         if i == 0:
             if c == 1:
@@ -850,8 +972,7 @@ cdef str to_str(Expr e):
                 parts.append(str(c) + "*" + _prim(a))
         else:
             parts.append(" - " if c < 0 else " + ")
-            c = abs(c)
-            parts.append(to_str(a) if c == 1 else str(c) + "*" + _prim(a))
+            parts.append(to_str(a) if (c == 1 or c == -1) else str(abs(<object>c)) + "*" + _prim(a))
     if e.val:
         parts.append((" - %d" % -(<object>e.val)) if e.val < 0 else (" + %d" % e.val))
     return "".join(parts)
@@ -862,6 +983,8 @@ cdef str to_str(Expr e):
 _KIND_NAMES = ("const", "var", "add", "floordiv", "mod", "min", "max")
 
 
+@cython.freelist(64)
+@cython.no_gc
 cdef class Expr:
     """A canonical symbolic integer expression (immutable, hashable).
 
@@ -873,6 +996,9 @@ cdef class Expr:
 
     def __init__(self, *args, **kwargs):
         raise TypeError("pelican: build expressions with var(), const(), parse() and operators")
+
+    def __dealloc__(self):
+        PyMem_Free(self.cf)
 
     # -- operators
     def __add__(self, other):
@@ -1004,7 +1130,7 @@ cdef class Expr:
 
     def terms(self):
         """Linear view: ({atom: coefficient}, constant); atoms are Exprs."""
-        return dict(zip(atoms_of(self), coefs_of(self))), const_of(self)
+        return {term_atom(self, i): term_coef(self, i) for i in range(nterms(self))}, const_of(self)
 
     def is_const(self):
         return self.kind == K_CONST
@@ -1030,7 +1156,7 @@ cdef class Expr:
             a = <Expr>self.args[i]
             if a.kind != K_VAR:
                 return None
-            d[a.name] = self.coefs[i]
+            d[a.name] = self.cf[i]
         return d, self.val
 
     # -- transformations
@@ -1098,6 +1224,15 @@ cdef class Expr:
         if isinstance(obj, bool) or not isinstance(obj, int):
             raise ValueError("pelican: not a JSON expression: %r" % (obj,))
         return mk_const(<int64_t>obj)
+
+
+for _i in range(_SMALL_LO, _SMALL_HI):
+    _SMALL.append(_new_const(_i))
+
+cdef Expr ZERO = mk_const(0)
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_RESERVED = frozenset(["min", "max"])
 
 
 # ---------------------------------------------------------------- module API

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Benchmark: pelican against sympy on the same index expressions.
+
+Builds a deterministic set of typical address expressions (affine
+combinations of 3-6 loop variables with floordiv/mod tiling terms and the
+odd min clamp) in pelican and in sympy (integer symbols, ``floor``/``Mod``/
+``Min``), and times in the same run, median of several repeats:
+
+* construct   building each expression (both canonicalise on construction)
+* subs        substituting ints for some loop variables, expressions for others
+* eval        full integer assignment -> int (pelican ``eval(dict)`` vs sympy
+              ``subs`` + ``int``)
+* eval_fast   pelican ``CompiledExpr.eval_many`` vs sympy ``lambdify`` (numpy)
+              over many assignments, per evaluated point
+* simplify    pelican ``simplify(ranges)`` vs ``sympy.simplify`` (a subset;
+              sympy has no range rules, so this is the cost of "simplify")
+
+Prints ops/s for both and the ratio pelican/sympy (target: >= 100x for
+construct/subs/simplify). The values of both are cross-checked and any
+disagreement is printed. Never asserts. ``--quick`` for a short run.
+"""
+import argparse
+import random
+import statistics
+import sys
+import time
+
+import numpy as np
+
+try:
+    import sympy
+except ImportError:  # pragma: no cover
+    sympy = None
+
+from neuronxcc.pelican import max_, min_, var  # noqa: F401  (max_ kept for recipes)
+
+
+# ---------------------------------------------------------------- recipes
+# A recipe is a small tree: ("var", n) | ("const", c) | ("add", a, b) |
+# ("mul", a, k) | ("floordiv", a, k) | ("mod", a, k) | ("min", a, b).
+
+def _affine(rng, names, strides):
+    t = ("const", rng.randrange(0, 64))
+    for n in names:
+        t = ("add", t, ("mul", ("var", n), rng.choice(strides)))
+    return t
+
+
+def make_recipes(count, seed=1234):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        nv = rng.randint(3, 6)
+        names = ["i%d" % k for k in range(nv)]
+        t = _affine(rng, names[:nv - 2], (1, 2, 128, 512, 4096, 65536))
+        a, b = names[-2], names[-1]
+        tile = rng.choice((4, 8, 16, 32, 128))
+        # tiling: ((a*tile + b) // blk) * stride + ((a*tile + b) % blk)
+        inner = ("add", ("mul", ("var", a), tile), ("var", b))
+        blk = rng.choice((2, 4, 8, 64))
+        t = ("add", t, ("mul", ("floordiv", inner, blk), rng.choice((128, 256, 1024))))
+        t = ("add", t, ("mod", inner, blk))
+        if rng.random() < 0.3:
+            t = ("add", t, ("min", ("add", ("var", names[0]), ("const", rng.randrange(1, 9))), ("const", 100)))
+        out.append((names, t))
+    return out
+
+
+def build_pelican(t, env):
+    op = t[0]
+    if op == "var":
+        return env[t[1]]
+    if op == "const":
+        return t[1]
+    if op == "add":
+        return build_pelican(t[1], env) + build_pelican(t[2], env)
+    if op == "mul":
+        return build_pelican(t[1], env) * t[2]
+    if op == "floordiv":
+        return build_pelican(t[1], env) // t[2]
+    if op == "mod":
+        return build_pelican(t[1], env) % t[2]
+    return min_(build_pelican(t[1], env), build_pelican(t[2], env))
+
+
+def build_sympy(t, env):
+    op = t[0]
+    if op == "var":
+        return env[t[1]]
+    if op == "const":
+        return sympy.Integer(t[1])
+    if op == "add":
+        return build_sympy(t[1], env) + build_sympy(t[2], env)
+    if op == "mul":
+        return build_sympy(t[1], env) * t[2]
+    if op == "floordiv":
+        return sympy.floor(build_sympy(t[1], env) / t[2])
+    if op == "mod":
+        return sympy.Mod(build_sympy(t[1], env), t[2])
+    return sympy.Min(build_sympy(t[1], env), build_sympy(t[2], env))
+
+
+# ---------------------------------------------------------------- timing
+
+def _median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer expressions and repeats")
+    ap.add_argument("--count", type=int, default=None, help="number of expressions")
+    ap.add_argument("--repeats", type=int, default=None)
+    args = ap.parse_args(argv)
+    if sympy is None:
+        print("sympy is not installed: nothing to compare against")
+        return 0
+    count = args.count or (40 if args.quick else 200)
+    repeats = args.repeats or (3 if args.quick else 5)
+    n_simplify = 5 if args.quick else 20
+    n_points = 2000 if args.quick else 20000
+
+    recipes = make_recipes(count)
+    all_names = sorted({n for names, _ in recipes for n in names})
+    pv = {n: var(n) for n in all_names}
+    sv = {n: sympy.Symbol(n, integer=True) for n in all_names}
+    rng = random.Random(99)
+    assigns = [{n: rng.randrange(-50, 200) for n in names} for names, _ in recipes]
+    sub_p, sub_s = [], []
+    for names, _ in recipes:
+        # first variable -> int, second -> an expression of a fresh variable
+        sub_p.append({names[0]: 3, names[1]: pv["i5"] * 2 + 1 if "i5" in pv else 7})
+        sub_s.append({sv[names[0]]: 3, sv[names[1]]: sv["i5"] * 2 + 1 if "i5" in sv else 7})
+
+    results = []
+    mismatches = []
+
+    def record(name, n_ops, tp, ts):
+        results.append((name, n_ops / tp, n_ops / ts, ts / tp))
+
+    # construct
+    pex = [build_pelican(t, pv) for _, t in recipes]
+    sex = [build_sympy(t, sv) for _, t in recipes]
+    tp = _median_time(lambda: [build_pelican(t, pv) for _, t in recipes], repeats)
+    ts = _median_time(lambda: [build_sympy(t, sv) for _, t in recipes], repeats)
+    record("construct", count, tp, ts)
+
+    # subs
+    tp = _median_time(lambda: [e.subs(m) for e, m in zip(pex, sub_p)], repeats)
+    ts = _median_time(lambda: [e.subs(m) for e, m in zip(sex, sub_s)], repeats)
+    record("subs", count, tp, ts)
+    for k, (e, s, m, ms) in enumerate(zip(pex, sex, sub_p, sub_s)):
+        env = dict(assigns[k], i5=assigns[k].get("i5", 0))
+        a = e.subs(m).eval(env)
+        b = int(s.subs(ms).subs({sv[n]: v for n, v in env.items() if n in sv}))
+        if a != b:
+            mismatches.append(("subs", str(e), a, b))
+
+    # eval (dict)
+    s_assigns = [{sv[n]: v for n, v in a.items()} for a in assigns]
+    tp = _median_time(lambda: [e.eval(a) for e, a in zip(pex, assigns)], repeats)
+    ts = _median_time(lambda: [int(e.subs(a)) for e, a in zip(sex, s_assigns)], repeats)
+    record("eval", count, tp, ts)
+    for e, s, a, sa in zip(pex, sex, assigns, s_assigns):
+        if e.eval(a) != int(s.subs(sa)):
+            mismatches.append(("eval", str(e), e.eval(a), int(s.subs(sa))))
+
+    # eval_fast: many points per expression
+    k_fast = min(count, 10)
+    nr = np.random.default_rng(5)
+    pts = nr.integers(-50, 200, size=(n_points, len(all_names)), dtype=np.int64)
+    compiled = [pex[k].compile(all_names) for k in range(k_fast)]
+    lambdas = [sympy.lambdify([sv[n] for n in all_names], sex[k], modules="numpy") for k in range(k_fast)]
+    cols = [pts[:, c] for c in range(len(all_names))]
+    tp = _median_time(lambda: [c.eval_many(pts) for c in compiled], repeats)
+    ts = _median_time(lambda: [f(*cols) for f in lambdas], repeats)
+    record("eval_fast(points)", k_fast * n_points, tp, ts)
+    for c, f in zip(compiled, lambdas):
+        if not np.array_equal(c.eval_many(pts), np.asarray(f(*cols)).astype(np.int64)):
+            mismatches.append(("eval_fast", str(c.expr), "", ""))
+
+    # simplify (subset)
+    ranges = {n: (0, 15) for n in all_names}
+    sranges = pex[:n_simplify]
+    tp = _median_time(lambda: [e.simplify(ranges) for e in sranges], repeats)
+    ts = _median_time(lambda: [sympy.simplify(e) for e in sex[:n_simplify]], 1)
+    record("simplify", n_simplify, tp, ts)
+
+    print("pelican vs sympy %s: %d expressions, %d-6 loop variables, median of %d runs"
+          % (sympy.__version__, count, 3, repeats))
+    print("%-18s %14s %14s %10s" % ("operation", "pelican op/s", "sympy op/s", "ratio"))
+    for name, p, s, r in results:
+        print("%-18s %14.0f %14.0f %9.0fx" % (name, p, s, r))
+    print("example: %s" % pex[0])
+    if mismatches:
+        print("MISMATCHES between pelican and sympy: %d (first: %r)" % (len(mismatches), mismatches[0]))
+    else:
+        print("values agree between pelican and sympy on every checked expression")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
