@@ -272,11 +272,18 @@ ATTR_DEFAULTS = {
 }
 
 
+# ops whose proto ``dimensions`` field prints as dimensions={...}
+DIMS_OPS = frozenset(("broadcast", "transpose", "reverse", "reduce", "concatenate", "map", "sort",
+                      "all-gather", "all-gather-start", "reduce-scatter", "all-to-all"))
+
+
 def fill_attr_defaults(instr):
     defaults = ATTR_DEFAULTS.get(instr.opcode)
     if defaults:
         for k, v in defaults.items():
             instr.attrs.setdefault(k, v)
+    if instr.opcode in DIMS_OPS:
+        instr.attrs.setdefault("dimensions", ())
     if instr.opcode == "compare":
         if not instr.attrs.get("type"):
             instr.attrs["type"] = _default_compare_type(instr)

@@ -9,16 +9,50 @@ import numpy as np
 
 from neuronxcc.errors import CompilerError, HloParseError, HloVerifyError
 from neuronxcc.hlo import schema
-from neuronxcc.hlo.model import (ConvDims, HloComputation, HloInstruction, HloModule, Shape, WindowDim,
+from neuronxcc.hlo.model import (DIMS_OPS, ConvDims, HloComputation, HloInstruction, HloModule, Shape, WindowDim,
                                  assign_called_attrs, check_literal_size, dtype_of, fill_attr_defaults)
 from neuronxcc.hlo import sharding as sharding_mod
 
-# ops whose proto ``dimensions`` field prints as dimensions={...}
-DIMS_OPS = frozenset(("broadcast", "transpose", "reverse", "reduce", "concatenate", "map", "sort",
-                      "all-gather", "all-gather-start", "reduce-scatter", "all-to-all"))
 COLLECTIVE_OPS = frozenset(("all-reduce", "all-reduce-start", "all-gather", "all-gather-start",
                             "reduce-scatter", "all-to-all", "collective-permute", "collective-permute-start",
                             "send", "recv", "send-done", "recv-done", "collective-broadcast"))
+
+_OP_ATTRS = {
+    "iota": ("iota_dimension",), "get-tuple-element": ("index",), "slice": ("slice",),
+    "dynamic-slice": ("dynamic_slice_sizes",), "pad": ("padding",), "reduce-window": ("window",),
+    "select-and-scatter": ("window",),
+    "convolution": ("window", "dim_labels", "feature_group_count", "batch_group_count", "operand_precision"),
+    "dot": ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims",
+            "operand_precision"),
+    "gather": ("offset_dims", "collapsed_slice_dims", "start_index_map", "operand_batching_dims",
+               "start_indices_batching_dims", "index_vector_dim", "slice_sizes", "indices_are_sorted"),
+    "scatter": ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "input_batching_dims",
+                "scatter_indices_batching_dims", "index_vector_dim", "indices_are_sorted", "unique_indices"),
+    "compare": ("direction", "type"), "sort": ("is_stable",),
+    "custom-call": ("custom_call_target", "api_version", "custom_call_has_side_effect", "schedule",
+                    "operand_layout_constraints", "output_to_operand_aliasing"),
+    "rng": ("distribution",), "rng-bit-generator": ("algorithm",),
+    "reduce-precision": ("exponent_bits", "mantissa_bits"), "fusion": ("kind",),
+    "batch-norm-training": ("epsilon", "feature_index"), "batch-norm-inference": ("epsilon", "feature_index"),
+    "batch-norm-grad": ("epsilon", "feature_index"), "fft": ("fft_type", "fft_length"), "topk": ("k", "largest"),
+    "rng-get-and-update-state": ("delta",), "infeed": ("infeed_config",),
+    "outfeed": ("outfeed_config", "outfeed_shape"),
+}
+_ANY_OP_ATTRS = ("backend_config", "sharding", "to_apply", "body", "condition", "select", "scatter", "calls",
+                 "branch_computations", "called_computations")
+_COLLECTIVE_ATTRS = ("replica_groups", "channel_id", "use_global_device_ids", "constrain_layout",
+                     "source_target_pairs", "is_host_transfer")
+
+
+def allowed_attrs(opcode):
+    """Attribute names an instruction of ``opcode`` may carry (those the proto form can hold)."""
+    out = set(_ANY_OP_ATTRS) | set(_OP_ATTRS.get(opcode, ()))
+    if opcode in DIMS_OPS:
+        out.add("dimensions")
+    if opcode in COLLECTIVE_OPS:
+        out.update(_COLLECTIVE_ATTRS)
+    return out
+
 
 # element type -> (LiteralProto field, kind) where kind is "bytes" (raw little-endian) or "list"
 _LITERAL_FIELDS = {

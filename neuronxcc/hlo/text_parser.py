@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from neuronxcc.errors import CompilerError, HloParseError, HloVerifyError
+from neuronxcc.hlo.proto_io import allowed_attrs
 from neuronxcc.hlo.model import (ConvDims, HloComputation, HloInstruction, HloModule, Shape, WindowDim,
                                  ARRAY_TYPES, ELEMENT_TYPES, assign_called_attrs, check_literal_size, dtype_of,
                                  fill_attr_defaults)
@@ -683,7 +684,7 @@ def parse_attr(sc, key, start, end, comp_ref):
     elif key == "outfeed_shape":
         val = parse_shape(sub)
     else:
-        return text
+        raise sc.error("unknown attribute %s" % key, start - len(key) - 1)
     sub.skip_ws()
     if sub.pos != end:
         raise sc.error("unexpected text after the value of %s" % key, sub.pos)
@@ -966,9 +967,14 @@ def _parse_stack_frames(sc):
 def _build(sc, r, operands, comp_ref):
     attrs, metadata, fattrs = {}, {}, {}
     called = []
+    op = r.opcode
     for key, s, e in r.attrs:
-        if key == "control-predecessors" or key in _IGNORED_ATTRS:
+        if key == "control-predecessors" or key in _IGNORED_ATTRS or \
+                (key == "algorithm" and op != "rng-bit-generator"):
             continue
+        if key not in ("metadata", "frontend_attributes", "true_computation", "false_computation") and \
+                key not in allowed_attrs(op):
+            raise sc.error("attribute %s is not valid for %s" % (key, op), s - len(key) - 1)
         val = parse_attr(sc, key, s, e, comp_ref)
         if key == "metadata":
             metadata = val
@@ -978,7 +984,6 @@ def _build(sc, r, operands, comp_ref):
             attrs[key] = val
         else:
             attrs[key] = val
-    op = r.opcode
     # called computations in XLA's order
     if op == "while":
         for k in ("body", "condition"):

@@ -90,8 +90,16 @@ def _check_callee(instr, comp, callee, arg_shapes, what):
                   % (what, callee.name, p.parameter_number, p.shape.to_text(False), s.to_text(False)))
 
 
+NEEDS_TO_APPLY = frozenset(("reduce", "reduce-window", "map", "sort", "scatter", "call", "all-reduce",
+                            "reduce-scatter"))
+
+
 def _check_shape(instr, comp):
     op, ops, shape, a = instr.opcode, instr.operands, instr.shape, instr.attrs
+    if op in NEEDS_TO_APPLY and "to_apply" not in a:
+        _fail(instr, comp, "%s needs a to_apply computation" % op)
+    if op == "select-and-scatter" and ("select" not in a or "scatter" not in a):
+        _fail(instr, comp, "select-and-scatter needs select and scatter computations")
     if op in ARITY and len(ops) != ARITY[op]:
         _fail(instr, comp, "%s takes %d operands, has %d" % (op, ARITY[op], len(ops)))
     if op == "bitcast-convert" and ops:
