@@ -227,9 +227,9 @@ class Kernels:
         m = em.chip(em.sbuf("am", pn, 1, "float32"), "float32", pn, [[1, 1]])
         em.inst("tensor_reduce", "DVE", [m], [vf.ap], op=ext, axes=1)
         eq = te.new_tile("float32", "ameq")
-        em.inst("tensor_scalar", "DVE", [eq.ap], [vf.ap], op0="eq", operand0=m, operand0_ap=True)
+        em.inst("tensor_scalar", "DVE", [eq.ap], [vf.ap, m], op0="eq", operand0_ap=True)
         # candidate index = idx where equal else BIG; first index = min over candidates
-        big = float(2 ** 30)
+        big = float(2 ** 23)          # exact in fp32 together with every index below it
         idf = te.cast(idx, "float32")
         cand = te.new_tile("float32", "amc")
         # cand = (idx - big) * eq + big
