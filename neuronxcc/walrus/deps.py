@@ -5,10 +5,11 @@ different *streams* and expressing each as a semaphore wait; the transitive
 reduction of those waits (dep_reduction).
 
 Streams: each compute engine runs its instructions in program order (stream
-``PE``, ``ACT``, ``DVE``, ``POOL``, ``SP``); a DMA runs on its queue
-(stream ``Q_<queue>``), in issue order within the queue, asynchronously to
-the engine that triggers it. Instructions of one stream need no semaphore
-between them.
+``PE``, ``ACT``, ``DVE``, ``POOL``, ``SP``); a DMA runs on its queue in
+issue order, asynchronously to the engine that triggers it, so DMAs that one
+engine issues to one queue form a stream (``Q_<engine>_<queue>``): two
+engines feeding one queue are not ordered with each other. Instructions of
+one stream need no semaphore between them.
 
 Dependences: two accesses conflict when they touch the same memory (after
 allocation: the same SBUF/PSUM array; before: the same memloc; HBM: the same
@@ -21,7 +22,7 @@ of their own. For a conflicting pair a < b in program order:
     instance in the previous iteration of the innermost shared loop.
 
 Semaphores: every instruction that some other stream waits on signals its
-stream's semaphore (``S_<engine>`` / ``Q_<queue>``) by 1 when it completes.
+stream's semaphore (``S_<engine>`` / ``Q_<engine>_<queue>``) by 1 when it completes.
 A wait value is the number of signals its source stream has given when the
 awaited instance completes: an affine pelican expression of the loop
 variables (static trip counts; ``While``/``If`` bodies may not hold
@@ -40,7 +41,7 @@ from neuronxcc.walrus.program import operands
 
 def stream_of(instr):
     if instr.opcode == "dma_copy":
-        return "Q_" + str(instr.attrs.get("queue", "q0"))
+        return "Q_%s_%s" % (instr.engine, instr.attrs.get("queue", "q0"))
     return "S_" + instr.engine
 
 

@@ -47,3 +47,156 @@ def check_placement(values, capacity, num_partitions=128, align=1, bank_bytes=0)
             if live and parts and byts:
                 bad.append("values %d and %d overlap while both live" % (i, j))
     return bad
+
+
+# -- dynamic checks over BIR modules (independent of walrus) -------------------------
+
+def dynamic_instances(module):
+    """[(instr, env)] in program order, loops expanded (no While/If in test programs)."""
+    out = []
+
+    def walk(body, env):
+        for n in body:
+            if n.kind == "inst":
+                out.append((n, dict(env)))
+            elif n.kind == "loop":
+                for v in range(n.start, n.stop, n.step):
+                    env[n.var] = v
+                    walk(n.body, env)
+                env.pop(n.var, None)
+            else:
+                raise NotImplementedError("dynamic_instances: %s" % n.kind)
+    walk(module.body, {})
+    return out
+
+
+class _NoTimeline:
+    def step(self, instr, env, *rest):
+        return 0.0, 0.0
+
+
+def run_interleaved(module, inputs, seed, target="trn1"):
+    """Execute ``module`` with its engine streams interleaved at random, honouring only
+    the semaphores: an engine issues its instructions in program order, each once
+    its waits hold; a DMA issued by an engine runs later on its queue (queues in
+    order); signals apply when an instruction (a DMA: its transfer) completes.
+    Raises AssertionError on a deadlock. Returns the outputs.
+    """
+    import collections
+    import random
+
+    from neuronxcc.hwm import get_target
+    from neuronxcc.starfish.birsim.executor import Executor
+    from neuronxcc.starfish.birsim.state import MachineState
+
+    tm = get_target(target)
+    module.ensure_ids()
+    st = MachineState(module, tm, poison=True)
+    for name, v in zip(module.inputs, inputs):
+        st.set_input(name, v)
+    ex = Executor(module, st, _NoTimeline())
+    rnd = random.Random(seed)
+    streams = collections.OrderedDict()
+    for ins, env in dynamic_instances(module):
+        streams.setdefault(ins.engine, []).append((ins, env))
+    heads = {e: 0 for e in streams}
+    queues = collections.OrderedDict()
+    sems = collections.Counter()
+    weight = {e: rnd.choice([0.05, 1.0, 20.0]) for e in streams}
+
+    def ready(ins, env):
+        for sem, v in ins.waits:
+            val = v if isinstance(v, int) else v.eval(env)
+            if sems[sem] < val:
+                return False
+        return True
+
+    def run(ins, env):
+        ex.env = env
+        ex.execute(ins)
+        for sem, inc in ins.signals:
+            sems[sem] += inc
+
+    while True:
+        actions = []
+        for e, seq in streams.items():
+            if heads[e] < len(seq) and ready(*seq[heads[e]]):
+                actions.append(("issue", e))
+        for q, dq in queues.items():
+            if dq:
+                actions.append(("dma", q))
+        if not actions:
+            left = sum(len(seq) - heads[e] for e, seq in streams.items())
+            assert left == 0, "deadlock with %d instructions left; heads: %s" % (
+                left, {e: (seq[heads[e]][0].id if heads[e] < len(seq) else None) for e, seq in streams.items()})
+            break
+        ws = [weight.get(a[1], rnd.choice([0.05, 1.0, 20.0])) for a in actions]
+        kind, k = rnd.choices(actions, weights=ws)[0]
+        if kind == "issue":
+            ins, env = streams[k][heads[k]]
+            heads[k] += 1
+            if ins.opcode == "dma_copy":
+                q = ins.attrs.get("queue", "q0")
+                queues.setdefault(q, collections.deque()).append((ins, env))
+                weight.setdefault(q, rnd.choice([0.05, 1.0, 20.0]))
+            else:
+                run(ins, env)
+        else:
+            ins, env = queues[k].popleft()
+            run(ins, env)
+    return [st.get_tensor(n) for n in module.outputs]
+
+
+def raw_equal(a, b):
+    """Bitwise equality (NaN payloads included)."""
+    import numpy as np
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes()
+
+
+def check_no_clobber(module, target="trn1"):
+    """Walk the program in order; every on-chip read must find the bytes its memloc last
+    wrote (no other memloc wrote them in between). PSUM matmul outputs must stay in a
+    bank. Returns a list of violations. Uses only the memlocs' addresses and the APs.
+    """
+    import numpy as np
+
+    from neuronxcc.hwm import get_target
+    from neuronxcc.starfish.birpy import dtypes as dt
+    tm = get_target(target)
+    ids = {name: k for k, name in enumerate(module.memlocs)}
+    owner = {"SBUF": np.full((tm.num_partitions, tm.sbuf_partition_bytes), -1, np.int32),
+             "PSUM": np.full((tm.num_partitions, tm.psum_partition_bytes), -1, np.int32)}
+    bad = []
+
+    def cells(ap, env):
+        ml = module.memlocs[ap.target]
+        isz = dt.itemsize(ap.dtype)
+        off = ap.offset.eval(env)
+        idx = np.array([off])
+        for step, num in ap.pattern:
+            idx = (idx[:, None] + step * np.arange(num)[None, :]).reshape(-1)
+        byts = (ml.byte_offset + idx[:, None] * isz + np.arange(isz)[None, :]).reshape(-1)
+        p0 = ml.start_partition + ap.start_partition
+        return ml, slice(p0, p0 + ap.num_partitions), byts
+
+    for ins, env in dynamic_instances(module):
+        for ap in ins.srcs:
+            if ap.target not in module.memlocs:
+                continue
+            ml, ps, byts = cells(ap, env)
+            o = owner[ml.memory][ps][:, byts]
+            wrong = (o != ids[ap.target]) & (o != -1)
+            if wrong.any():
+                other = list(module.memlocs)[int(o[wrong][0])]
+                bad.append("#%s reads %s but %s overwrote it" % (ins.id, ap.target, other))
+        for ap in ins.dsts:
+            if ap.target not in module.memlocs:
+                continue
+            ml, ps, byts = cells(ap, env)
+            owner[ml.memory][ps, byts[:, None].T] = ids[ap.target]
+            if ins.opcode == "matmul":
+                bank = tm.psum_bank_bytes
+                if byts.min() // bank != byts.max() // bank:
+                    bad.append("#%s matmul output crosses a PSUM bank" % ins.id)
+    return bad

@@ -1,0 +1,102 @@
+"""Random small BIR programs with loops, for the walrus tests.
+
+Programs move data between HBM and a few SBUF buffers and combine them with
+ACT/DVE/POOL ops (and the PE through PSUM) in loops, on partial partition
+and free ranges, so that there are RAW, WAR and WAW dependences within and
+across iterations, between engines and between DMA queues. All arithmetic
+is linear with small constants (no overflow, no NaN), so results are exact
+and any reordering that breaks a dependence changes them.
+"""
+import numpy as np
+
+from neuronxcc import pelican
+from neuronxcc.starfish import birpy as B
+
+F = 16          # fp32 elements per partition in a buffer
+
+
+def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True):
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(trips[0], trips[1] + 1))
+    J = int(rng.integers(1, 3)) if nested else 1
+    m = B.Module("rand%d" % seed)
+    m.add_tensor("x", "input", "float32", (128, T * J * F))
+    m.add_tensor("y", "output", "float32", (128, T * J * F))
+    m.add_tensor("z", "output", "float32", (nbuf, 128, F))
+    bufs = ["b%d" % k for k in range(nbuf)]
+    for b in bufs:
+        m.add_memloc(b, "SBUF", 128, F * 4)
+    if with_pe:
+        m.add_memloc("ps", "PSUM", 128, F * 4)
+        m.add_memloc("ident", "SBUF", 128, 128 * 4)
+    bld = B.Builder(m)
+
+    def chip(name, p0, np_, f0, nf):
+        return B.AccessPattern(name, "float32", f0, [[1, nf]], p0, np_)
+
+    for b in bufs:
+        bld.inst("memset", str(rng.choice(["DVE", "POOL"])), [chip(b, 0, 128, 0, F)], value=float(rng.integers(-3, 4)))
+    if with_pe:
+        # an identity matrix for PE "copies" through PSUM: iota(p - f) == 0
+        bld.inst("memset", "POOL", [chip("ident", 0, 128, 0, 128)], value=1.0)
+        bld.inst("affine_select", "POOL", [chip("ident", 0, 128, 0, 128)], [chip("ident", 0, 128, 0, 128)],
+                 pattern=[[-1, 128]], offset=0, channel_multiplier=1, cmp="eq", on_false=0.0)
+
+    def shape():
+        pr = [(0, 128), (0, 64), (64, 64), (32, 32)][int(rng.integers(0, 4))]
+        fr = [(0, F), (0, F // 2), (F // 2, F // 2)][int(rng.integers(0, 3))]
+        return pr, fr
+
+    def op(iv):
+        kind = rng.choice(["load", "unary", "binary", "act", "copy", "store", "store_fixed"] +
+                          (["pe"] if with_pe else []))
+        (p0, np_), (f0, nf) = shape()
+        a, b, c = (str(x) for x in rng.choice(bufs, 3))
+        q = str(rng.choice(["q0", "q1", "q2"]))
+        eng_dma = str(rng.choice(["SP", "ACT", "POOL"]))
+        if kind == "load":
+            bld.inst("dma_copy", eng_dma, [chip(a, p0, np_, f0, nf)],
+                     [B.AccessPattern("x", "float32", iv * F + p0 * (T * J * F) + f0, [[T * J * F, np_], [1, nf]])],
+                     queue=q)
+        elif kind == "unary":
+            bld.inst("tensor_scalar", str(rng.choice(["DVE", "ACT", "POOL"])), [chip(a, p0, np_, f0, nf)],
+                     [chip(b, p0, np_, f0, nf)], op0="mult", operand0=float(rng.choice([0.5, -1.0, 2.0])),
+                     op1="add", operand1=float(rng.integers(-2, 3)))
+        elif kind == "binary":
+            bld.inst("tensor_tensor", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
+                     [chip(b, p0, np_, f0, nf), chip(c, p0, np_, f0, nf)], op=str(rng.choice(["add", "subtract"])))
+        elif kind == "act":
+            bld.inst("activation", "ACT", [chip(a, p0, np_, f0, nf)], [chip(b, p0, np_, f0, nf)],
+                     func="identity", scale=0.5, bias=1.0)
+        elif kind == "copy":
+            bld.inst("tensor_copy", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
+                     [chip(b, p0, np_, f0, nf)])
+        elif kind in ("store", "store_fixed"):
+            off = (iv * F if kind == "store" else pelican.const(0)) + p0 * (T * J * F) + f0
+            bld.inst("dma_copy", eng_dma, [B.AccessPattern("y", "float32", off, [[T * J * F, np_], [1, nf]])],
+                     [chip(a, p0, np_, f0, nf)], queue=q)
+        else:  # PE: ps = ident[:, :np] ^T @ b[0:128] ... keep K = 128 partitions from partition 0
+            bld.inst("matmul", "PE", [chip("ps", 0, 128, 0, F)], [chip("ident", 0, 128, 0, 128), chip(b, 0, 128, 0, F)],
+                     psum_zero=True)
+            bld.inst("tensor_copy", str(rng.choice(["DVE", "ACT"])), [chip(a, p0, np_, f0, nf)],
+                     [chip("ps", p0, np_, f0, nf)])
+
+    nops = int(rng.integers(4, 9))
+    with bld.loop("i", 0, T) as i:
+        if J > 1:
+            with bld.loop("j", 0, J) as j:
+                for _ in range(nops):
+                    op(i * J + j)
+        else:
+            for _ in range(nops):
+                op(i)
+    for k, b in enumerate(bufs):
+        bld.inst("dma_copy", "SP", [B.AccessPattern("z", "float32", k * 128 * F, [[F, 128], [1, F]])],
+                 [chip(b, 0, 128, 0, F)], queue="q0")
+    bld.finish()
+    return m
+
+
+def inputs_for(module, seed=0):
+    rng = np.random.default_rng(seed + 1000)
+    return [rng.integers(-4, 5, module.tensors[n].shape).astype(np.float32) for n in module.inputs]
