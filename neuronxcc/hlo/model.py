@@ -431,6 +431,9 @@ class HloModule:
         self.frontend_attributes = dict(frontend_attributes or {})
         # [(output_shape_index tuple, parameter_number, parameter_shape_index tuple, kind str)]
         self.input_output_alias = list(input_output_alias)
+        # from a model directory: weight name -> array, and parameter number -> weight name
+        self.weights = {}
+        self.weight_parameters = {}
 
     def instructions(self):
         for c in self.computations.values():
