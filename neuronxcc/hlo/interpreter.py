@@ -35,7 +35,7 @@ from neuronxcc.hlo import interp_linalg  # noqa: F401
 from neuronxcc.hlo import interp_sort  # noqa: F401
 from neuronxcc.hlo import interp_control  # noqa: F401
 
-__all__ = ["evaluate", "is_implemented", "Evaluator", "TOKEN", "DEFAULT_MAX_TENSOR_BYTES"]
+__all__ = ["evaluate", "is_implemented", "Evaluator", "TOKEN", "DEFAULT_MAX_TENSOR_BYTES", "PLAN_BOUND"]
 
 # One tensor larger than this cannot be materialised (TensorTooLargeError).
 DEFAULT_MAX_TENSOR_BYTES = 8 << 30
@@ -48,13 +48,17 @@ _LIFTABLE_OPS = {"parameter", "constant", "tuple", "get-tuple-element", "call", 
                  "after-all", "add-dependency", "partition-id", "replica-id"}
 
 
+# Opcodes whose values the plan binds directly (arguments, literals) instead of a handler.
+PLAN_BOUND = ("parameter", "constant")
+
+
 def is_implemented(opcode, custom_call_target=None):
     """True when the interpreter has a handler for ``opcode`` (same table as list-operators)."""
     if not _ops.is_implemented(opcode, custom_call_target):
         return False
     if opcode == "custom-call" and custom_call_target is not None:
         return _ops.CUSTOM_CALL_TARGETS[custom_call_target] in HANDLERS
-    return _ops.OPS[opcode].handler in HANDLERS
+    return opcode in PLAN_BOUND or _ops.OPS[opcode].handler in HANDLERS
 
 
 def evaluate(module, inputs, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES):

@@ -1,0 +1,123 @@
+"""xla_infergoldens: a thin tool over the interpreter. Run as the pipeline
+runs it (the starfish/bin launcher) for the exit-status contract, and in
+process for the rest."""
+import numpy as np
+import pytest
+
+import ml_dtypes
+
+from support import corpus
+from support.cli import run_tool
+from neuronxcc.hlo import load_module
+from neuronxcc.hlo.infergoldens import index_limits, main, random_inputs, read_npz
+from neuronxcc.hlo.tolerances import mismatch
+
+
+def _write(tmp_path, name, size="small", form="proto"):
+    p = corpus.get(name)
+    args = p.make_args(0, size)
+    pb, text = corpus.lower(p, args)
+    path = tmp_path / (name + (".pb" if form == "proto" else ".hlo"))
+    if form == "proto":
+        path.write_bytes(pb)
+    else:
+        path.write_text(text)
+    return p, args, str(path)
+
+
+def test_tool_with_given_inputs_matches_xla(tmp_path):
+    p, args, model = _write(tmp_path, "mlp_gelu_softmax")
+    np.savez(tmp_path / "in.npz", **{"input%d" % i: a for i, a in enumerate(args)})
+    r = run_tool("xla_infergoldens", [model, "--inputs", str(tmp_path / "in.npz"), "--output",
+                                      str(tmp_path / "g.npz")])
+    assert r.returncode == 0, r.stderr
+    ins, outs = read_npz(str(tmp_path / "g.npz"), load_module(model))
+    for a, b in zip(ins, args):
+        np.testing.assert_array_equal(a, b)
+    ref = corpus.reference(p, args)
+    assert len(outs) == len(ref)
+    for a, b in zip(outs, ref):
+        assert not mismatch(a, b)
+
+
+def test_random_inputs_are_seeded_and_valid(tmp_path):
+    p, args, model = _write(tmp_path, "gather_scatter", form="text")
+    out1, out2, out3 = (str(tmp_path / n) for n in ("a.npz", "b.npz", "c.npz"))
+    assert main([model, "--output", out1, "--seed", "3"]) == 0
+    assert main([model, "--output", out2, "--seed", "3"]) == 0
+    assert main([model, "--output", out3, "--seed", "4"]) == 0
+    m = load_module(model)
+    a_in, a_out = read_npz(out1, m)
+    b_in, b_out = read_npz(out2, m)
+    c_in, _ = read_npz(out3, m)
+    assert all(np.array_equal(x, y) for x, y in zip(a_in + a_out, b_in + b_out))
+    assert not np.array_equal(a_in[0], c_in[0])
+    idx = a_in[1]
+    assert idx.dtype == np.int32 and idx.min() >= 0 and idx.max() < args[0].shape[0]
+    # the goldens are what XLA computes on those inputs
+    for a, b in zip(a_out, corpus.reference(p, a_in)):
+        assert not mismatch(a, b)
+
+
+def test_index_limits_follow_dynamic_slices(tmp_path):
+    _, args, model = _write(tmp_path, "kv_cache_update")
+    m = load_module(model)
+    lim = index_limits(m)
+    assert 2 in lim and lim[2] <= args[0].shape[0] - args[1].shape[0] + 1
+    ins = random_inputs(m, 0)
+    assert [a.shape for a in ins] == [a.shape for a in args]
+    assert [a.dtype for a in ins] == [a.dtype for a in args]
+
+
+def test_bf16_and_bool_round_trip(tmp_path):
+    _, args, model = _write(tmp_path, "bf16_matmul")
+    out = str(tmp_path / "g.npz")
+    assert main([model, "--output", out]) == 0
+    ins, outs = read_npz(out, load_module(model))
+    assert ins[0].dtype == ml_dtypes.bfloat16 and outs[0].dtype == np.float32
+    assert outs[1].dtype == ml_dtypes.bfloat16
+
+
+def test_over_budget_is_skipped(tmp_path):
+    _, _, model = _write(tmp_path, "matmul_grad")
+    out = tmp_path / "g.npz"
+    out.write_bytes(b"stale")
+    r = run_tool("xla_infergoldens", [model, "--output", str(out), "--size-budget", "1000"])
+    assert r.returncode == 0, r.stderr
+    assert "skipping" in (r.stdout + r.stderr) and "size budget" in (r.stdout + r.stderr)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content, code", [
+    (b"", "NCC_EHLO001"),
+    (b"\x08\x96\x01garbage\xff\xff", "NCC_"),
+    (b"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, q)\n}\n", "NCC_"),
+])
+def test_bad_model_one_line_exit_70(tmp_path, content, code):
+    model = tmp_path / "bad"
+    model.write_bytes(content)
+    r = run_tool("xla_infergoldens", [str(model), "--output", str(tmp_path / "g.npz")])
+    assert r.returncode == 70
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("[" + code) or lines[0].startswith("[NCC_"), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    assert not (tmp_path / "g.npz").exists()
+
+
+def test_bad_inputs_file(tmp_path):
+    _, args, model = _write(tmp_path, "layernorm")
+    np.savez(tmp_path / "in.npz", input0=args[0])
+    r = run_tool("xla_infergoldens", [model, "--inputs", str(tmp_path / "in.npz"), "--output",
+                                      str(tmp_path / "g.npz")])
+    assert r.returncode == 70 and "input1" in r.stderr and "Traceback" not in r.stderr
+    np.savez(tmp_path / "in2.npz", input0=args[0][:1], input1=args[1], input2=args[2])
+    r = run_tool("xla_infergoldens", [model, "--inputs", str(tmp_path / "in2.npz"), "--output",
+                                      str(tmp_path / "g.npz")])
+    assert r.returncode == 70 and r.stderr.startswith("[NCC_EVRF002]")
+
+
+def test_missing_output_flag_and_help(tmp_path):
+    r = run_tool("xla_infergoldens", ["model.pb"])
+    assert r.returncode == 70 and "--output" in r.stderr and "Traceback" not in r.stderr
+    r = run_tool("xla_infergoldens", ["--help"])
+    assert r.returncode == 0 and "--size-budget" in r.stdout
