@@ -93,7 +93,10 @@ class Executor:
             a[2](instr, a[1])
         except BirSimError as e:
             raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
-        self.tl.step(instr, self.env)
+        st, env = self.st, self.env
+        regions = [st.region(ap, env) + (True,) for ap in instr.dsts] + \
+            [st.region(ap, env) + (False,) for ap in instr.srcs]
+        self.tl.step(instr, env, regions)
 
     # -- helpers ----------------------------------------------------------------
     def rf(self, ap):

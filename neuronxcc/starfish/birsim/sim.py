@@ -30,6 +30,7 @@ class SimResult:
         self.instructions = s["instructions"]
         self.busy_s = s["busy_s"]
         self.utilisation = s["utilisation"]
+        self.races = s["races"]
 
     def summary(self):
         return self.timeline.summary()
@@ -53,14 +54,18 @@ def _inputs_list(module, inputs):
     return inputs
 
 
-def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_dir=None, custom_op_libs=None):
-    """Run MODULE on INPUTS (list in module.inputs order, or dict by name)."""
+def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_dir=None, custom_op_libs=None,
+             sync="auto", strict=False):
+    """Run MODULE on INPUTS (list in module.inputs order, or dict by name).
+
+    sync/strict: see ``timeline`` (semaphore races are recorded, or raised
+    with strict=True; "dependencies" orders by memory conflicts instead)."""
     tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
     module.ensure_ids()
     state = MachineState(module, tm, poison=poison)
     for name, value in zip(module.inputs, _inputs_list(module, inputs)):
         state.set_input(name, value)
-    tl = Timeline(module, tm, trace=trace)
+    tl = Timeline(module, tm, trace=trace, sync=sync, strict=strict)
     libs = custom_op_libs
     if libs is None:
         cache = []
@@ -89,7 +94,7 @@ def _read_neff(path):
     return read_neff(path)
 
 
-def simulate_neff(neff_path, inputs, target=None, trace=False, poison=True):
+def simulate_neff(neff_path, inputs, target=None, trace=False, poison=True, **kw):
     """SimResult of the BIR program inside the NEFF at NEFF_PATH."""
     neff = _read_neff(neff_path)
     module = neff.module
@@ -98,8 +103,8 @@ def simulate_neff(neff_path, inputs, target=None, trace=False, poison=True):
             paths = neff.extract_custom_op_libraries(d)
             from neuronxcc.starfish.birsim.customop import load_libraries
             libs = load_libraries(paths=paths)
-            return simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs)
-    return simulate(module, inputs, target=target, trace=trace, poison=poison)
+            return simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs, **kw)
+    return simulate(module, inputs, target=target, trace=trace, poison=poison, **kw)
 
 
 def run_neff(neff_path, inputs, **kw):

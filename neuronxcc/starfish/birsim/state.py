@@ -164,6 +164,20 @@ class MachineState:
                 ap.target, lo, hi, s.tgt.nbytes, off))
         return s, s.static_base + off * s.itemsize
 
+    def region(self, ap, env):
+        """(storage key, row lo, row hi, byte lo, byte hi) touched by AP (half-open, physical)."""
+        s, base = self.resolve(ap, env)
+        t = s.tgt
+        off = (base - s.static_base) // s.itemsize
+        if t.memory == "HBM":
+            r0, r1 = 0, 1
+            b0 = t.byte0
+        else:
+            r0 = t.row0 + ap.start_partition
+            r1 = r0 + ap.num_partitions
+            b0 = t.byte0
+        return (id(t.buf), r0, r1, b0 + (off + s.ext_lo) * s.itemsize, b0 + (off + s.ext_hi + 1) * s.itemsize)
+
     def read_f(self, ap, env):
         s, base = self.resolve(ap, env)
         out = np.empty(s.n, np.float32)

@@ -10,6 +10,17 @@ Model (program order is the order instructions execute in):
     and signals at the end of the transfer;
   * a wait that the signals issued so far (in program order) can never satisfy
     is a deadlock: BirSimError.
+  * memory dependences: every operand's touched region (rows x bytes bounding
+    box of the physical storage) is recorded with its end time. In
+    ``sync="semaphores"`` mode (default when the module has any wait or
+    signal) an instruction that starts before a conflicting access of another
+    track (RAW, WAR, WAW) has ended is recorded as a race
+    (``summary()["races"]``; ``strict=True`` raises BirSimError). In
+    ``sync="dependencies"`` mode (default for a module without semaphores,
+    e.g. BIR before walrus scheduling) the instruction simply starts after
+    them, which gives a meaningful estimate for unsynchronised BIR. Only the
+    last 64 accesses per storage are remembered; bounding boxes can report a
+    race for interleaved but disjoint patterns.
 Totals: ``total_s`` = the last end time; per track busy seconds and
 utilisation = busy / total. Trace: Chrome trace-event JSON, one track (tid) per
 engine and DMA queue, one "X" event per executed instruction.
@@ -64,7 +75,16 @@ class _Sem:
 
 
 class Timeline:
-    def __init__(self, module, tm, trace=False):
+    def __init__(self, module, tm, trace=False, sync="auto", strict=False):
+        if sync == "auto":
+            has_sem = any(n.kind == "inst" and (n.waits or n.signals) for n in module.walk())
+            sync = "semaphores" if has_sem else "dependencies"
+        if sync not in ("semaphores", "dependencies"):
+            raise ValueError("sync must be auto, semaphores or dependencies")
+        self.sync = sync
+        self.strict = strict
+        self.races = []
+        self._acc = {}
         self.module = module
         self.tm = tm
         self.free = {}
@@ -83,8 +103,30 @@ class Timeline:
             self._costs[id(instr)] = c
         return c[1]
 
-    def step(self, instr, env):
-        """Account one execution of INSTR; returns (start, end) seconds."""
+    def _dep_time(self, track, regions):
+        dep = 0.0
+        who = None
+        for key, r0, r1, b0, b1, w in regions:
+            for (q0, q1, c0, c1, end, trk, wr, iid) in self._acc.get(key, ()):
+                if trk == track or end <= dep or not (w or wr):
+                    continue
+                if r0 < q1 and q0 < r1 and b0 < c1 and c0 < b1:
+                    dep = end
+                    who = iid
+        return dep, who
+
+    def _record(self, track, regions, end, iid):
+        for key, r0, r1, b0, b1, w in regions:
+            lst = self._acc.get(key)
+            if lst is None:
+                lst = self._acc[key] = []
+            lst.append((r0, r1, b0, b1, end, track, w, iid))
+            if len(lst) > 64:
+                del lst[0]
+
+    def step(self, instr, env, regions=()):
+        """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
+        Returns (start, end) seconds."""
         t = self.free.get(instr.engine, 0.0)
         for sem, v in instr.waits:
             if not isinstance(v, int):
@@ -98,6 +140,9 @@ class Timeline:
             if at > t:
                 t = at
         cost = self._cost(instr)
+        dep, who = self._dep_time(cost.track, regions) if regions else (0.0, None)
+        if self.sync == "dependencies" and dep > t:
+            t = dep
         if cost.track == instr.engine:
             start = t
             end = t + cost.busy_s
@@ -108,6 +153,15 @@ class Timeline:
             self.free[cost.track] = end
             if instr.engine not in self.free:
                 self.free[instr.engine] = t
+        if dep > start * (1 + 1e-12) + 1e-15 and self.sync == "semaphores":
+            msg = "instruction #%s %s@%s starts at %.4g us before #%s's conflicting access ends (%.4g us)" % (
+                instr.id, instr.opcode, instr.engine, start * 1e6, who, dep * 1e6)
+            if self.strict:
+                raise BirSimError("race: " + msg)
+            if len(self.races) < 1000:
+                self.races.append(msg)
+        if regions:
+            self._record(cost.track, regions, end, instr.id)
         self.busy[cost.track] = self.busy.get(cost.track, 0.0) + (end - start)
         for sem, inc in instr.signals:
             s = self.sems.get(sem)
@@ -134,7 +188,7 @@ class Timeline:
     def summary(self):
         total = self.end
         tracks = sorted(self.busy)
-        return {"total_s": total, "instructions": self.count,
+        return {"total_s": total, "instructions": self.count, "sync": self.sync, "races": list(self.races),
                 "busy_s": {k: self.busy[k] for k in tracks},
                 "utilisation": {k: (self.busy[k] / total if total > 0 else 0.0) for k in tracks}}
 

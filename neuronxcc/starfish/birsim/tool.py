@@ -1,0 +1,92 @@
+"""The ``birsim`` tool: run a NEFF's BIR program on the simulator.
+
+    birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json] [--target trn1] [--summary S.json]
+
+IN.npz holds ``input{i}`` in parameter order; OUT.npz gets ``output{i}`` in
+flattened result order. ``--trace`` writes Chrome trace-event JSON (one track
+per engine and DMA queue). Exit 0 on success; 70 with one ``[NCC_...]`` line
+on stderr on any compiler error (bad NEFF, bad inputs, a simulation fault).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from neuronxcc.errors import CompilerError, InputFileError, InternalCompilerError
+
+__all__ = ["main"]
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="birsim", description="Run the BIR program of a NEFF on the BIR simulator.")
+    p.add_argument("neff", help="the NEFF file")
+    p.add_argument("--inputs", help="npz with input0, input1, ... (parameter order)")
+    p.add_argument("--output", required=True, help="npz to write output0, output1, ... (flattened result order)")
+    p.add_argument("--trace", help="write a Chrome trace-event JSON here")
+    p.add_argument("--target", help="hardware model (default: the module's target)")
+    p.add_argument("--summary", help="write the timing summary JSON here")
+    return p
+
+
+def _load_inputs(path):
+    if path is None:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise InputFileError("cannot read inputs %s: %s" % (path, e))
+
+
+def run(args):
+    from neuronxcc.starfish.birsim.sim import _read_neff, simulate
+
+    if not os.path.isfile(args.neff):
+        raise InputFileError("NEFF file %s does not exist" % args.neff)
+    given = _load_inputs(args.inputs)
+    neff = _read_neff(args.neff)
+    module = neff.module
+    inputs = []
+    for i, name in enumerate(module.inputs):
+        key = "input%d" % i
+        if key not in given:
+            raise InputFileError("inputs file has no %s (the program takes %d inputs)" % (key, len(module.inputs)))
+        inputs.append(given[key])
+    libs = None
+    if getattr(neff, "ucode_lib", None):
+        import tempfile
+
+        from neuronxcc.starfish.birsim.customop import load_libraries
+        tmp = tempfile.TemporaryDirectory(prefix="birsim-customop-")
+        libs = load_libraries(paths=neff.extract_custom_op_libraries(tmp.name))
+    res = simulate(module, inputs, target=args.target, trace=bool(args.trace), custom_op_libs=libs)
+    tmp_out = args.output + ".tmp.npz"
+    np.savez(tmp_out, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
+    os.replace(tmp_out, args.output)
+    if args.trace:
+        res.write_trace(args.trace)
+    s = res.summary()
+    if args.summary:
+        with open(args.summary, "w") as f:
+            json.dump(s, f, indent=1)
+    sys.stdout.write("birsim: %d instructions, estimated %.3f us\n" % (s["instructions"], s["total_s"] * 1e6))
+    return 0
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except CompilerError as e:
+        sys.stderr.write(e.one_line() + "\n")
+        return 70
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        err = InternalCompilerError("birsim failed: %s: %s" % (type(e).__name__, e))
+        sys.stderr.write(err.one_line() + "\n")
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())
