@@ -95,8 +95,16 @@ class CommandDriver:
     def __init__(self):
         from neuronxcc.driver.Arguments import InterceptingArgumentParser
 
-        self.argparser = InterceptingArgumentParser(prog="neuronx-cc", usage=USAGE, add_help=False)
-        a = self.argparser.add_argument
+        self.argparser = self._makeParser(InterceptingArgumentParser, with_subcommand=True)
+        # The same driver flags without the positional: used when a subcommand flag's value
+        # before the subcommand ("--target trn1 compile ...") was taken for the subcommand.
+        self.flagparser = self._makeParser(InterceptingArgumentParser, with_subcommand=False)
+        self.known_commands = self._discoverCommands()
+
+    @staticmethod
+    def _makeParser(cls, with_subcommand):
+        p = cls(prog="neuronx-cc", usage=USAGE, add_help=False)
+        a = p.add_argument
         a("--version", "-V", action=VersionAction, help="print the compiler version and exit")
         a("--verbose", default="warning",
           help="console log level: debug, info, user, warning, error, critical (any case) or a number")
@@ -104,8 +112,20 @@ class CommandDriver:
         a("--logfile-verbose", default="debug", help="log-file level (default debug)")
         a("--fork-subcommand", action="store_true", help=argparse.SUPPRESS)
         a("-h", "--help", action="store_true", dest="help")
-        a("subcommand", nargs="?", default=None)
-        self.known_commands = self._discoverCommands()
+        if with_subcommand:
+            a("subcommand", nargs="?", default=None)
+        return p
+
+    def splitArgs(self, argv):
+        """(known_args, delegated_args) for argv without the program name (see module docstring)."""
+        known_args, delegated_args = self.argparser.parse_known_args(argv)
+        name = known_args.subcommand
+        if name is not None and name not in self.known_commands:
+            at = next((i for i, tok in enumerate(argv) if tok in self.known_commands), None)
+            if at is not None:
+                known_args, delegated_args = self.flagparser.parse_known_args(argv[:at] + argv[at + 1:])
+                known_args.subcommand = argv[at]
+        return known_args, delegated_args
 
     @staticmethod
     def _discoverCommands():
@@ -148,7 +168,7 @@ class CommandDriver:
 
         argv = list(argv[1:])
         try:
-            known_args, delegated_args = self.argparser.parse_known_args(argv)
+            known_args, delegated_args = self.splitArgs(argv)
         except SystemExit as e:  # --version
             return e.code if isinstance(e.code, int) else 0
         except Exception as e:

@@ -143,7 +143,7 @@ def _split_and_parse(argv):
     """What the driver hands compile for a full neuronx-cc argv, parsed."""
     from neuronxcc.driver.CommandDriver import CommandDriver
 
-    known, delegated = CommandDriver().argparser.parse_known_args(argv)
+    known, delegated = CommandDriver().splitArgs(argv)
     assert known.subcommand == "compile"
     args = CompileCommand().parseArgs(delegated)
     return known, args
@@ -155,6 +155,8 @@ ORDERS = [
     ["compile", ADD_PB, "--framework", "XLA", "--target", "trn1", "--output", "out.neff", "--verbose=35"],
     ["--verbose=35", "compile", "--output", "out.neff", "--target=trn1", "--framework=XLA", ADD_PB],
     ["compile", "--framework", "XLA", "--target", "trn1", "-o", "out.neff", ADD_PB, "--verbose", "35"],
+    ["--target", "trn1", "--framework", "XLA", "compile", ADD_PB, "--output", "out.neff", "--verbose=35"],
+    ["--verbose", "35", "--target", "trn1", "compile", ADD_PB, "--output=out.neff"],
 ]
 
 
