@@ -123,14 +123,15 @@ def schedule(module, ctx, physical):
         if len(order) != len(bsites):
             raise RuntimeError("dependence cycle in a straight-line block")
         before = _replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
-        if makespan >= before - 1e-15 or list(order) == list(range(len(bsites))):
+        force = ctx.options.get("sched_force", False)
+        if list(order) == list(range(len(bsites))) or (makespan >= before - 1e-15 and not force):
             continue        # keep the codegen's order unless the schedule is faster
         first = bsites[0].index
         new = [bsites[k].instr for k in order]
         owner[first:first + len(new)] = new
         changed += 1
         trips = prog.dynamic_count(bsites[0]) or 1
-        gain += (before - makespan) * trips
+        gain += float(before - makespan) * trips
     if changed:
         module.renumber()
         ctx.analyses.clear()
