@@ -200,6 +200,9 @@ class Job:
         if err is not None and returncode > 0:
             raise err
         how = ("killed by signal %d" % -returncode) if returncode < 0 else ("exit status %d" % returncode)
+        tail = [l.strip() for l in (output or "").splitlines() if l.strip()]
+        if tail:
+            how += "; last output: %s" % tail[-1][:300]
         raise ChildProcessJobError('Child process job "%s" exited abnormally! (%s)' % (self.getName(), how))
 
     # -- running -----------------------------------------------------------------------

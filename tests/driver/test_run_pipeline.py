@@ -172,6 +172,19 @@ def test_output_published_only_when_every_job_passes(tmp_path, monkeypatch):
     assert not glob.glob(str(tmp_path / "keep.neff.tmp-*"))
 
 
+def test_pipeline_log_lines_and_progress_dots(tmp_path, monkeypatch, caplog, capsys):
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        assert _run(tmp_path, monkeypatch, [_WriteNeff], "p.neff") == 0
+    text = caplog.text
+    for pat in (r"Intermediate files stored in \S+neuronxcc-\w+, output in \S+p\.neff",
+                r"Running pipeline compile 1", r"Starting job Kelper",
+                r"Finished job Kelper in \d+\.\d{3} seconds", r"Finished pipeline compile in \d+\.\d{3} seconds"):
+        assert re.search(pat, text), pat
+    assert capsys.readouterr().out == ".\n"
+
+
 def test_kelper_without_neff_is_an_internal_error(tmp_path, monkeypatch):
     from neuronxcc.errors import InternalCompilerError
 
