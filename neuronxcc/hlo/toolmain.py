@@ -10,7 +10,8 @@ import os
 import sys
 import tempfile
 
-from neuronxcc.errors import CompilerError, CompilerInvalidInputException, InputFileError, InternalCompilerError
+from neuronxcc.errors import (CompilerError, CompilerInvalidInputException, InputFileError,  # noqa: F401
+                              InternalCompilerError)
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -20,7 +21,8 @@ class ArgParser(argparse.ArgumentParser):
 
 def run(prog, body, argv, log):
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+        # stderr: stdout may carry the tool's output (hlo-opt --output-type text)
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         return body(argv)
     except CompilerError as e:
