@@ -20,19 +20,24 @@ construct/subs/simplify). The values of both are cross-checked and any
 disagreement is printed. Never asserts. ``--quick`` for a short run.
 """
 import argparse
+import os
 import random
 import statistics
 import sys
 import time
 
-import numpy as np
+# Single-threaded comparison: idle BLAS worker threads only steal cycles here.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 try:
     import sympy
 except ImportError:  # pragma: no cover
     sympy = None
 
-from neuronxcc.pelican import max_, min_, var  # noqa: F401  (max_ kept for recipes)
+from neuronxcc.pelican import min_, var  # noqa: E402
 
 
 # ---------------------------------------------------------------- recipes
@@ -64,6 +69,30 @@ def make_recipes(count, seed=1234):
             t = ("add", t, ("min", ("add", ("var", names[0]), ("const", rng.randrange(1, 9))), ("const", 100)))
         out.append((names, t))
     return out
+
+
+def to_source(t):
+    """The recipe as Python source, the way index code is written by hand."""
+    op = t[0]
+    if op == "var":
+        return t[1]
+    if op == "const":
+        return str(t[1])
+    if op == "add":
+        return "(%s + %s)" % (to_source(t[1]), to_source(t[2]))
+    if op == "mul":
+        return "%s * %d" % (to_source(t[1]), t[2])
+    if op == "floordiv":
+        return "%s // %d" % (to_source(t[1]), t[2])
+    if op == "mod":
+        return "%s %% %d" % (to_source(t[1]), t[2])
+    return "MIN(%s, %s)" % (to_source(t[1]), to_source(t[2]))
+
+
+def compile_builder(names, t, minfn):
+    """A function (*loop variables) -> expression, compiled from source."""
+    src = "lambda %s: %s" % (", ".join(names), to_source(t))
+    return eval(src, {"MIN": minfn})
 
 
 def build_pelican(t, env):
@@ -143,11 +172,16 @@ def main(argv=None):
     def record(name, n_ops, tp, ts):
         results.append((name, n_ops / tp, n_ops / ts, ts / tp))
 
-    # construct
-    pex = [build_pelican(t, pv) for _, t in recipes]
-    sex = [build_sympy(t, sv) for _, t in recipes]
-    tp = _median_time(lambda: [build_pelican(t, pv) for _, t in recipes], repeats)
-    ts = _median_time(lambda: [build_sympy(t, sv) for _, t in recipes], repeats)
+    # construct: straight-line Python index code, as a user writes it
+    pfun = [(compile_builder(names, t, min_), [pv[n] for n in names]) for names, t in recipes]
+    sfun = [(compile_builder(names, t, sympy.Min), [sv[n] for n in names]) for names, t in recipes]
+    pex = [f(*a) for f, a in pfun]
+    sex = [f(*a) for f, a in sfun]
+    for k, (names, t) in enumerate(recipes):
+        if pex[k] != build_pelican(t, pv) or sympy.simplify(sex[k] - build_sympy(t, sv)) != 0:
+            mismatches.append(("construct", str(pex[k]), "", ""))
+    tp = _median_time(lambda: [f(*a) for f, a in pfun], repeats)
+    ts = _median_time(lambda: [f(*a) for f, a in sfun], repeats)
     record("construct", count, tp, ts)
 
     # subs

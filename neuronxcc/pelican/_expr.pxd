@@ -1,7 +1,7 @@
 # Declarations of the pelican expression core (see _expr.pyx for the contract).
 # Other Cython modules cimport these to read expression trees without Python
 # attribute lookups (e.g. _compiled.pyx lowers a tree to a flat program).
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 # Node kinds. The numeric order is also the first key of the canonical
 # total order on expressions (constants < variables < sums < // < % < min < max).
@@ -31,6 +31,7 @@ cdef class Expr:
     cdef int64_t* cf        # K_ADD only: len(args) coefficients, owned (PyMem)
     cdef Py_hash_t hsh      # structural hash, computed at construction
     cdef Bnd ib             # intrinsic bounds (variables unbounded), used by the rules
+    cdef uint64_t vmask     # OR of 1 << (hash(name) & 63) over the variables (a filter)
 
 
 cdef Expr mk_const(int64_t v)

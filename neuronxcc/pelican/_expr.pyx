@@ -27,6 +27,7 @@ from libc.string cimport memcpy, memmove
 from neuronxcc.pelican._intmath cimport fdiv, fmod
 
 import re
+from sys import intern as _intern
 
 cdef extern from *:
     """
@@ -196,12 +197,17 @@ cdef Expr mk_const(int64_t v):
     return _new_const(v)
 
 
+cdef inline uint64_t var_bit(str name):
+    return (<uint64_t>1) << (<uint64_t>hash(name) & 63)
+
+
 cdef Expr mk_var(str name, Bnd b):
     cdef Expr e = Expr.__new__(Expr)
     e.kind = K_VAR
     e.name = name
     e.hsh = h_fix(h_mix(<uint64_t>K_VAR, <uint64_t>hash(name)))
     e.ib = b
+    e.vmask = var_bit(name)
     return e
 
 
@@ -212,12 +218,15 @@ cdef Expr mk_node(int kind, tuple args, int64_t val):
     cdef Expr a
     cdef Bnd b
     cdef Py_ssize_t i
+    cdef uint64_t vm = 0
     e.kind = kind
     e.args = args
     e.val = val
     for a in args:
         h = h_mix(h, <uint64_t>a.hsh)
+        vm |= a.vmask
     e.hsh = h_fix(h)
+    e.vmask = vm
     if kind == K_FLOORDIV:
         b = b_floordiv((<Expr>args[0]).ib, val)
     elif kind == K_MOD:
@@ -244,11 +253,14 @@ cdef Expr mk_add_take(tuple atoms, int64_t* cf, int64_t c):
     cdef Bnd b = b_make(c, c, True, True)
     cdef Py_ssize_t i
     cdef Expr a
+    cdef uint64_t vm = 0
     e.cf = cf               # owned from here on, even if something below fails
     for i in range(len(atoms)):
         a = <Expr>atoms[i]
         h = h_mix(h_mix(h, <uint64_t>a.hsh), <uint64_t>cf[i])
         b = b_add(b, b_scale(a.ib, cf[i]))
+        vm |= a.vmask
+    e.vmask = vm
     e.kind = K_ADD
     e.args = atoms
     e.val = c
@@ -455,7 +467,7 @@ cdef class Lin:
     cdef bint _fold_divmod(self) except -1:
         # c*k*(y // k) + c*(y % k) == c*y  (the division identity)
         cdef Py_ssize_t i, j
-        cdef Expr m, f
+        cdef Expr m, f, d
         cdef int64_t c, want
         for i in range(self.n):
             m = <Expr>self.at[i]
@@ -463,11 +475,15 @@ cdef class Lin:
                 continue
             c = self.cf[i]
             want = ck_mul(c, m.val)
-            f = floordiv_const(<Expr>m.args[0], m.val)
-            if f.kind == K_ADD or f.kind == K_CONST:
-                continue
+            f = None
             for j in range(self.n):
-                if self.cf[j] == want and expr_eq(<Expr>self.at[j], f):
+                d = <Expr>self.at[j]
+                if d.kind != K_FLOORDIV or self.cf[j] != want or (d.vmask & ~m.vmask) != 0:
+                    continue
+                if f is None:
+                    f = floordiv_const(<Expr>m.args[0], m.val)
+                if expr_eq(d, f):
+                    Py_INCREF(m)
                     if j > i:
                         self.remove(j)
                         self.remove(i)
@@ -475,6 +491,7 @@ cdef class Lin:
                         self.remove(i)
                         self.remove(j)
                     self.add(<Expr>m.args[0], c)
+                    Py_DECREF(m)
                     return True
         return False
 
@@ -618,6 +635,20 @@ cdef inline bint _same_block(Bnd b, int64_t k, int64_t* m) noexcept:
     return False
 
 
+cdef Expr floordiv_canon(Expr ye, int64_t k):
+    # ye // k for a dividend with nothing left to move out
+    cdef int64_t m
+    if ye.kind == K_FLOORDIV:
+        # (x // a) // k == x // (a*k)
+        return floordiv_const(<Expr>ye.args[0], ck_mul(ye.val, k))
+    if ye.kind == K_MOD and ye.val % k == 0:
+        # (x % (a*k)) // k == (x // k) % a
+        return mod_const(floordiv_const(<Expr>ye.args[0], k), ye.val // k)
+    if _same_block(ye.ib, k, &m):
+        return mk_const(m)
+    return mk_node(K_FLOORDIV, (ye,), k)
+
+
 cdef Expr floordiv_const(Expr a, int64_t k):
     cdef int64_t m, g, cf, r
     cdef Py_ssize_t i, n
@@ -631,6 +662,8 @@ cdef Expr floordiv_const(Expr a, int64_t k):
         return mk_const(fdiv(a.val, k))
     if _same_block(a.ib, k, &m):
         return mk_const(m)
+    if a.kind != K_ADD:
+        return floordiv_canon(a, k)
     # (k*x + y) // k == x + y // k: move the terms divisible by k out.
     q = new_lin()
     y = new_lin()
@@ -663,14 +696,7 @@ cdef Expr floordiv_const(Expr a, int64_t k):
             Py_DECREF(atom)
             break
     if res is None:
-        ye = y.build()
-        if ye.kind == K_MOD and ye.val % k == 0:
-            # (x % (a*k)) // k == (x // k) % a
-            res = mod_const(floordiv_const(<Expr>ye.args[0], k), ye.val // k)
-        elif _same_block(ye.ib, k, &m):
-            res = mk_const(m)
-        else:
-            res = mk_node(K_FLOORDIV, (ye,), k)
+        res = floordiv_canon(y.build(), k)
     if q.n == 0:
         return add_const(res, q.c)
     q.add(res, 1)
@@ -690,6 +716,10 @@ cdef Expr mod_const(Expr a, int64_t k):
         return mk_const(fmod(a.val, k))
     if _same_block(a.ib, k, &m):
         return add_const(a, -ck_mul(m, k))
+    if a.kind != K_ADD:
+        if a.kind == K_MOD and a.val % k == 0:
+            return mod_const(<Expr>a.args[0], k)
+        return mk_node(K_MOD, (a,), k)
     y = new_lin()
     n = nterms(a)
     for i in range(n):
@@ -734,6 +764,27 @@ cdef bint _const_diff(Expr a, Expr b, int64_t* d) except -1:
             return False
     d[0] = const_of(a) - const_of(b)
     return True
+
+
+cdef Expr minmax2(int kind, Expr a, Expr b):
+    """min/max of two expressions: the common case without list juggling."""
+    cdef int64_t d
+    cdef int r
+    cdef bint is_min = kind == K_MIN
+    if a.kind == kind or b.kind == kind:
+        return minmax(kind, [a, b])
+    if a.kind == K_CONST and b.kind == K_CONST:
+        return a if ((a.val <= b.val) == is_min) else b
+    if b_le(a.ib, b.ib):
+        return a if is_min else b
+    if b_le(b.ib, a.ib):
+        return b if is_min else a
+    if _const_diff(a, b, &d):
+        return a if ((d <= 0) == is_min) else b
+    r = expr_cmp(a, b)
+    if r == 0:
+        return a
+    return mk_node(kind, (a, b) if r < 0 else (b, a), 0)
 
 
 cdef Expr minmax(int kind, list items):
@@ -798,45 +849,58 @@ cdef Expr as_expr_c(object x):
 
 # ---------------------------------------------------------------- tree walks
 
-cdef Expr subs_rec(Expr e, dict m):
-    # Rebuild e with variables replaced; unchanged subtrees are returned as is.
+cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
+    # Rebuild e with variables replaced (m: name -> Expr or int); subtrees
+    # without a replaced variable (by the vmask filter, then by identity) are
+    # returned as they are.
     cdef Expr s, a
     cdef Py_ssize_t i, n
     cdef list new
     cdef bint changed = False
-    cdef Lin lin
-    if e.kind == K_CONST:
+    cdef Lin lin, ch
+    cdef object v
+    if (e.vmask & mask) == 0:
         return e
     if e.kind == K_VAR:
-        s = m.get(e.name)
-        return e if s is None else s
+        v = m.get(e.name)
+        return e if v is None else as_expr_c(v)
     if e.kind == K_FLOORDIV or e.kind == K_MOD:
         a = <Expr>e.args[0]
-        s = subs_rec(a, m)
+        s = subs_rec(a, m, mask)
         if s is a:
             return e
         return floordiv_const(s, e.val) if e.kind == K_FLOORDIV else mod_const(s, e.val)
     n = len(e.args)
-    new = [None] * n
+    if e.kind == K_ADD:
+        # unchanged atoms keep their order: append them; merge the rest after
+        lin = new_lin()
+        ch = None
+        for i in range(n):
+            a = <Expr>e.args[i]
+            s = subs_rec(a, m, mask)
+            if s is a:
+                lin.push(a, e.cf[i])
+            else:
+                if ch is None:
+                    ch = new_lin()
+                ch.add(s, e.cf[i])
+        if ch is None:
+            return e
+        lin.c = ck_add(e.val, ch.c)
+        for i in range(ch.n):
+            lin.add_term(<Expr>ch.at[i], ch.cf[i])
+        return lin.build()
+    new = []
     for i in range(n):
         a = <Expr>e.args[i]
-        s = subs_rec(a, m)
+        s = subs_rec(a, m, mask)
         if s is not a:
             changed = True
-        new[i] = s
+        new.append(s)
     if not changed:
         return e
-    if e.kind == K_ADD:
-        # unchanged atoms keep their order: append them, then merge the rest
-        lin = new_lin()
-        lin.c = e.val
-        for i in range(n):
-            if new[i] is e.args[i]:
-                lin.push(<Expr>new[i], e.cf[i])
-        for i in range(n):
-            if new[i] is not e.args[i]:
-                lin.add(<Expr>new[i], e.cf[i])
-        return lin.build()
+    if n == 2:
+        return minmax2(e.kind, <Expr>new[0], <Expr>new[1])
     return minmax(e.kind, new)
 
 
@@ -1167,25 +1231,31 @@ cdef class Expr:
         [m*k, m*k + k - 1], min/max decided by bounds. Variables without a
         range are unbounded."""
         cdef dict rng, bounded, plain
+        cdef uint64_t mask
         cdef Expr r
         if not ranges:
             return self
         rng = norm_ranges(ranges)
         bounded = {n: mk_var(n, b_make(<int64_t>t[0], <int64_t>t[1], True, True)) for n, t in rng.items()}
         plain = {n: mk_var(n, UNBOUNDED) for n in rng}
-        r = subs_rec(self, bounded)
-        return subs_rec(r, plain)
+        mask = 0
+        for n in rng:
+            mask |= var_bit(n)
+        r = subs_rec(self, bounded, mask)
+        return subs_rec(r, plain, mask)
 
     def subs(self, mapping):
         """Replace variables by ints or Exprs ({name: value}); the result is canonical."""
-        cdef dict m = {}
-        for k, v in mapping.items():
+        cdef uint64_t mask = 0
+        if not isinstance(mapping, dict):
+            mapping = dict(mapping)
+        for k in mapping:
             if not isinstance(k, str):
-                k = str(k)
-            m[k] = as_expr_c(v)
-        if not m:
+                raise TypeError("pelican: subs keys are variable names, got %r" % (k,))
+            mask |= var_bit(<str>k)
+        if mask == 0:
             return self
-        return subs_rec(self, m)
+        return subs_rec(self, <dict>mapping, mask)
 
     def eval(self, values):
         """The integer value with every variable given in values ({name: int})."""
@@ -1241,7 +1311,7 @@ def var(name):
     """The variable `name` (a loop variable or a sequencer register)."""
     if not isinstance(name, str) or _NAME_RE.match(name) is None or name in _RESERVED:
         raise ValueError("pelican: bad variable name %r (want [A-Za-z_][A-Za-z0-9_.]*, not min/max)" % (name,))
-    return mk_var(name, UNBOUNDED)
+    return mk_var(_intern(name), UNBOUNDED)
 
 
 def const(value):
@@ -1256,6 +1326,8 @@ def as_expr(x):
 
 def min_(*args):
     """min of expressions or ints (one or more; a single iterable is accepted)."""
+    if len(args) == 2:
+        return minmax2(K_MIN, as_expr_c(args[0]), as_expr_c(args[1]))
     if len(args) == 1 and not isinstance(args[0], (Expr, int)):
         args = tuple(args[0])
     return minmax(K_MIN, [as_expr_c(a) for a in args])
@@ -1263,6 +1335,8 @@ def min_(*args):
 
 def max_(*args):
     """max of expressions or ints (one or more; a single iterable is accepted)."""
+    if len(args) == 2:
+        return minmax2(K_MAX, as_expr_c(args[0]), as_expr_c(args[1]))
     if len(args) == 1 and not isinstance(args[0], (Expr, int)):
         args = tuple(args[0])
     return minmax(K_MAX, [as_expr_c(a) for a in args])
