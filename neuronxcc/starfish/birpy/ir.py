@@ -79,7 +79,12 @@ class Tensor:
             return False
         if (self.data is None) != (other.data is None):
             return False
-        return self.data is None or bytes(memoryview(self.data).cast("B")) == bytes(memoryview(other.data).cast("B"))
+        if self.data is None:
+            return True
+        import numpy as np
+        a = np.ascontiguousarray(np.asarray(self.data).astype(_dt.np_dtype(self.dtype), copy=False))
+        b = np.ascontiguousarray(np.asarray(other.data).astype(_dt.np_dtype(other.dtype), copy=False))
+        return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 class MemLoc:

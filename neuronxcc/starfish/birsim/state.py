@@ -81,7 +81,13 @@ class MachineState:
         arr = np.asarray(value)
         if tuple(arr.shape) != tuple(t.shape):
             raise BirSimError("input %s has shape %s; the program expects %s" % (name, arr.shape, list(t.shape)))
-        arr = np.ascontiguousarray(arr.astype(_dt.np_dtype(t.dtype), copy=False))
+        want = _dt.np_dtype(t.dtype)
+        if arr.dtype.kind == "V" and arr.dtype.itemsize == want.itemsize:
+            arr = arr.view(want)       # bf16/fp8 arrays come back from .npz as raw void
+        try:
+            arr = np.ascontiguousarray(arr.astype(want, copy=False))
+        except (TypeError, ValueError) as e:
+            raise BirSimError("input %s of dtype %s cannot become %s: %s" % (name, arr.dtype, t.dtype, e))
         self.targets[name].buf[:t.nbytes] = arr.reshape(-1).view(np.uint8)
 
     def get_tensor(self, name):

@@ -1,0 +1,114 @@
+"""The timeline on tiny programs whose numbers are computed by hand (trn1:
+DVE 1.12 GHz, ACT 1.4 GHz, DMA 16 x 17 GB/s per queue + 1.3 us fixed), the
+trace JSON shape, races and deadlocks."""
+import json
+
+import numpy as np
+import pytest
+
+from neuronxcc.errors import BirSimError
+from neuronxcc.starfish import birpy as B
+from neuronxcc.starfish.birsim import simulate
+from birsim.birsim_helpers import rand
+
+DMA = 1.3e-6 + 128 * 64 * 4 / (16 * 17e9)
+DVE = (max(64, 64) + 60) / 1.12e9
+ACT = (max(64, 64) + 60) / 1.4e9
+
+
+def _chain(with_sems=True, drop_wait=False, loop=False):
+    m = B.Module("chain")
+    m.add_tensor("x", "input", "float32", (128, 64))
+    m.add_tensor("y", "output", "float32", (128, 64))
+    for n in "abc":
+        m.add_memloc(n, "SBUF", 128, 256)
+    b = B.Builder(m)
+    s = (lambda *a: list(a)) if with_sems else (lambda *a: [])
+    b.inst("dma_copy", "SP", [b.ap("a")], [b.ap("x")], queue="q0", signals=s(("q0", 1)))
+    b.inst("tensor_copy", "DVE", [b.ap("b")], [b.ap("a")], waits=[] if drop_wait else s(("q0", 1)),
+           signals=s(("DVE", 1)))
+    b.inst("activation", "ACT", [b.ap("c")], [b.ap("b")], func="exp", waits=s(("DVE", 1)), signals=s(("ACT", 1)))
+    b.inst("dma_copy", "SP", [b.ap("y")], [b.ap("c")], queue="q1", waits=s(("ACT", 1)))
+    return b.finish()
+
+
+def test_chain_numbers_by_hand():
+    x = rand((128, 64), 1)
+    res = simulate(_chain(), [x], trace=True)
+    np.testing.assert_array_equal(res.outputs[0], np.exp(x))
+    total = 2 * DMA + DVE + ACT
+    assert res.total_s == pytest.approx(total, rel=1e-12)
+    assert res.busy_s == pytest.approx({"DMA:q0": DMA, "DMA:q1": DMA, "DVE": DVE, "ACT": ACT}, rel=1e-12)
+    assert res.utilisation["DVE"] == pytest.approx(DVE / total, rel=1e-12)
+    assert res.instructions == 4 and res.races == []
+
+
+def test_dependencies_mode_orders_unsynchronised_bir_by_memory():
+    res = simulate(_chain(with_sems=False), [rand((128, 64), 1)])
+    assert res.summary()["sync"] == "dependencies"
+    assert res.total_s == pytest.approx(2 * DMA + DVE + ACT, rel=1e-12)
+
+
+def test_independent_engines_overlap():
+    m = B.Module("par")
+    for n in "abcd":
+        m.add_memloc(n, "SBUF", 128, 256)
+    b = B.Builder(m)
+    b.inst("memset", "DVE", [b.ap("a")], [], value=1.0, signals=[("DVE", 1)])
+    b.inst("memset", "POOL", [b.ap("b")], [], value=2.0, signals=[("POOL", 1)])
+    b.inst("activation", "ACT", [b.ap("c")], [b.ap("a")], func="copy", waits=[("DVE", 1)])
+    b.finish()
+    res = simulate(m, [])
+    dve = (64 + 60) / 1.12e9
+    pool = (150 + 64) / 1.4e9
+    assert res.total_s == pytest.approx(max(dve + (64 + 60) / 1.4e9, pool), rel=1e-12)
+    assert res.busy_s["POOL"] == pytest.approx(pool, rel=1e-12)
+
+
+def test_missing_wait_is_a_race():
+    res = simulate(_chain(drop_wait=True), [rand((128, 64), 1)])
+    assert len(res.races) == 1 and "#1 tensor_copy@DVE" in res.races[0] and "#0" in res.races[0]
+    with pytest.raises(BirSimError, match="race"):
+        simulate(_chain(drop_wait=True), [rand((128, 64), 1)], strict=True)
+
+
+def test_wait_value_expr_in_loop_and_deadlock():
+    m = B.Module("loopsem")
+    m.add_tensor("x", "input", "float32", (4, 128, 8))
+    m.add_tensor("y", "output", "float32", (4, 128, 8))
+    m.add_memloc("a", "SBUF", 128, 4 * 32)
+    b = B.Builder(m)
+    with b.loop("i", 0, 4) as i:
+        t = b.ap("a", free=8, offset=i * 8)
+        b.inst("dma_copy", "SP", [t], [B.AccessPattern("x", "float32", i * 1024, [[8, 128], [1, 8]])],
+               queue="q0", signals=[("q0", 1)])
+        b.inst("activation", "ACT", [t], [t], func="square", waits=[("q0", i + 1)], signals=[("ACT", 1)])
+        b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", i * 1024, [[8, 128], [1, 8]])], [t],
+               queue="q1", waits=[("ACT", i + 1)])
+    b.finish()
+    B.verify(m)
+    x = rand((4, 128, 8), 2)
+    res = simulate(m, [x], strict=True)
+    np.testing.assert_array_equal(res.outputs[0], x * x)
+    m.instructions()[1].waits = [("q0", 9)]
+    with pytest.raises(BirSimError, match="deadlock"):
+        simulate(m, [x])
+
+
+def test_trace_json_shape(tmp_path):
+    res = simulate(_chain(), [rand((128, 64), 1)], trace=True)
+    path = tmp_path / "trace.json"
+    res.write_trace(str(path))
+    doc = json.loads(path.read_text())
+    evs = doc["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"PE", "ACT", "DVE", "POOL", "SP", "DMA:q0", "DMA:q1"} <= set(names.values())
+    xs = [e for e in evs if e["ph"] == "X"]
+    assert [e["args"]["opcode"] for e in xs] == ["dma_copy", "tensor_copy", "activation", "dma_copy"]
+    assert [names[e["tid"]] for e in xs] == ["DMA:q0", "DVE", "ACT", "DMA:q1"]
+    for e in xs:
+        assert {"opcode", "engine", "partitions", "free"} <= set(e["args"])
+        assert e["args"]["partitions"] == 128 and e["args"]["free"] == 64
+        assert e["dur"] > 0 and e["ts"] >= 0 and e["pid"] == 1
+    assert xs[1]["ts"] == pytest.approx(DMA * 1e6) and xs[1]["dur"] == pytest.approx(DVE * 1e6)
+    assert doc["otherData"]["total_s"] == pytest.approx(res.total_s)
