@@ -255,6 +255,15 @@ class CommandDriver:
 
         if isinstance(e, KeyboardInterrupt):
             raise e
+        if isinstance(e, BrokenPipeError):
+            # The reader of our stdout went away (``neuronx-cc list-operators | head``):
+            # not a compiler error. Quiet, with the status of a SIGPIPE death.
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            return 128 + signal.SIGPIPE
         if not isinstance(e, CompilerError):
             wrapped = InternalCompilerError("%s: %s" % (type(e).__name__, e))
             wrapped.__cause__ = e

@@ -54,6 +54,19 @@ def test_end_to_end_compile_gives_a_neff_or_the_not_built_line(tmp_path, inp):
     assert len(workdirs) == (0 if outcome == "pass" else 1)  # removed on success, kept on failure
 
 
+def test_neff_wrapper_output_lands_next_to_the_neff(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    out = outdir / "graph.neff"
+    r = run_ncc(["compile", ADD_PB, "--framework", "XLA", "--target", "trn1", "--output", str(out),
+                 "--enable-internal-neff-wrapper", "-O1", "--model-type=transformer"], cwd=tmp_path)
+    if _check_compile_result(r, str(out)) == "pass":
+        assert (outdir / "wrapped_neff.hlo").stat().st_size > 0
+    else:
+        assert not (outdir / "wrapped_neff.hlo").exists()
+    assert not (tmp_path / "wrapped_neff.hlo").exists()
+
+
 def test_concurrent_compiles_in_one_directory_use_separate_work_dirs(tmp_path):
     procs = []
     for i, inp in enumerate((ADD_TXT, SUB_TXT)):
