@@ -305,6 +305,10 @@ def attrs_from_proto(ip, opcode):
     if opcode in COLLECTIVE_OPS:
         if len(ip.replica_groups):
             a["replica_groups"] = tuple(tuple(g.replica_ids) for g in ip.replica_groups)
+        elif ip.HasField("collective_device_list"):
+            a["replica_groups"] = _device_list_groups(ip.collective_device_list)
+        elif ip.HasField("iota_replica_group_list"):
+            a["replica_groups"] = _iota_groups(ip.iota_replica_group_list)
         if ip.channel_id > 0:
             a["channel_id"] = ip.channel_id
         if ip.use_global_device_ids:
@@ -320,6 +324,23 @@ def attrs_from_proto(ip, opcode):
     if ip.HasField("sharding"):
         a["sharding"] = sharding_mod.to_text(ip.sharding)
     return a
+
+
+def _device_list_groups(dl):
+    if len(dl.replica_groups):
+        return tuple(tuple(g.replica_ids) for g in dl.replica_groups)
+    return _iota_groups(dl.iota_replica_group_list)
+
+
+def _iota_groups(il):
+    n, k = il.num_replica_groups, il.num_devices_per_group
+    dims = list(il.iota_reshape_dims) or [n * k]
+    perm = list(il.iota_transpose_perm) or list(range(len(dims)))
+    total = int(np.prod(dims)) if dims else 0
+    if total != n * k or total > (1 << 20) or sorted(perm) != list(range(len(dims))):
+        raise HloParseError("malformed iota replica group list")
+    ids = np.arange(total).reshape(dims).transpose(perm).reshape(n, k)
+    return tuple(tuple(int(x) for x in row) for row in ids)
 
 
 def attrs_to_proto(instr, ip):
