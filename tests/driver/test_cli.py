@@ -61,10 +61,25 @@ def test_neff_info_is_dispatchable(tmp_path):
 
 
 def test_subcommand_help(tmp_path):
-    r = run_ncc(["compile", "--help"], cwd=tmp_path)
-    assert r.returncode == 0 and "--framework" in r.stdout and "--internal-walrus-passes" not in r.stdout
+    for flag in ("--help", "-h"):
+        r = run_ncc(["compile", flag], cwd=tmp_path)
+        assert r.returncode == 0 and "--framework" in r.stdout and "--internal-walrus-passes" not in r.stdout
+        assert "usage: neuronx-cc compile" in r.stdout
     r = run_ncc(["compile", "--help-hidden"], cwd=tmp_path)
     assert r.returncode == 0 and "--internal-walrus-passes" in r.stdout
+
+
+def test_list_operators(tmp_path):
+    r = run_ncc(["list-operators", "--framework", "XLA"], cwd=tmp_path)
+    if r.returncode == 0:
+        ops = r.stdout.splitlines()
+        assert {"add", "dot", "parameter"} <= set(ops) and len(ops) == len(set(ops))
+        from neuronxcc.hlo.ops import supported_opcodes
+
+        assert ops == list(supported_opcodes())
+    else:
+        assert r.returncode == 70
+        assert re.match(r"^\[INTERNAL_ERROR\] \[NCC_INBY001\] list-operators: neuronxcc\.hlo", _one_error_line(r))
 
 
 def test_unknown_subcommand(tmp_path):
