@@ -249,7 +249,7 @@ def max_live_lower_bound(const i64[::1] start, const i64[::1] end, const i64[::1
 
     max over positions t of max(ceil(sum size*nparts / num_partitions),
     sum of size over live values that need more than half the partitions
-    (they all share partition 0..64)).
+    (they all share partition 0..64)), and at least the largest value.
     """
     cdef Py_ssize_t n = start.shape[0], i, v
     ev_pos = np.concatenate([np.asarray(start), np.asarray(end) + 1])
@@ -260,6 +260,9 @@ def max_live_lower_bound(const i64[::1] start, const i64[::1] end, const i64[::1
     cdef cnp.int64_t[::1] kind = ev_kind
     cdef cnp.int64_t[::1] val = ev_val
     cdef i64 area = 0, wide = 0, best = 0, cur
+    for v in range(n):
+        if size[v] > best:
+            best = size[v]
     for i in range(2 * n):
         v = val[o[i]]
         if kind[o[i]] == 0:

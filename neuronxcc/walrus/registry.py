@@ -53,7 +53,6 @@ class NoOpPass(WalrusPass):
         self.reason = reason
 
     def run(self, module, ctx):
-        log.info("walrus pass %s is a no-op: %s", self.name, self.reason)
         return False
 
     def noop_reason(self, ctx):
