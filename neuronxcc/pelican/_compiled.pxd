@@ -21,3 +21,6 @@ cdef class CompiledExpr:
 
     cdef int64_t eval_ptr(self, const int64_t* values) noexcept nogil
     cdef int64_t eval_vec(self, const int64_t[::1] values) noexcept nogil
+    # Batch: out[r] = value at values[r*stride:], r < nrows (column-wise, chunked).
+    cdef int eval_rows(self, const int64_t* values, Py_ssize_t nrows, Py_ssize_t stride,
+                       int64_t* out) except -1 nogil

@@ -17,6 +17,7 @@ this path; construction and ``Expr.eval`` do check).
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
 
 import numpy as np
 
@@ -32,6 +33,11 @@ cdef enum:
     OP_MOD = 5        # top = top mod a
     OP_MIN = 6        # x = pop; top = min(top, x)
     OP_MAX = 7        # x = pop; top = max(top, x)
+    OP_SHR = 8        # top = top >> a      (floor division by 2**a)
+    OP_AND = 9        # top = top & a       (modulo 2**k, a = 2**k - 1)
+
+cdef enum:
+    CHUNK = 256       # rows evaluated together by eval_rows (column-wise)
 
 cdef enum:
     STACK = 64        # stack slots on the C stack; deeper programs malloc
@@ -60,7 +66,16 @@ cdef Py_ssize_t _emit(Expr e, dict idx, list prog, Py_ssize_t sp) except -1:
         return d
     if e.kind == K_FLOORDIV or e.kind == K_MOD:
         d = _emit(<Expr>e.args[0], idx, prog, sp)
-        prog.extend((OP_FDIV if e.kind == K_FLOORDIV else OP_MOD, e.val, 0))
+        k = e.val
+        if k & (k - 1) == 0:
+            # powers of two: an arithmetic shift is floor division, a mask is
+            # the (nonnegative) modulo, for negative values too
+            if e.kind == K_FLOORDIV:
+                prog.extend((OP_SHR, k.bit_length() - 1, 0))
+            else:
+                prog.extend((OP_AND, k - 1, 0))
+        else:
+            prog.extend((OP_FDIV if e.kind == K_FLOORDIV else OP_MOD, k, 0))
         return d
     d = _emit(<Expr>e.args[0], idx, prog, sp)
     for i in range(1, len(e.args)):
@@ -149,6 +164,10 @@ cdef class CompiledExpr:
                 st[sp - 1] = fdiv(st[sp - 1], c[1])
             elif c[0] == OP_MOD:
                 st[sp - 1] = fmod(st[sp - 1], c[1])
+            elif c[0] == OP_SHR:
+                st[sp - 1] = st[sp - 1] >> c[1]
+            elif c[0] == OP_AND:
+                st[sp - 1] = st[sp - 1] & c[1]
             elif c[0] == OP_MIN:
                 sp -= 1
                 if st[sp] < st[sp - 1]:
@@ -165,17 +184,116 @@ cdef class CompiledExpr:
     cdef int64_t eval_vec(self, const int64_t[::1] values) noexcept nogil:
         return self.eval_ptr(&values[0]) if values.shape[0] else self.eval_ptr(NULL)
 
-    def _values(self, values):
-        arr = np.ascontiguousarray(values, dtype=np.int64)
-        if arr.ndim != 1 or arr.shape[0] < self.nvars:
-            raise ValueError("pelican: need %d values in the order %r, got shape %s"
-                             % (self.nvars, self.var_order, arr.shape))
-        return arr
+    cdef int eval_rows(self, const int64_t* values, Py_ssize_t nrows, Py_ssize_t stride,
+                       int64_t* out) except -1 nogil:
+        """out[r] = value at values[r*stride : r*stride + nvars], r < nrows.
+
+        Column-wise over chunks of CHUNK rows: each instruction runs over the
+        whole chunk, so the loops are plain (vectorisable) array loops."""
+        cdef Py_ssize_t b0, m, r, i, sp, j
+        cdef int64_t* st
+        cdef int64_t* t
+        cdef int64_t* u
+        cdef const int64_t* c
+        cdef int64_t a, k
+        if self.is_affine:
+            b0 = 0
+            while b0 < nrows:
+                m = min(<Py_ssize_t>CHUNK, nrows - b0)
+                t = out + b0
+                for r in range(m):
+                    t[r] = self.constant
+                for j in range(self.annz):
+                    a = self.acoef[j]
+                    i = self.aidx[j]
+                    for r in range(m):
+                        t[r] = <int64_t>(<uint64_t>t[r] + <uint64_t>a * <uint64_t>values[(b0 + r) * stride + i])
+                b0 += CHUNK
+            return 0
+        st = <int64_t*>malloc(self.depth * CHUNK * sizeof(int64_t))
+        if st == NULL:
+            with gil:
+                raise MemoryError()
+        b0 = 0
+        while b0 < nrows:
+            m = min(<Py_ssize_t>CHUNK, nrows - b0)
+            sp = 0
+            for i in range(self.ncode):
+                c = self.code + 3 * i
+                a = c[1]
+                k = c[2]
+                if c[0] == OP_CONST:
+                    t = st + sp * CHUNK
+                    for r in range(m):
+                        t[r] = a
+                    sp += 1
+                elif c[0] == OP_VAR:
+                    t = st + sp * CHUNK
+                    for r in range(m):
+                        t[r] = values[(b0 + r) * stride + a]
+                    sp += 1
+                elif c[0] == OP_ACCVAR:
+                    t = st + (sp - 1) * CHUNK
+                    for r in range(m):
+                        t[r] = <int64_t>(<uint64_t>t[r] + <uint64_t>k * <uint64_t>values[(b0 + r) * stride + a])
+                elif c[0] == OP_MULADD:
+                    sp -= 1
+                    t = st + (sp - 1) * CHUNK
+                    u = st + sp * CHUNK
+                    for r in range(m):
+                        t[r] = <int64_t>(<uint64_t>t[r] + <uint64_t>k * <uint64_t>u[r])
+                elif c[0] == OP_FDIV:
+                    t = st + (sp - 1) * CHUNK
+                    for r in range(m):
+                        t[r] = fdiv(t[r], a)
+                elif c[0] == OP_MOD:
+                    t = st + (sp - 1) * CHUNK
+                    for r in range(m):
+                        t[r] = fmod(t[r], a)
+                elif c[0] == OP_SHR:
+                    t = st + (sp - 1) * CHUNK
+                    for r in range(m):
+                        t[r] = t[r] >> a
+                elif c[0] == OP_AND:
+                    t = st + (sp - 1) * CHUNK
+                    for r in range(m):
+                        t[r] = t[r] & a
+                else:
+                    sp -= 1
+                    t = st + (sp - 1) * CHUNK
+                    u = st + sp * CHUNK
+                    if c[0] == OP_MIN:
+                        for r in range(m):
+                            if u[r] < t[r]:
+                                t[r] = u[r]
+                    else:
+                        for r in range(m):
+                            if u[r] > t[r]:
+                                t[r] = u[r]
+            memcpy(out + b0, st, m * sizeof(int64_t))
+            b0 += CHUNK
+        free(st)
+        return 0
 
     def __call__(self, values):
         """The value for int64 values (a sequence or 1-D array in var_order)."""
-        cdef const int64_t[::1] mv = self._values(values)
-        return self.eval_vec(mv)
+        cdef int64_t buf[STACK]
+        cdef Py_ssize_t i, n
+        cdef const int64_t[::1] mv
+        if isinstance(values, np.ndarray):
+            mv = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
+            if mv.shape[0] < self.nvars:
+                raise ValueError("pelican: need %d values in the order %r, got %d"
+                                 % (self.nvars, self.var_order, mv.shape[0]))
+            return self.eval_vec(mv)
+        n = len(values)
+        if n < self.nvars:
+            raise ValueError("pelican: need %d values in the order %r, got %d" % (self.nvars, self.var_order, n))
+        if self.nvars > STACK:
+            return self(np.asarray(values, dtype=np.int64))
+        for i in range(self.nvars):
+            buf[i] = values[i]
+        return self.eval_ptr(buf)
 
     def eval_many(self, values):
         """Values for each row of a 2-D int64 array (rows = assignments in var_order)."""
@@ -183,15 +301,15 @@ cdef class CompiledExpr:
         if arr.ndim != 2 or arr.shape[1] < self.nvars:
             raise ValueError("pelican: need rows of %d values in the order %r, got shape %s"
                              % (self.nvars, self.var_order, arr.shape))
-        cdef const int64_t[:, ::1] mv = arr
         out = np.empty(arr.shape[0], dtype=np.int64)
+        if arr.shape[0] == 0:
+            return out
+        cdef const int64_t[:, ::1] mv = arr
         cdef int64_t[::1] o = out
-        cdef Py_ssize_t r, n = arr.shape[0]
-        cdef const int64_t* base = &mv[0, 0] if n and arr.shape[1] else NULL
-        cdef Py_ssize_t stride = arr.shape[1]
+        cdef const int64_t* base = &mv[0, 0] if arr.shape[1] else NULL
+        cdef Py_ssize_t n = arr.shape[0], stride = arr.shape[1]
         with nogil:
-            for r in range(n):
-                o[r] = self.eval_ptr(base + r * stride if base != NULL else NULL)
+            self.eval_rows(base, n, stride, &o[0])
         return out
 
     def __repr__(self):

@@ -216,3 +216,16 @@ def test_division_laws_on_affine_dividends(t, p, q):
     assert (a // p) // q == a // (p * q)
     assert p * (a // p) + a % p == a
     assert (a % (p * q)) % q == a % q
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees, st.integers(0, 2 ** 32 - 1), st.integers(0, 700))
+def test_eval_many_column_chunks_match_scalar(t, seed, nrows):
+    # more rows than one chunk (256), negative values, power-of-two divisors
+    e = build(t)
+    ce = e.compile(VARS)
+    rows = np.random.default_rng(seed).integers(-300, 300, size=(nrows, 3), dtype=np.int64)
+    got = ce.eval_many(rows)
+    assert got.shape == (nrows,)
+    for row, g in zip(rows.tolist()[::37], got.tolist()[::37]):
+        assert g == ref(t, dict(zip(VARS, row))) == ce(row)
