@@ -14,6 +14,9 @@ import numpy as np
 import ml_dtypes
 
 HANDLERS = {}
+# Optional fast paths: ``prep(ev, inst) -> f(args)`` builds, once per instruction,
+# a closure with the attributes already parsed (or returns None to use the handler).
+PREPARERS = {}
 
 
 def handler(*names):
@@ -24,6 +27,25 @@ def handler(*names):
             HANDLERS[n] = fn
         return fn
     return deco
+
+
+def preparer(*names):
+    def deco(fn):
+        for n in names:
+            if n in PREPARERS:
+                raise AssertionError("duplicate interpreter preparer %r" % n)
+            PREPARERS[n] = fn
+        return fn
+    return deco
+
+
+def as_array(v, dt):
+    """``v`` as an ndarray of dtype ``dt`` (numpy scalars from 0-d ufuncs become arrays)."""
+    if type(v) is not np.ndarray:
+        v = np.asarray(v)
+    if v.dtype != dt:
+        v = v.astype(dt)
+    return v
 
 
 class _Token(object):

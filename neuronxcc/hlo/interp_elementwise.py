@@ -18,8 +18,10 @@ import numpy as np
 
 from neuronxcc.errors import HloVerifyError
 from neuronxcc.hlo.interp_attrs import computation, int_attr, str_attr
-from neuronxcc.hlo.interp_base import (TOKEN, cast, dims_of, dtype_of, handler, is_float, is_low_float,
-                                       upcast)
+from neuronxcc.hlo.interp_base import (TOKEN, as_array, cast, dims_of, dtype_of, handler, is_float, is_low_float,
+                                       preparer, upcast)
+
+_F32 = np.dtype(np.float32)
 
 # --- unary ------------------------------------------------------------------
 
@@ -137,6 +139,18 @@ def h_unary(ev, inst, args):
     return cast(fn(xc), dt)
 
 
+@preparer("unary")
+def p_unary(ev, inst):
+    fn = UNARY[inst.opcode]
+    dt = dtype_of(inst.shape)
+    in_dt = dtype_of(inst.operands[0].shape)
+    if inst.opcode in _FLOAT_ONLY and in_dt.kind in "iub":
+        return None
+    if is_low_float(in_dt):
+        return lambda args: as_array(fn(args[0].astype(_F32)), dt)
+    return lambda args: as_array(fn(args[0]), dt)
+
+
 # --- binary -----------------------------------------------------------------
 
 
@@ -189,22 +203,30 @@ def _signed(dt):
 
 def _shift_amount(x, s):
     bits = x.dtype.itemsize * 8
-    su = s.astype(_unsigned(s.dtype))
+    su = s if s.dtype.kind == "u" else s.astype(_unsigned(s.dtype))
     oob = su >= bits
-    amt = np.where(oob, 0, su).astype(_unsigned(x.dtype))
+    ut = _unsigned(x.dtype)
+    amt = np.where(oob, 0, su)
+    if amt.dtype != ut:
+        amt = amt.astype(ut)
     return oob, amt
 
 
 def _shl(x, s):
     oob, amt = _shift_amount(x, s)
-    xu = x.astype(_unsigned(x.dtype))
-    return np.where(oob, 0, np.left_shift(xu, amt)).astype(_unsigned(x.dtype)).astype(x.dtype)
+    ut = _unsigned(x.dtype)
+    xu = x if x.dtype == ut else x.astype(ut)
+    r = np.left_shift(xu, amt)
+    r = np.where(oob, ut.type(0), r)
+    return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
 def _shr_logical(x, s):
     oob, amt = _shift_amount(x, s)
-    xu = x.astype(_unsigned(x.dtype))
-    return np.where(oob, 0, np.right_shift(xu, amt)).astype(_unsigned(x.dtype)).astype(x.dtype)
+    ut = _unsigned(x.dtype)
+    xu = x if x.dtype == ut else x.astype(ut)
+    r = np.where(oob, ut.type(0), np.right_shift(xu, amt))
+    return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
 def _shr_arith(x, s):
@@ -263,6 +285,20 @@ def h_binary(ev, inst, args):
     return cast(BINARY[opc](x, y), dtype_of(inst.shape))
 
 
+@preparer("binary")
+def p_binary(ev, inst):
+    opc = inst.opcode
+    dt = dtype_of(inst.shape)
+    in_dt = dtype_of(inst.operands[0].shape)
+    if in_dt == np.bool_ and opc in _BOOL_ARITH:
+        bf = _BOOL_ARITH[opc]
+        return lambda args: as_array(bf(args[0], args[1]), dt)
+    fn = BINARY[opc]
+    if is_low_float(in_dt):
+        return lambda args: as_array(fn(args[0].astype(_F32), args[1].astype(_F32)), dt)
+    return lambda args: as_array(fn(args[0], args[1]), dt)
+
+
 # --- compare ------------------------------------------------------------------
 
 _CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
@@ -297,6 +333,21 @@ def h_compare(ev, inst, args):
     return np.asarray(compare(np.asarray(args[0]), np.asarray(args[1]), direction, ctype))
 
 
+@preparer("compare")
+def p_compare(ev, inst):
+    direction = str_attr(inst, "direction")
+    ctype = str_attr(inst, "type", None) or str_attr(inst, "comparison_type", None)
+    in_dt = dtype_of(inst.operands[0].shape)
+    if direction not in _CMP:
+        return None
+    fn = _CMP[direction]
+    b = np.dtype(np.bool_)
+    if (ctype == "TOTALORDER" and is_float(in_dt)) or (ctype == "UNSIGNED" and in_dt.kind == "i") or \
+            (ctype == "SIGNED" and in_dt.kind == "u") or is_low_float(in_dt):
+        return lambda args: as_array(compare(args[0], args[1], direction, ctype), b)
+    return lambda args: as_array(fn(args[0], args[1]), b)
+
+
 # --- select, clamp ------------------------------------------------------------
 
 
@@ -304,6 +355,12 @@ def h_compare(ev, inst, args):
 def h_select(ev, inst, args):
     p, a, b = args
     return cast(np.where(p, a, b), dtype_of(inst.shape))
+
+
+@preparer("select")
+def p_select(ev, inst):
+    dt = dtype_of(inst.shape)
+    return lambda args: as_array(np.where(args[0], args[1], args[2]), dt)
 
 
 @handler("clamp")
@@ -343,6 +400,12 @@ def convert(x, dt):
 @handler("convert")
 def h_convert(ev, inst, args):
     return np.asarray(convert(args[0], dtype_of(inst.shape)))
+
+
+@preparer("convert")
+def p_convert(ev, inst):
+    dt = dtype_of(inst.shape)
+    return lambda args: as_array(convert(args[0], dt), dt)
 
 
 @handler("bitcast_convert")
@@ -423,6 +486,19 @@ def h_iota(ev, inst, args):
     return np.broadcast_to(r.reshape(shape), dims)
 
 
+@preparer("iota")
+def p_iota(ev, inst):
+    value = []
+
+    def run(args):
+        if not value:
+            v = h_iota(ev, inst, args)
+            v.flags.writeable = False
+            value.append(v)
+        return value[0]
+    return run
+
+
 @handler("device_id")
 def h_device_id(ev, inst, args):
     return np.zeros(dims_of(inst.shape), dtype_of(inst.shape))
@@ -459,3 +535,25 @@ def h_gte(ev, inst, args):
     if not isinstance(t, tuple) or not 0 <= idx < len(t):
         raise HloVerifyError("get-tuple-element %s: index %s out of range" % (inst.name, idx))
     return t[idx]
+
+
+@preparer("get_tuple_element")
+def p_gte(ev, inst):
+    idx = int_attr(inst, "index")
+    if idx is None:
+        return None
+    return lambda args: args[0][idx]
+
+
+@preparer("tuple")
+def p_tuple(ev, inst):
+    return tuple
+
+
+@preparer("copy")
+def p_copy(ev, inst):
+    return _first
+
+
+def _first(args):
+    return args[0]

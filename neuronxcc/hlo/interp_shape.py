@@ -9,7 +9,7 @@ import numpy as np
 
 from neuronxcc.errors import HloVerifyError
 from neuronxcc.hlo.interp_attrs import int_list, padding_config, slice_spec
-from neuronxcc.hlo.interp_base import cast, dims_of, dtype_of, handler
+from neuronxcc.hlo.interp_base import cast, dims_of, dtype_of, handler, preparer
 
 
 @handler("broadcast")
@@ -27,6 +27,41 @@ def h_broadcast(ev, inst, args):
     for k, d in enumerate(bdims):
         shape[d] = x.shape[k]
     return np.broadcast_to(x.reshape(shape), out_dims)
+
+
+@preparer("broadcast")
+def p_broadcast(ev, inst):
+    out_dims = dims_of(inst.shape)
+    bdims = int_list(inst, "dimensions")
+    in_dims = dims_of(inst.operands[0].shape)
+    if len(bdims) != len(in_dims) or list(bdims) != sorted(bdims):
+        return None
+    shape = [1] * len(out_dims)
+    for k, d in enumerate(bdims):
+        shape[d] = in_dims[k]
+    shape = tuple(shape)
+    return lambda args: np.broadcast_to(args[0].reshape(shape), out_dims)
+
+
+@preparer("reshape")
+def p_reshape(ev, inst):
+    if inst.opcode == "bitcast":
+        return None
+    out_dims = dims_of(inst.shape)
+    return lambda args: args[0].reshape(out_dims)
+
+
+@preparer("transpose")
+def p_transpose(ev, inst):
+    perm = tuple(int_list(inst, "dimensions"))
+    return lambda args: np.transpose(args[0], perm)
+
+
+@preparer("slice")
+def p_slice(ev, inst):
+    starts, limits, strides = slice_spec(inst, len(inst.operands[0].shape.dims))
+    sl = tuple(slice(a, b, c) for a, b, c in zip(starts, limits, strides))
+    return lambda args: args[0][sl]
 
 
 @handler("reshape")

@@ -3,10 +3,14 @@
 
 Sort: a comparator that is a single ``compare`` of one operand's two
 parameters sorts by that key with numpy's stable argsort (TOTALORDER via an
-integer key). Any other comparator (JAX's NaN/-0 canonicalising one,
-lexicographic multi-key ones) runs a bottom-up merge sort whose merges
-locate every element by binary search, so each step is one lifted
-comparator call over all rows at once: O(log^2 n) calls, stable.
+integer key). Otherwise the comparator's ``compare(g(lhs_i), g(rhs_i))``
+nodes (JAX's NaN/-0 canonicalising and lexicographic multi-key comparators)
+give key functions g, evaluated once over whole arrays; the lexicographic
+order they suggest is kept only when the comparator itself confirms it on
+every adjacent pair (nothing out of order, equivalent neighbours in original
+order), which makes it exactly the stable sort. Failing that, a bottom-up
+merge sort whose merges locate every element by binary search runs, each
+step one lifted comparator call over all rows: O(log^2 n) calls, stable.
 
 Top-k: values in descending order (ascending for largest=false), ties broken
 by the lowest index; floats ordered by XLA's total order (NaN above +inf).
@@ -39,6 +43,95 @@ def _simple_key(ev, comp, nops):
             res = (pa[0] // 2, desc, ctype == "TOTALORDER")
     ev.cache[key] = res
     return res
+
+
+def _param_deps(comp):
+    """id(instruction) -> frozenset of parameter numbers it depends on."""
+    deps = {}
+    for inst in comp.instructions:
+        if inst.opcode == "parameter":
+            deps[id(inst)] = frozenset([inst.parameter_number])
+        else:
+            d = frozenset()
+            for o in inst.operands:
+                d |= deps.get(id(o), frozenset())
+            deps[id(inst)] = d
+    return deps
+
+
+def _key_compares(ev, comp, nops):
+    """The comparator's ``compare(g(p[2i]), g'(p[2i+1]))`` nodes, one per operand i (the
+    first LT/GT one), in operand order: [(i, lhs key inst, rhs key inst, descending, total)]."""
+    key = ("key_compares", id(comp))
+    if key in ev.cache:
+        return ev.cache[key]
+    deps = _param_deps(comp)
+    found = {}
+    if len(comp.parameters) == 2 * nops:
+        for inst in comp.instructions:
+            if inst.opcode != "compare" or len(inst.operands) != 2:
+                continue
+            direction = str_attr(inst, "direction")
+            if direction not in ("LT", "GT"):
+                continue
+            a, b = inst.operands
+            da, db = deps[id(a)], deps[id(b)]
+            if len(da) != 1 or len(db) != 1:
+                continue
+            pa, pb = next(iter(da)), next(iter(db))
+            if pa // 2 != pb // 2 or pa == pb or pa // 2 in found:
+                continue
+            if pa % 2 == 1:                           # compare(g(rhs), g(lhs)): flip
+                a, b = b, a
+                direction = "GT" if direction == "LT" else "LT"
+            found[pa // 2] = (pa // 2, a, b, direction == "GT", str_attr(inst, "type", None) == "TOTALORDER")
+    res = [found[k] for k in sorted(found)]
+    ev.cache[key] = res
+    return res
+
+
+def _guess_and_verify(ev, comp, rows2d):
+    """A stable order of each row guessed from the comparator's key functions
+    (lexicographic in operand order), kept only if the comparator itself confirms
+    it: no adjacent pair out of order, equivalent neighbours in original order."""
+    nodes = _key_compares(ev, comp, len(rows2d))
+    if not nodes:
+        return None
+    args = []
+    for r in rows2d:
+        args.extend((r, r))
+    vals = ev.apply_values(comp, args, [x for nd in nodes for x in nd[1:3]])
+    if vals is None:
+        return None
+    keys = []
+    for k, (i, _, _, desc, total) in enumerate(nodes):
+        ka, kb = (np.ascontiguousarray(np.broadcast_to(v, rows2d[0].shape)) for v in vals[2 * k:2 * k + 2])
+        if ka.dtype != kb.dtype or ka.tobytes() != kb.tobytes():
+            continue                                   # the two sides apply different functions
+        key = _sort_key(ka, total)
+        keys.append(_descending(key) if desc else key)
+    if not keys:
+        return None
+    perm = np.lexsort(keys[::-1], axis=-1) if len(keys) > 1 else np.argsort(keys[0], axis=-1, kind="stable")
+    n = rows2d[0].shape[1]
+    if n < 2:
+        return perm
+    srt = [np.take_along_axis(r, perm, axis=-1) for r in rows2d]
+    nxt = [x[:, 1:] for x in srt]
+    prv = [x[:, :-1] for x in srt]
+
+    def less(a, b):
+        ps = []
+        for x, y in zip(a, b):
+            ps.extend((x, y))
+        return np.asarray(ev.apply(comp, ps), bool)
+    back = less(nxt, prv)
+    if np.any(back):
+        return None
+    equiv = ~less(prv, nxt)
+    if np.any(equiv & (perm[:, 1:] < perm[:, :-1])):
+        return None
+    return perm
 
 
 def _sort_key(x, total_order):
@@ -123,14 +216,18 @@ def h_sort(ev, inst, args):
     n = shp[-1] if shp else 1
     rows2d = [m.reshape(-1, n) for m in moved]
     simple = _simple_key(ev, comp, len(arrays))
+    key = None
     if simple is not None:
         i, desc, total = simple
         key = _sort_key(rows2d[i], total)
         if desc:
             key = _descending(key)
+    if key is not None:
         perm = np.argsort(key, axis=-1, kind="stable")
     else:
-        perm = merge_sort(ev, comp, rows2d)
+        perm = _guess_and_verify(ev, comp, rows2d) if rows2d[0].size else None
+        if perm is None:
+            perm = merge_sort(ev, comp, rows2d)
     outs = []
     for r in rows2d:
         s = np.take_along_axis(r, perm, axis=-1).reshape(shp)

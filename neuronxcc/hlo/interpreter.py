@@ -20,11 +20,13 @@ API (docs/INTERFACES.md section 3)::
     outs = evaluate(module, inputs)   # inputs: arrays in parameter order
                                       # outs: leaves of the result, flattened
 """
+import functools
+
 import numpy as np
 
 from neuronxcc.errors import HloVerifyError, InternalCompilerError, TensorTooLargeError
 from neuronxcc.hlo import ops as _ops
-from neuronxcc.hlo.interp_base import (HANDLERS, TOKEN, NotLiftable, cast, dims_of, dtype_of,
+from neuronxcc.hlo.interp_base import (HANDLERS, PREPARERS, TOKEN, NotLiftable, cast, dims_of, dtype_of,
                                        flatten_value, is_tuple_shape, shape_bytes)
 # Handler modules register themselves in HANDLERS on import.
 from neuronxcc.hlo import interp_elementwise  # noqa: F401
@@ -132,18 +134,30 @@ class Evaluator(object):
         Arrays broadcast against each other; returns an array (or a tuple of
         arrays for a tuple-valued computation).
         """
-        key = id(comp)
-        plan = self._lifted_plans.get(key)
-        if plan is None and key not in self._lifted_plans:
-            try:
-                plan = self._build_plan(comp, lifted=True)
-            except NotLiftable:
-                plan = None
-            self._lifted_plans[key] = plan
+        plan = self._lifted_plan(comp)
         if plan is not None:
             out = self._execute(plan, [np.asarray(a) for a in args])
             return _broadcast_out(out, args)
         return self._apply_elementwise(comp, args)
+
+    def _lifted_plan(self, comp):
+        key = id(comp)
+        if key not in self._lifted_plans:
+            try:
+                self._lifted_plans[key] = self._build_plan(comp, lifted=True)
+            except NotLiftable:
+                self._lifted_plans[key] = None
+        return self._lifted_plans[key]
+
+    def apply_values(self, comp, args, insts):
+        """Lift ``comp`` over arrays ``args`` like ``apply`` and return the values of
+        ``insts`` (instructions of ``comp``), or None when ``comp`` cannot be lifted."""
+        plan = self._lifted_plan(comp)
+        if plan is None:
+            return None
+        vals = self._execute(plan, [np.asarray(a) for a in args], keep=True)
+        slots = {id(i): k for k, i in enumerate(comp.instructions)}
+        return [vals[slots[id(i)]] for i in insts]
 
     def _apply_elementwise(self, comp, args):
         arrs = np.broadcast_arrays(*[np.asarray(a) for a in args])
@@ -168,7 +182,7 @@ class Evaluator(object):
             a[k] = results[k]
         return a.reshape(shape)
 
-    def _execute(self, plan, args):
+    def _execute(self, plan, args, keep=False):
         vals = [None] * plan.nslots
         params = plan.params
         if len(args) != len(params):
@@ -180,13 +194,14 @@ class Evaluator(object):
             vals[slot] = v
         check = self.check and not plan.lifted
         for slot, fn, opslots, inst, dead in plan.steps:
-            v = fn(self, inst, [vals[j] for j in opslots])
+            v = fn([vals[j] for j in opslots])
             if check:
                 _check_value(inst, v)
             vals[slot] = v
-            for j in dead:
-                vals[j] = None
-        return vals[plan.root]
+            if not keep:
+                for j in dead:
+                    vals[j] = None
+        return vals if keep else vals[plan.root]
 
     # --- plans ------------------------------------------------------------
 
@@ -253,6 +268,8 @@ class Evaluator(object):
         return plan
 
     def _handler_for(self, inst, comp, lifted):
+        """The step function ``f(args) -> value`` for ``inst``: a handler bound to the
+        instruction, or the closure its preparer builds once (attributes parsed)."""
         opc = inst.opcode
         op = _ops.OPS.get(opc)
         if op is None:
@@ -260,20 +277,25 @@ class Evaluator(object):
         if lifted and opc in _SCALAR_IDENTITY:
             return _identity
         if lifted and opc == "call":
-            return _call_lifted
+            return functools.partial(_call_lifted, self, inst)
         name = op.handler
         if opc == "custom-call":
             tgt = _ops._custom_call_target(inst)
             if tgt not in _ops.CUSTOM_CALL_TARGETS:
                 raise _ops.unsupported_error(inst, comp)
             name = _ops.CUSTOM_CALL_TARGETS[tgt]
+        prep = PREPARERS.get(name)
+        if prep is not None:
+            fn = prep(self, inst)
+            if fn is not None:
+                return fn
         fn = HANDLERS.get(name)
         if fn is None:
             raise InternalCompilerError("interpreter handler %r for %s is missing" % (name, opc))
-        return fn
+        return functools.partial(fn, self, inst)
 
 
-def _identity(ev, inst, args):
+def _identity(args):
     return args[0]
 
 

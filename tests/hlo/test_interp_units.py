@@ -274,3 +274,28 @@ def test_is_implemented():
     assert is_implemented("add") and is_implemented("sort") and is_implemented("custom-call", "TopK")
     assert not is_implemented("all-reduce")
     assert not is_implemented("custom-call", "MyKernel")
+
+
+def test_sort_comparator_without_key_functions_uses_merge_sort():
+    # compare(a0 + b0, a1 + b1): each side mixes two operands, so no key function exists
+    rng = np.random.RandomState(2)
+    a = rng.randint(0, 5, size=(4, 45)).astype(np.int32)
+    b = rng.randint(0, 5, size=(4, 45)).astype(np.int32)
+    ra, rb = run("""HloModule m
+cmp {
+  a0 = s32[] parameter(0)
+  a1 = s32[] parameter(1)
+  b0 = s32[] parameter(2)
+  b1 = s32[] parameter(3)
+  s0 = s32[] add(a0, b0)
+  s1 = s32[] add(a1, b1)
+  ROOT lt = pred[] compare(s0, s1), direction=LT
+}
+ENTRY e {
+  x = s32[4,45] parameter(0)
+  y = s32[4,45] parameter(1)
+  ROOT srt = (s32[4,45], s32[4,45]) sort(x, y), dimensions={1}, is_stable=true, to_apply=cmp
+}""", a, b)
+    order = np.argsort(a + b, axis=1, kind="stable")
+    np.testing.assert_array_equal(ra, np.take_along_axis(a, order, 1))
+    np.testing.assert_array_equal(rb, np.take_along_axis(b, order, 1))
