@@ -26,6 +26,9 @@ _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _INT = re.compile(r"[-+]?\d+")
 _WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.S)
 _NUMBER_TOKEN = re.compile(r"-?nan(?:\(0x[0-9a-fA-F]+\))?|[-+]?inf|true|false|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_LITERAL_PUNCT = re.compile(r'[{}()="]')
+# a body of plain decimal numbers (the common case) needs no per-token check
+_NUMBERS_ONLY = re.compile(r"[\s{},0-9.eE+\-]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?", "a": "\a", "b": "\b",
             "f": "\f", "v": "\v"}
 
@@ -266,7 +269,7 @@ def parse_shape(sc, depth=0):
 
 # -- literals ----------------------------------------------------------------------
 
-def _convert_values(sc, tokens, shape, pos):
+def _convert_values(sc, tokens, shape, pos, maybe_neg_nan=True):
     dt = dtype_of(shape.element_type)
     n = shape.numel()
     if len(tokens) != n:
@@ -277,14 +280,29 @@ def _convert_values(sc, tokens, shape, pos):
             vals = [t == "true" or (t not in ("false",) and float(t) != 0) for t in tokens]
             return np.array(vals, dtype=np.bool_).reshape(shape.dims)
         if et.startswith("s") or et.startswith("u"):
-            ints = [int(t) if re.fullmatch(r"[-+]?\d+", t) else _int_from_float(t) for t in tokens]
-            info = np.iinfo(dt) if dt.kind in "iu" else None
-            if info is not None and any(v < info.min or v > info.max for v in ints):
+            try:  # fast path: plain decimal integers, converted by numpy
+                wide = np.array(tokens, dtype=np.uint64 if et == "u64" else np.int64) if tokens else \
+                    np.zeros(0, np.int64)
+                ints = None
+            except (ValueError, OverflowError):
+                ints = [int(t) if re.fullmatch(r"[-+]?\d+", t) else _int_from_float(t) for t in tokens]
+            info = np.iinfo(dt)
+            if ints is not None:
+                if any(v < info.min or v > info.max for v in ints):
+                    raise sc.error("integer constant out of range for %s" % et, pos)
+                return np.array(ints, dtype=dt).reshape(shape.dims)
+            if wide.size and (wide.min() < info.min or wide.max() > info.max):
                 raise sc.error("integer constant out of range for %s" % et, pos)
-            return np.array(ints, dtype=dt).reshape(shape.dims)
-        floats = [_float_token(t) for t in tokens]
+            return wide.astype(dt).reshape(shape.dims)
+        try:  # fast path: numpy parses decimal, inf and nan itself
+            floats = np.array(tokens, dtype=np.float64) if tokens else np.zeros(0)
+            neg_nan = [k for k, t in enumerate(tokens) if t.startswith("-n")] if maybe_neg_nan else []
+            if neg_nan:
+                floats[neg_nan] = -np.abs(floats[neg_nan])
+        except ValueError:
+            floats = np.array([_float_token(t) for t in tokens], dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            return np.array(floats, dtype=np.float64).astype(dt).reshape(shape.dims)
+            return floats.astype(dt).reshape(shape.dims)
     except (ValueError, OverflowError) as e:
         raise sc.error("bad constant value for %s: %s" % (et, e), pos) from None
 
@@ -333,37 +351,39 @@ def parse_literal(sc, shape, depth=0):
     if sc.text.startswith("{...}", sc.pos):
         raise sc.error("constant values are elided ({...}); print the HLO with large constants included")
     if sc.text.startswith("{", sc.pos):
-        depth2, i, n = 0, sc.pos, len(sc.text)
-        while i < n:
-            ch = sc.text[i]
+        depth2, i = 0, None
+        for m in _LITERAL_PUNCT.finditer(sc.text, sc.pos):  # numbers between braces are skipped in C
+            ch = m.group(0)
             if ch == "{":
                 depth2 += 1
             elif ch == "}":
                 depth2 -= 1
                 if depth2 == 0:
+                    i = m.start()
                     break
-            elif ch in "()=\"":
-                raise sc.error("unexpected %r in an array constant" % ch, i)
-            i += 1
-        if depth2:
+            else:
+                raise sc.error("unexpected %r in an array constant" % ch, m.start())
+        if i is None:
             raise sc.error("unbalanced braces in constant", start)
         body = sc.text[sc.pos:i + 1]
         sc.pos = i + 1
-        tokens = _NUMBER_TOKEN.findall(body)
-        leftover = _NUMBER_TOKEN.sub("", body)
-        if re.search(r"[^\s{},]", leftover):
-            bad = re.search(r"[^\s{},]", leftover).group(0)
-            raise sc.error("unexpected %r in an array constant" % bad, start)
+        tokens = body.replace("{", " ").replace("}", " ").replace(",", " ").split()
+        maybe_neg_nan = "-n" in body
+        if tokens and not _NUMBERS_ONLY.fullmatch(body):
+            for t in tokens:
+                if not _NUMBER_TOKEN.fullmatch(t):
+                    raise sc.error("unexpected %r in an array constant" % t[:20], start)
     else:
         m = _NUMBER_TOKEN.match(sc.text, sc.pos)
         if not m:
             raise sc.error("expected a constant value, found %s" % sc._found())
         sc.pos = m.end()
         tokens = [m.group(0)]
+        maybe_neg_nan = tokens[0].startswith("-n")
         if shape.numel() != 1 and shape.numel() > 0:
             # XLA accepts a scalar broadcast to the shape only for rank-0; a splat is an error here
             raise sc.error("constant of shape %s needs an array value {...}" % shape.to_text(False), start)
-    return _convert_values(sc, tokens, shape, start)
+    return _convert_values(sc, tokens, shape, start, maybe_neg_nan)
 
 
 # -- attribute values ----------------------------------------------------------------

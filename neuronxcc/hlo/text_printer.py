@@ -67,30 +67,42 @@ def _scalar_text(v, et):
     return _float_text(v, et)
 
 
+_SHORTEST_LIMIT = 4096  # arrays up to this size print shortest decimals, bigger ones a faster exact form
+
+
+def _element_texts(arr, et):
+    flat = arr.ravel()
+    if et == "pred":
+        return ["true" if v else "false" for v in flat.tolist()]
+    if et[0] in "su":
+        return [str(v) for v in flat.tolist()]
+    wide = flat.astype(np.float64)
+    if flat.size <= _SHORTEST_LIMIT:
+        return [_float_text(v, et) for v in wide.tolist()]
+    # repr of the f64 value is exact for every narrower float type too
+    out = [repr(v) for v in wide.tolist()]
+    for k in np.flatnonzero(np.isnan(wide) & np.signbit(wide)).tolist():
+        out[k] = "-nan"
+    return out
+
+
 def literal_text(value, shape):
     if shape.is_tuple:
         return "(%s)" % ", ".join(literal_text(v, s) for v, s in zip(value, shape.tuple_shapes))
     et = shape.element_type
     arr = np.asarray(value)
     if arr.ndim == 0:
-        return _scalar_text(arr.item() if et[0] in "psu" else float(arr.astype(np.float64)), et)
-    if et not in ("pred",) and et[0] not in "su":
-        flat = arr.astype(np.float64).ravel()
-    else:
-        flat = arr.ravel()
-    items = [_scalar_text(v, et) for v in flat.tolist()]
-
-    def nest(dims, off):
-        if len(dims) == 1:
-            return "{%s}" % ", ".join(items[off:off + dims[0]]), off + dims[0]
-        parts = []
-        for _ in range(dims[0]):
-            t, off = nest(dims[1:], off)
-            parts.append(t)
-        return "{ %s }" % ", ".join(parts), off
+        return _element_texts(arr.reshape(1), et)[0]
     if 0 in arr.shape:
-        return "{%s}" % ("{}" * 0)
-    return nest(list(arr.shape), 0)[0]
+        return "{}"
+    items = _element_texts(arr, et)
+    dims = list(arr.shape)
+    # group the innermost dimension, then wrap outward
+    inner = dims[-1]
+    rows = ["{%s}" % ", ".join(items[k:k + inner]) for k in range(0, len(items), inner)]
+    for d in reversed(dims[:-1]):
+        rows = ["{ %s }" % ", ".join(rows[k:k + d]) for k in range(0, len(rows), d)]
+    return rows[0]
 
 
 def _window_text(window):
