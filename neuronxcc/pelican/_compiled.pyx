@@ -56,8 +56,8 @@ cdef Py_ssize_t _emit(Expr e, dict idx, list prog, Py_ssize_t sp) except -1:
     if e.kind == K_ADD:
         prog.extend((OP_CONST, e.val, 0))
         d = sp + 1
-        for i in range(len(e.args)):
-            a = <Expr>e.args[i]
+        for i in range(e.n):
+            a = <Expr>e.ch[i]
             if a.kind == K_VAR:
                 prog.extend((OP_ACCVAR, idx[a.name], e.cf[i]))
             else:
@@ -65,7 +65,7 @@ cdef Py_ssize_t _emit(Expr e, dict idx, list prog, Py_ssize_t sp) except -1:
                 prog.extend((OP_MULADD, 0, e.cf[i]))
         return d
     if e.kind == K_FLOORDIV or e.kind == K_MOD:
-        d = _emit(<Expr>e.args[0], idx, prog, sp)
+        d = _emit(<Expr>e.ch[0], idx, prog, sp)
         k = e.val
         if k & (k - 1) == 0:
             # powers of two: an arithmetic shift is floor division, a mask is
@@ -77,9 +77,9 @@ cdef Py_ssize_t _emit(Expr e, dict idx, list prog, Py_ssize_t sp) except -1:
         else:
             prog.extend((OP_FDIV if e.kind == K_FLOORDIV else OP_MOD, k, 0))
         return d
-    d = _emit(<Expr>e.args[0], idx, prog, sp)
-    for i in range(1, len(e.args)):
-        d = max(d, _emit(<Expr>e.args[i], idx, prog, sp + 1))
+    d = _emit(<Expr>e.ch[0], idx, prog, sp)
+    for i in range(1, e.n):
+        d = max(d, _emit(<Expr>e.ch[i], idx, prog, sp + 1))
         prog.extend((OP_MIN if e.kind == K_MIN else OP_MAX, 0, 0))
     return d
 

@@ -1,6 +1,7 @@
 # Declarations of the pelican expression core (see _expr.pyx for the contract).
 # Other Cython modules cimport these to read expression trees without Python
 # attribute lookups (e.g. _compiled.pyx lowers a tree to a flat program).
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint64_t
 
 # Node kinds. The numeric order is also the first key of the canonical
@@ -8,11 +9,11 @@ from libc.stdint cimport int64_t, uint64_t
 cdef enum:
     K_CONST = 0      # val = the integer
     K_VAR = 1        # name = the variable (loop variable or register)
-    K_ADD = 2        # val = constant term; args = atoms (>= 1); cf = their nonzero coefficients
-    K_FLOORDIV = 3   # args = (dividend,); val = divisor (>= 2)
-    K_MOD = 4        # args = (dividend,); val = modulus (>= 2)
-    K_MIN = 5        # args = sorted, deduplicated operands (>= 2)
-    K_MAX = 6        # args = sorted, deduplicated operands (>= 2)
+    K_ADD = 2        # val = constant term; ch = atoms (>= 1); cf = their nonzero coefficients
+    K_FLOORDIV = 3   # ch = [dividend]; val = divisor (>= 2)
+    K_MOD = 4        # ch = [dividend]; val = modulus (>= 2)
+    K_MIN = 5        # ch = sorted, deduplicated operands (>= 2)
+    K_MAX = 6        # ch = sorted, deduplicated operands (>= 2)
 
 
 cdef struct Bnd:
@@ -27,8 +28,9 @@ cdef class Expr:
     cdef readonly int kind
     cdef int64_t val        # see the node kinds above
     cdef readonly str name  # K_VAR only (None otherwise)
-    cdef tuple args         # child expressions (K_ADD: atoms in canonical order)
-    cdef int64_t* cf        # K_ADD only: len(args) coefficients, owned (PyMem)
+    cdef PyObject** ch      # children, owned references (K_ADD: atoms in canonical order)
+    cdef Py_ssize_t n       # number of children
+    cdef int64_t* cf        # K_ADD only: n coefficients (in the same block as ch)
     cdef Py_hash_t hsh      # structural hash, computed at construction
     cdef Bnd ib             # intrinsic bounds (variables unbounded), used by the rules
     cdef uint64_t vmask     # OR of 1 << (hash(name) & 63) over the variables (a filter)

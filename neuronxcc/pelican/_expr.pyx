@@ -19,8 +19,7 @@ Owns the ``Expr`` node type and every rewrite rule. Invariants:
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.number cimport PyNumber_Index
-from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, Py_XINCREF, PyObject
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memmove
 
@@ -211,62 +210,111 @@ cdef Expr mk_var(str name, Bnd b):
     return e
 
 
-cdef Expr mk_node(int kind, tuple args, int64_t val):
-    # K_FLOORDIV, K_MOD (args=(x,)), K_MIN, K_MAX; args already canonical.
+cdef Expr new_node(int kind, Py_ssize_t n, bint with_cf):
+    # An Expr with room for n children (and n coefficients); the caller
+    # stores the children (owned references) one by one, raising e.n as it goes.
     cdef Expr e = Expr.__new__(Expr)
-    cdef uint64_t h = h_mix(<uint64_t>kind, <uint64_t>val)
+    cdef size_t per = sizeof(PyObject*) + (sizeof(int64_t) if with_cf else 0)
+    e.kind = kind
+    e.ch = <PyObject**>PyMem_Malloc(n * per if n > 0 else per)
+    if e.ch == NULL:
+        raise MemoryError()
+    if with_cf:
+        e.cf = <int64_t*>(e.ch + n)
+    e.n = 0
+    return e
+
+
+cdef inline void put(Expr e, Expr child) noexcept:
+    Py_INCREF(child)
+    e.ch[e.n] = <PyObject*>child
+    e.n += 1
+
+
+cdef Expr finish_node(Expr e):
+    # hash, intrinsic bounds and variable mask of a //, %, min or max node
+    cdef uint64_t h = h_mix(<uint64_t>e.kind, <uint64_t>e.val)
+    cdef uint64_t vm = 0
     cdef Expr a
     cdef Bnd b
     cdef Py_ssize_t i
-    cdef uint64_t vm = 0
-    e.kind = kind
-    e.args = args
-    e.val = val
-    for a in args:
+    for i in range(e.n):
+        a = <Expr>e.ch[i]
         h = h_mix(h, <uint64_t>a.hsh)
         vm |= a.vmask
     e.hsh = h_fix(h)
     e.vmask = vm
-    if kind == K_FLOORDIV:
-        b = b_floordiv((<Expr>args[0]).ib, val)
-    elif kind == K_MOD:
-        b = b_mod((<Expr>args[0]).ib, val)
+    a = <Expr>e.ch[0]
+    if e.kind == K_FLOORDIV:
+        b = b_floordiv(a.ib, e.val)
+    elif e.kind == K_MOD:
+        b = b_mod(a.ib, e.val)
     else:
-        b = (<Expr>args[0]).ib
-        for i in range(1, len(args)):
-            b = b_min(b, (<Expr>args[i]).ib) if kind == K_MIN else b_max(b, (<Expr>args[i]).ib)
+        b = a.ib
+        for i in range(1, e.n):
+            b = b_min(b, (<Expr>e.ch[i]).ib) if e.kind == K_MIN else b_max(b, (<Expr>e.ch[i]).ib)
     e.ib = b
     return e
 
 
-cdef int64_t* cf_alloc(Py_ssize_t n) except NULL:
-    cdef int64_t* p = <int64_t*>PyMem_Malloc((n if n > 0 else 1) * sizeof(int64_t))
-    if p == NULL:
-        raise MemoryError()
-    return p
+cdef Expr mk_div(int kind, Expr x, int64_t k):
+    # K_FLOORDIV or K_MOD node x // k, x % k (x canonical, nothing left to apply)
+    cdef Expr e = new_node(kind, 1, False)
+    e.val = k
+    put(e, x)
+    return finish_node(e)
 
 
-cdef Expr mk_add_take(tuple atoms, int64_t* cf, int64_t c):
-    # A sum node over canonical, sorted atoms; takes ownership of cf.
-    cdef Expr e = Expr.__new__(Expr)
+cdef Expr mk_minmax(int kind, list items):
+    # K_MIN / K_MAX node over sorted, deduplicated operands
+    cdef Expr e = new_node(kind, len(items), False)
+    cdef Expr a
+    for a in items:
+        put(e, a)
+    return finish_node(e)
+
+
+cdef Expr mk_minmax2(int kind, Expr x, Expr y):
+    cdef Expr e = new_node(kind, 2, False)
+    put(e, x)
+    put(e, y)
+    return finish_node(e)
+
+
+cdef Expr finish_add(Expr e, int64_t c):
+    # hash, intrinsic bounds and variable mask of a filled sum node
     cdef uint64_t h = h_mix(<uint64_t>K_ADD, <uint64_t>c)
     cdef Bnd b = b_make(c, c, True, True)
+    cdef uint64_t vm = 0
     cdef Py_ssize_t i
     cdef Expr a
-    cdef uint64_t vm = 0
-    e.cf = cf               # owned from here on, even if something below fails
-    for i in range(len(atoms)):
-        a = <Expr>atoms[i]
-        h = h_mix(h_mix(h, <uint64_t>a.hsh), <uint64_t>cf[i])
-        b = b_add(b, b_scale(a.ib, cf[i]))
+    for i in range(e.n):
+        a = <Expr>e.ch[i]
+        h = h_mix(h_mix(h, <uint64_t>a.hsh), <uint64_t>e.cf[i])
+        b = b_add(b, b_scale(a.ib, e.cf[i]))
         vm |= a.vmask
-    e.vmask = vm
-    e.kind = K_ADD
-    e.args = atoms
     e.val = c
     e.hsh = h_fix(h)
     e.ib = b
+    e.vmask = vm
     return e
+
+
+cdef Expr mk_add2(Expr x, int64_t cx, Expr y, int64_t cy, int64_t c):
+    # sum of two distinct atoms, x before y in the canonical order
+    cdef Expr e = new_node(K_ADD, 2, True)
+    e.cf[0] = cx
+    e.cf[1] = cy
+    put(e, x)
+    put(e, y)
+    return finish_add(e, c)
+
+
+cdef Expr mk_add1(Expr x, int64_t cx, int64_t c):
+    cdef Expr e = new_node(K_ADD, 1, True)
+    e.cf[0] = cx
+    put(e, x)
+    return finish_add(e, c)
 
 
 # ---------------------------------------------------------------- order and equality
@@ -281,15 +329,15 @@ cdef bint expr_eq(Expr a, Expr b) except -1:
         return True
     if a.kind == K_VAR:
         return a.name == b.name
-    n = len(a.args)
-    if n != len(b.args):
+    n = a.n
+    if n != b.n:
         return False
     if a.kind == K_ADD:
         for i in range(n):
             if a.cf[i] != b.cf[i]:
                 return False
     for i in range(n):
-        if not expr_eq(<Expr>a.args[i], <Expr>b.args[i]):
+        if not expr_eq(<Expr>a.ch[i], <Expr>b.ch[i]):
             return False
     return True
 
@@ -308,12 +356,12 @@ cdef int expr_cmp(Expr a, Expr b) except -2:
         if a.hsh == b.hsh and a.name == b.name:
             return 0
         return -1 if a.name < b.name else 1
-    n = len(a.args)
-    m = len(b.args)
+    n = a.n
+    m = b.n
     if n != m:
         return -1 if n < m else 1
     for i in range(n):
-        r = expr_cmp(<Expr>a.args[i], <Expr>b.args[i])
+        r = expr_cmp(<Expr>a.ch[i], <Expr>b.ch[i])
         if r:
             return r
     if a.kind == K_ADD:
@@ -433,19 +481,18 @@ cdef class Lin:
         if e.kind == K_CONST:
             self.c = ck_add(self.c, ck_mul(e.val, k))
         elif e.kind == K_ADD:
-            m = len(e.args)
+            m = e.n
             if self.n == 0:
                 self.grow(m)
                 for i in range(m):
                     self.cf[i] = ck_mul(e.cf[i], k)
                 for i in range(m):
-                    a = e.args[i]
-                    Py_INCREF(a)
-                    self.at[i] = <PyObject*>a
+                    Py_XINCREF(e.ch[i])
+                    self.at[i] = e.ch[i]
                 self.n = m
             else:
                 for i in range(m):
-                    self.add_term(<Expr>e.args[i], ck_mul(e.cf[i], k))
+                    self.add_term(<Expr>e.ch[i], ck_mul(e.cf[i], k))
             self.c = ck_add(self.c, ck_mul(e.val, k))
         else:
             self.add_term(e, k)
@@ -481,7 +528,7 @@ cdef class Lin:
                 if d.kind != K_FLOORDIV or self.cf[j] != want or (d.vmask & ~m.vmask) != 0:
                     continue
                 if f is None:
-                    f = floordiv_const(<Expr>m.args[0], m.val)
+                    f = floordiv_const(<Expr>m.ch[0], m.val)
                 if expr_eq(d, f):
                     Py_INCREF(m)
                     if j > i:
@@ -490,7 +537,7 @@ cdef class Lin:
                     else:
                         self.remove(i)
                         self.remove(j)
-                    self.add(<Expr>m.args[0], c)
+                    self.add(<Expr>m.ch[0], c)
                     Py_DECREF(m)
                     return True
         return False
@@ -498,9 +545,7 @@ cdef class Lin:
     cdef Expr build(self):
         cdef Py_ssize_t i
         cdef bint has_mod = False, has_div = False
-        cdef Expr a
-        cdef tuple t
-        cdef int64_t* cfp
+        cdef Expr a, e
         for i in range(self.n):
             a = <Expr>self.at[i]
             if a.kind == K_MOD:
@@ -514,14 +559,13 @@ cdef class Lin:
             return mk_const(self.c)
         if self.n == 1 and self.c == 0 and self.cf[0] == 1:
             return <Expr>self.at[0]
-        t = PyTuple_New(self.n)
+        e = new_node(K_ADD, self.n, True)
+        memcpy(e.cf, self.cf, self.n * sizeof(int64_t))
         for i in range(self.n):
-            a = <Expr>self.at[i]
-            Py_INCREF(a)
-            PyTuple_SET_ITEM(t, i, a)
-        cfp = cf_alloc(self.n)
-        memcpy(cfp, self.cf, self.n * sizeof(int64_t))
-        return mk_add_take(t, cfp, self.c)
+            Py_XINCREF(self.at[i])
+            e.ch[i] = self.at[i]
+        e.n = self.n
+        return finish_add(e, self.c)
 
 
 cdef inline Lin new_lin():
@@ -530,12 +574,12 @@ cdef inline Lin new_lin():
 
 cdef inline Py_ssize_t nterms(Expr e) noexcept:
     if e.kind == K_ADD:
-        return len(e.args)
+        return e.n
     return 0 if e.kind == K_CONST else 1
 
 
 cdef inline Expr term_atom(Expr e, Py_ssize_t i):
-    return <Expr>e.args[i] if e.kind == K_ADD else e
+    return <Expr>e.ch[i] if e.kind == K_ADD else e
 
 
 cdef inline int64_t term_coef(Expr e, Py_ssize_t i) noexcept:
@@ -548,33 +592,38 @@ cdef inline int64_t const_of(Expr e) noexcept:
 
 # ---------------------------------------------------------------- canonical constructors
 
+cdef Expr copy_add(Expr a, int64_t k, int64_t c):
+    # the sum a (K_ADD) with coefficients times k and constant c
+    cdef Expr e = new_node(K_ADD, a.n, True)
+    cdef Py_ssize_t i
+    for i in range(a.n):
+        e.cf[i] = a.cf[i] if k == 1 else ck_mul(a.cf[i], k)
+    for i in range(a.n):
+        Py_XINCREF(a.ch[i])
+        e.ch[i] = a.ch[i]
+    e.n = a.n
+    return finish_add(e, c)
+
+
 cdef Expr add_const(Expr a, int64_t c):
     """a + c, canonical."""
     cdef int64_t nc
-    cdef int64_t* cfp
-    cdef Py_ssize_t n
     if c == 0:
         return a
     if a.kind == K_CONST:
         return mk_const(ck_add(a.val, c))
     if a.kind == K_ADD:
         nc = ck_add(a.val, c)
-        n = len(a.args)
-        if nc == 0 and n == 1 and a.cf[0] == 1:
-            return <Expr>a.args[0]
-        cfp = cf_alloc(n)
-        memcpy(cfp, a.cf, n * sizeof(int64_t))
-        return mk_add_take(a.args, cfp, nc)       # same atoms: share the tuple
-    cfp = cf_alloc(1)
-    cfp[0] = 1
-    return mk_add_take((a,), cfp, c)
+        if nc == 0 and a.n == 1 and a.cf[0] == 1:
+            return <Expr>a.ch[0]
+        return copy_add(a, 1, nc)
+    return mk_add1(a, 1, c)
 
 
 cdef Expr add_scaled(Expr a, Expr b, int64_t cb):
     """a + cb*b, canonical."""
     cdef Lin lin
     cdef int r
-    cdef int64_t* cfp
     if cb == 0:
         return a
     if b.kind == K_CONST:
@@ -587,14 +636,9 @@ cdef Expr add_scaled(Expr a, Expr b, int64_t cb):
         r = expr_cmp(a, b)
         if r == 0:
             return mul_const(a, ck_add(1, cb))
-        cfp = cf_alloc(2)
         if r < 0:
-            cfp[0] = 1
-            cfp[1] = cb
-            return mk_add_take((a, b), cfp, 0)
-        cfp[0] = cb
-        cfp[1] = 1
-        return mk_add_take((b, a), cfp, 0)
+            return mk_add2(a, 1, b, cb, 0)
+        return mk_add2(b, cb, a, 1, 0)
     lin = new_lin()
     lin.add(a, 1)
     lin.add(b, cb)
@@ -602,8 +646,6 @@ cdef Expr add_scaled(Expr a, Expr b, int64_t cb):
 
 
 cdef Expr mul_const(Expr a, int64_t k):
-    cdef Py_ssize_t i, n
-    cdef int64_t* cfp
     if k == 1:
         return a
     if k == 0:
@@ -611,20 +653,10 @@ cdef Expr mul_const(Expr a, int64_t k):
     if a.kind == K_CONST:
         return mk_const(ck_mul(a.val, k))
     if a.kind == K_ADD:
-        n = len(a.args)
-        if n == 1 and a.val == 0 and a.cf[0] == -1 and k == -1:
-            return <Expr>a.args[0]
-        cfp = cf_alloc(n)
-        try:
-            for i in range(n):
-                cfp[i] = ck_mul(a.cf[i], k)
-            return mk_add_take(a.args, cfp, ck_mul(a.val, k))
-        except OverflowError:
-            PyMem_Free(cfp)
-            raise
-    cfp = cf_alloc(1)
-    cfp[0] = k
-    return mk_add_take((a,), cfp, 0)
+        if a.n == 1 and a.val == 0 and a.cf[0] == -1 and k == -1:
+            return <Expr>a.ch[0]
+        return copy_add(a, k, ck_mul(a.val, k))
+    return mk_add1(a, k, 0)
 
 
 cdef inline bint _same_block(Bnd b, int64_t k, int64_t* m) noexcept:
@@ -640,13 +672,13 @@ cdef Expr floordiv_canon(Expr ye, int64_t k):
     cdef int64_t m
     if ye.kind == K_FLOORDIV:
         # (x // a) // k == x // (a*k)
-        return floordiv_const(<Expr>ye.args[0], ck_mul(ye.val, k))
+        return floordiv_const(<Expr>ye.ch[0], ck_mul(ye.val, k))
     if ye.kind == K_MOD and ye.val % k == 0:
         # (x % (a*k)) // k == (x // k) % a
-        return mod_const(floordiv_const(<Expr>ye.args[0], k), ye.val // k)
+        return mod_const(floordiv_const(<Expr>ye.ch[0], k), ye.val // k)
     if _same_block(ye.ib, k, &m):
         return mk_const(m)
-    return mk_node(K_FLOORDIV, (ye,), k)
+    return mk_div(K_FLOORDIV, ye, k)
 
 
 cdef Expr floordiv_const(Expr a, int64_t k):
@@ -692,7 +724,7 @@ cdef Expr floordiv_const(Expr a, int64_t k):
             # (x // a + u) // k == (x + a*u) // (a*k)
             Py_INCREF(atom)       # keep it alive across remove()
             y.remove(i)
-            res = floordiv_const(add_scaled(<Expr>atom.args[0], y.build(), atom.val), ck_mul(atom.val, k))
+            res = floordiv_const(add_scaled(<Expr>atom.ch[0], y.build(), atom.val), ck_mul(atom.val, k))
             Py_DECREF(atom)
             break
     if res is None:
@@ -718,8 +750,8 @@ cdef Expr mod_const(Expr a, int64_t k):
         return add_const(a, -ck_mul(m, k))
     if a.kind != K_ADD:
         if a.kind == K_MOD and a.val % k == 0:
-            return mod_const(<Expr>a.args[0], k)
-        return mk_node(K_MOD, (a,), k)
+            return mod_const(<Expr>a.ch[0], k)
+        return mk_div(K_MOD, a, k)
     y = new_lin()
     n = nterms(a)
     for i in range(n):
@@ -728,7 +760,7 @@ cdef Expr mod_const(Expr a, int64_t k):
         if cf % k == 0:
             continue                      # (k*x + y) % k == y % k
         if atom.kind == K_MOD and atom.val % k == 0:
-            y.add(<Expr>atom.args[0], cf) # (x % (a*k)) % k == x % k
+            y.add(<Expr>atom.ch[0], cf) # (x % (a*k)) % k == x % k
         else:
             y.add_term(atom, cf)
     y.c = fmod(ck_add(y.c, const_of(a)), k)
@@ -751,7 +783,7 @@ cdef Expr mod_const(Expr a, int64_t k):
     ye = y.build()
     if _same_block(ye.ib, k, &m):
         return add_const(ye, -ck_mul(m, k))
-    return mk_node(K_MOD, (ye,), k)
+    return mk_div(K_MOD, ye, k)
 
 
 cdef bint _const_diff(Expr a, Expr b, int64_t* d) except -1:
@@ -784,7 +816,7 @@ cdef Expr minmax2(int kind, Expr a, Expr b):
     r = expr_cmp(a, b)
     if r == 0:
         return a
-    return mk_node(kind, (a, b) if r < 0 else (b, a), 0)
+    return mk_minmax2(kind, a, b) if r < 0 else mk_minmax2(kind, b, a)
 
 
 cdef Expr minmax(int kind, list items):
@@ -796,7 +828,8 @@ cdef Expr minmax(int kind, list items):
     cdef bint is_min = kind == K_MIN, drop
     for e in items:
         if e.kind == kind:
-            flat.extend(e.args)
+            for i in range(e.n):
+                flat.append(<Expr>e.ch[i])
         elif e.kind == K_CONST:
             if cst is None or (e.val < cst.val if is_min else e.val > cst.val):
                 cst = e
@@ -836,7 +869,7 @@ cdef Expr minmax(int kind, list items):
             flat[j + 1] = flat[j]
             j -= 1
         flat[j + 1] = e
-    return mk_node(kind, tuple(flat), 0)
+    return mk_minmax(kind, flat)
 
 
 cdef Expr as_expr_c(object x):
@@ -865,18 +898,18 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
         v = m.get(e.name)
         return e if v is None else as_expr_c(v)
     if e.kind == K_FLOORDIV or e.kind == K_MOD:
-        a = <Expr>e.args[0]
+        a = <Expr>e.ch[0]
         s = subs_rec(a, m, mask)
         if s is a:
             return e
         return floordiv_const(s, e.val) if e.kind == K_FLOORDIV else mod_const(s, e.val)
-    n = len(e.args)
+    n = e.n
     if e.kind == K_ADD:
         # unchanged atoms keep their order: append them; merge the rest after
         lin = new_lin()
         ch = None
         for i in range(n):
-            a = <Expr>e.args[i]
+            a = <Expr>e.ch[i]
             s = subs_rec(a, m, mask)
             if s is a:
                 lin.push(a, e.cf[i])
@@ -892,7 +925,7 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
         return lin.build()
     new = []
     for i in range(n):
-        a = <Expr>e.args[i]
+        a = <Expr>e.ch[i]
         s = subs_rec(a, m, mask)
         if s is not a:
             changed = True
@@ -917,16 +950,16 @@ cdef int64_t eval_rec(Expr e, dict env) except? -1:
         return to_i64(x)
     if e.kind == K_ADD:
         acc = e.val
-        for i in range(len(e.args)):
-            acc = ck_add(acc, ck_mul(e.cf[i], eval_rec(<Expr>e.args[i], env)))
+        for i in range(e.n):
+            acc = ck_add(acc, ck_mul(e.cf[i], eval_rec(<Expr>e.ch[i], env)))
         return acc
     if e.kind == K_FLOORDIV:
-        return fdiv(eval_rec(<Expr>e.args[0], env), e.val)
+        return fdiv(eval_rec(<Expr>e.ch[0], env), e.val)
     if e.kind == K_MOD:
-        return fmod(eval_rec(<Expr>e.args[0], env), e.val)
-    acc = eval_rec(<Expr>e.args[0], env)
-    for i in range(1, len(e.args)):
-        v = eval_rec(<Expr>e.args[i], env)
+        return fmod(eval_rec(<Expr>e.ch[0], env), e.val)
+    acc = eval_rec(<Expr>e.ch[0], env)
+    for i in range(1, e.n):
+        v = eval_rec(<Expr>e.ch[i], env)
         if (v < acc) if e.kind == K_MIN else (v > acc):
             acc = v
     return acc
@@ -946,28 +979,29 @@ cdef Bnd bnd_rec(Expr e, dict rng) except *:
         return b_make(<int64_t>t[0], <int64_t>t[1], True, True)
     if e.kind == K_ADD:
         b = b_make(e.val, e.val, True, True)
-        for i in range(len(e.args)):
-            b = b_add(b, b_scale(bnd_rec(<Expr>e.args[i], rng), e.cf[i]))
+        for i in range(e.n):
+            b = b_add(b, b_scale(bnd_rec(<Expr>e.ch[i], rng), e.cf[i]))
         return b
     if e.kind == K_FLOORDIV:
-        return b_floordiv(bnd_rec(<Expr>e.args[0], rng), e.val)
+        return b_floordiv(bnd_rec(<Expr>e.ch[0], rng), e.val)
     if e.kind == K_MOD:
-        return b_mod(bnd_rec(<Expr>e.args[0], rng), e.val)
-    b = bnd_rec(<Expr>e.args[0], rng)
-    for i in range(1, len(e.args)):
+        return b_mod(bnd_rec(<Expr>e.ch[0], rng), e.val)
+    b = bnd_rec(<Expr>e.ch[0], rng)
+    for i in range(1, e.n):
         if e.kind == K_MIN:
-            b = b_min(b, bnd_rec(<Expr>e.args[i], rng))
+            b = b_min(b, bnd_rec(<Expr>e.ch[i], rng))
         else:
-            b = b_max(b, bnd_rec(<Expr>e.args[i], rng))
+            b = b_max(b, bnd_rec(<Expr>e.ch[i], rng))
     return b
 
 
-cdef void vars_rec(Expr e, set out):
+cdef int vars_rec(Expr e, set out) except -1:
+    cdef Py_ssize_t i
     if e.kind == K_VAR:
         out.add(e.name)
     elif e.kind != K_CONST:
-        for a in e.args:
-            vars_rec(<Expr>a, out)
+        for i in range(e.n):
+            vars_rec(<Expr>e.ch[i], out)
 
 
 cdef dict norm_ranges(object ranges):
@@ -1018,15 +1052,15 @@ cdef str to_str(Expr e):
     if e.kind == K_VAR:
         return e.name
     if e.kind == K_FLOORDIV:
-        return _operand(<Expr>e.args[0]) + "//" + str(e.val)
+        return _operand(<Expr>e.ch[0]) + "//" + str(e.val)
     if e.kind == K_MOD:
-        return _operand(<Expr>e.args[0]) + " % " + str(e.val)
+        return _operand(<Expr>e.ch[0]) + " % " + str(e.val)
     if e.kind == K_MIN or e.kind == K_MAX:
-        return ("min(" if e.kind == K_MIN else "max(") + ", ".join([to_str(<Expr>a) for a in e.args]) + ")"
+        return ("min(" if e.kind == K_MIN else "max(") + ", ".join([to_str(<Expr>e.ch[i]) for i in range(e.n)]) + ")"
     parts = []
-    for i in range(len(e.args)):
+    for i in range(e.n):
         c = e.cf[i]
-        a = <Expr>e.args[i]
+        a = <Expr>e.ch[i]
         if i == 0:
             if c == 1:
                 parts.append(to_str(a))
@@ -1062,7 +1096,10 @@ cdef class Expr:
         raise TypeError("pelican: build expressions with var(), const(), parse() and operators")
 
     def __dealloc__(self):
-        PyMem_Free(self.cf)
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            Py_XDECREF(self.ch[i])
+        PyMem_Free(self.ch)
 
     # -- operators
     def __add__(self, other):
@@ -1190,7 +1227,7 @@ cdef class Expr:
     @property
     def children(self):
         """Operands: the atoms of a sum, the dividend of // and %, the operands of min/max."""
-        return self.args if self.args is not None else ()
+        return tuple([<Expr>self.ch[i] for i in range(self.n)])
 
     def terms(self):
         """Linear view: ({atom: coefficient}, constant); atoms are Exprs."""
@@ -1216,8 +1253,8 @@ cdef class Expr:
         if self.kind != K_ADD:
             return None
         d = {}
-        for i in range(len(self.args)):
-            a = <Expr>self.args[i]
+        for i in range(self.n):
+            a = <Expr>self.ch[i]
             if a.kind != K_VAR:
                 return None
             d[a.name] = self.cf[i]
