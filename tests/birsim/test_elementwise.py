@@ -217,3 +217,21 @@ def test_iota_memset_select_affine_select():
     tt, ff = rand((16, 12), 1), rand((16, 12), 2)
     np.testing.assert_array_equal(r_sel, np.where(np.arange(16 * 12).reshape(16, 12) % 3 == 0, tt, ff))
     np.testing.assert_array_equal(r_af, np.where(pp - np.arange(12)[None, :] >= 0, tt, np.float32(-1e9)))
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "int32"])
+def test_negative_and_zero_steps(dt):
+    """Reversed (step -1) and broadcast (step 0) free patterns on reads."""
+    x = np.arange(16 * 10, dtype=np.float32).reshape(16, 10)
+    p = Prog()
+    tx = p.load("x", x, dtype=dt)
+    rev = tx.copy(offset=9, pattern=[[-1, 10]])
+    bc = tx.copy(offset=2, pattern=[[0, 4], [1, 3]])
+    o1, o2 = p.tile("o1", 16, 10, dt), p.tile("o2", 16, 12, dt)
+    p.inst("tensor_copy", "DVE", [o1], [rev])
+    p.inst("tensor_copy", "DVE", [o2], [bc])
+    p.store(o1)
+    p.store(o2)
+    r1, r2 = p.run()
+    np.testing.assert_array_equal(r1.astype(np.float32), x[:, ::-1])
+    np.testing.assert_array_equal(r2.astype(np.float32), np.tile(x[:, 2:5], (1, 4)))

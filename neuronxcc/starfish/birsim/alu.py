@@ -104,41 +104,41 @@ def compare_f(op, a, b):
 
 def alu_f(op, a, b):
     """fp32 ALU op (a, b float32 arrays or scalars broadcasting)."""
-    with np.errstate(all="ignore"):
-        if op == "add":
-            r = np.add(a, b, dtype=_F)
-        elif op == "subtract":
-            r = np.subtract(a, b, dtype=_F)
-        elif op == "rsub":
-            r = np.subtract(b, a, dtype=_F)
-        elif op == "mult":
-            r = np.multiply(a, b, dtype=_F)
-        elif op == "divide":
-            r = np.divide(a, b, dtype=_F)
-        elif op == "max":
-            r = np.maximum(a, b, dtype=_F)
-        elif op == "min":
-            r = np.minimum(a, b, dtype=_F)
-        elif op == "pow":
-            r = np.power(a, b, dtype=_F)
-        elif op == "mod":
-            r = np.fmod(a, b, dtype=_F)
-        elif op == "average":
-            r = np.multiply(np.add(a, b, dtype=_F), _F(0.5), dtype=_F)
-        elif op == "bypass":
-            r = np.broadcast_to(np.asarray(a, _F), np.broadcast(a, b).shape).copy()
-        elif op == "abs_max":
-            r = np.maximum(np.abs(a), np.abs(b), dtype=_F)
-        elif op in ("eq", "ne", "lt", "le", "gt", "ge"):
-            r = compare_f(op, a, b).astype(_F)
-        elif op == "logical_and":
-            r = ((a != 0) & (b != 0)).astype(_F)
-        elif op == "logical_or":
-            r = ((a != 0) | (b != 0)).astype(_F)
-        elif op == "logical_xor":
-            r = ((a != 0) ^ (b != 0)).astype(_F)
-        else:
-            raise KeyError("ALU op %s is not defined on fp32 data" % op)
+    # callers run under np.errstate(all="ignore") (Executor.run)
+    if op == "add":
+        r = np.add(a, b, dtype=_F)
+    elif op == "subtract":
+        r = np.subtract(a, b, dtype=_F)
+    elif op == "rsub":
+        r = np.subtract(b, a, dtype=_F)
+    elif op == "mult":
+        r = np.multiply(a, b, dtype=_F)
+    elif op == "divide":
+        r = np.divide(a, b, dtype=_F)
+    elif op == "max":
+        r = np.maximum(a, b, dtype=_F)
+    elif op == "min":
+        r = np.minimum(a, b, dtype=_F)
+    elif op == "pow":
+        r = np.power(a, b, dtype=_F)
+    elif op == "mod":
+        r = np.fmod(a, b, dtype=_F)
+    elif op == "average":
+        r = np.multiply(np.add(a, b, dtype=_F), _F(0.5), dtype=_F)
+    elif op == "bypass":
+        r = np.broadcast_to(np.asarray(a, _F), np.broadcast(a, b).shape).copy()
+    elif op == "abs_max":
+        r = np.maximum(np.abs(a), np.abs(b), dtype=_F)
+    elif op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        r = compare_f(op, a, b).astype(_F)
+    elif op == "logical_and":
+        r = ((a != 0) & (b != 0)).astype(_F)
+    elif op == "logical_or":
+        r = ((a != 0) | (b != 0)).astype(_F)
+    elif op == "logical_xor":
+        r = ((a != 0) ^ (b != 0)).astype(_F)
+    else:
+        raise KeyError("ALU op %s is not defined on fp32 data" % op)
     return r
 
 

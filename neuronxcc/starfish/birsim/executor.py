@@ -48,7 +48,9 @@ class Executor:
 
     # -- control --------------------------------------------------------------
     def run(self):
-        self.run_body(self.m.body)
+        from neuronxcc.starfish.birsim.blas import single_threaded
+        with np.errstate(all="ignore"), single_threaded():
+            self.run_body(self.m.body)
 
     def run_body(self, body):
         env = self.env
@@ -139,7 +141,7 @@ class Executor:
         out, st, mv = instr.dsts[0], instr.srcs[0], instr.srcs[1]
         s = self._pf(st)
         m = self._pf(mv)
-        r = np.matmul(s.T, m, dtype=_F)
+        r = np.matmul(s.T, m)
         if not attrs["psum_zero"]:
             r = np.add(r, self._pf(out), dtype=_F)
         self.wf(out, r)

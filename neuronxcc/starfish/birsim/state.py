@@ -43,7 +43,7 @@ class _Resolved:
     """Static part of an AP: target, strides/nums arrays, offset evaluator."""
 
     __slots__ = ("tgt", "code", "itemsize", "strides", "nums", "static_base", "const_off", "coeffs", "expr",
-                 "ext_lo", "ext_hi", "shape", "n", "dtype")
+                 "ext_lo", "ext_hi", "shape", "n", "dtype", "npdt", "vstrides")
 
 
 class MachineState:
@@ -125,6 +125,8 @@ class MachineState:
         if len(dims) > NDIM:
             raise BirSimError("access to %s has %d dims; birsim handles %d" % (ap.target, len(dims), NDIM))
         dims = [(0, 1)] * (NDIM - len(dims)) + dims
+        s.npdt = d.np
+        s.vstrides = tuple(int(a) for a, _ in dims[NDIM - len(ap.shape):])
         s.strides = np.array([a for a, _ in dims], _INTP)
         s.nums = np.array([b for _, b in dims], _INTP)
         s.static_base = base
@@ -184,8 +186,22 @@ class MachineState:
             b0 = t.byte0
         return (id(t.buf), r0, r1, b0 + (off + s.ext_lo) * s.itemsize, b0 + (off + s.ext_hi + 1) * s.itemsize)
 
-    def read_f(self, ap, env):
+    def view(self, ap, env):
+        """A numpy view (AP dtype, AP shape) of the storage itself, no copy."""
         s, base = self.resolve(ap, env)
+        return self._view(s, base)
+
+    def _view(self, s, base):
+        return np.ndarray(s.shape, dtype=s.npdt, buffer=s.tgt.buf, offset=base, strides=s.vstrides)
+
+    def read_f(self, ap, env):
+        """fp32 values of AP (shape ap.shape). fp32 operands come back as a
+        read-only view of the storage (no copy); others are converted."""
+        s, base = self.resolve(ap, env)
+        if s.code == 0:
+            v = self._view(s, base)
+            v.flags.writeable = False
+            return v
         out = np.empty(s.n, np.float32)
         K.read_f32(s.tgt.buf, s.code, base, s.strides, s.nums, out)
         return out.reshape(s.shape)
@@ -198,7 +214,17 @@ class MachineState:
 
     def write_f(self, ap, env, values):
         s, base = self.resolve(ap, env)
-        v = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        if s.code == 0:
+            # fp32: numpy copies into the storage view (overlap-safe)
+            values = np.asarray(values)
+            if values.size != s.n:
+                raise BirSimError("writing %d values into %s which takes %d" % (values.size, ap.target, s.n))
+            np.copyto(self._view(s, base), values.reshape(s.shape), casting="unsafe")
+            return
+        v = np.asarray(values, dtype=np.float32)
+        if np.may_share_memory(v, s.tgt.buf):
+            v = v.copy()
+        v = np.ascontiguousarray(v).reshape(-1)
         if v.shape[0] != s.n:
             raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], ap.target, s.n))
         K.write_f32(v, s.tgt.buf, s.code, base, s.strides, s.nums)

@@ -30,6 +30,7 @@ import json
 
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy.cost import instruction_cost
+from neuronxcc.starfish.birsim._tracker import AccessTracker
 
 __all__ = ["Timeline"]
 
@@ -84,7 +85,8 @@ class Timeline:
         self.sync = sync
         self.strict = strict
         self.races = []
-        self._acc = {}
+        self._acc = AccessTracker()
+        self._track_ids = {}
         self.module = module
         self.tm = tm
         self.free = {}
@@ -103,26 +105,11 @@ class Timeline:
             self._costs[id(instr)] = c
         return c[1]
 
-    def _dep_time(self, track, regions):
-        dep = 0.0
-        who = None
-        for key, r0, r1, b0, b1, w in regions:
-            for (q0, q1, c0, c1, end, trk, wr, iid) in self._acc.get(key, ()):
-                if trk == track or end <= dep or not (w or wr):
-                    continue
-                if r0 < q1 and q0 < r1 and b0 < c1 and c0 < b1:
-                    dep = end
-                    who = iid
-        return dep, who
-
-    def _record(self, track, regions, end, iid):
-        for key, r0, r1, b0, b1, w in regions:
-            lst = self._acc.get(key)
-            if lst is None:
-                lst = self._acc[key] = []
-            lst.append((r0, r1, b0, b1, end, track, w, iid))
-            if len(lst) > 64:
-                del lst[0]
+    def _track_id(self, track):
+        t = self._track_ids.get(track)
+        if t is None:
+            t = self._track_ids[track] = len(self._track_ids)
+        return t
 
     def step(self, instr, env, regions=()):
         """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
@@ -140,7 +127,9 @@ class Timeline:
             if at > t:
                 t = at
         cost = self._cost(instr)
-        dep, who = self._dep_time(cost.track, regions) if regions else (0.0, None)
+        tid = self._track_id(cost.track)
+        dep = self._acc.conflict_time(tid, regions) if regions else 0.0
+        who = self._acc.last_conflict_id
         if self.sync == "dependencies" and dep > t:
             t = dep
         if cost.track == instr.engine:
@@ -161,7 +150,7 @@ class Timeline:
             if len(self.races) < 1000:
                 self.races.append(msg)
         if regions:
-            self._record(cost.track, regions, end, instr.id)
+            self._acc.record(tid, regions, end, instr.id if instr.id is not None else -1)
         self.busy[cost.track] = self.busy.get(cost.track, 0.0) + (end - start)
         for sem, inc in instr.signals:
             s = self.sems.get(sem)

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Benchmark birsim: time per simulated instruction, and large-tile ops against
+numpy doing the same math in the same run (ratio = birsim / numpy; target <= 3).
+
+    python scripts/bench_birsim.py [--quick] [--runs N]
+
+Each figure is the median of N runs. Never asserts; prints a table.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+
+from neuronxcc.starfish import birpy as B  # noqa: E402
+from neuronxcc.hwm import get_target  # noqa: E402
+from neuronxcc.starfish.birsim import simulate  # noqa: E402
+from neuronxcc.starfish.birsim.blas import single_threaded  # noqa: E402
+from neuronxcc.starfish.birsim.executor import Executor  # noqa: E402
+from neuronxcc.starfish.birsim.state import MachineState  # noqa: E402
+from neuronxcc.starfish.birsim.timeline import Timeline  # noqa: E402
+
+
+def _median_time(fn, runs):
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def _tile_module(op_builder, parts, free, reps, in_dtypes=("float32", "float32"), out_dtype="float32", out_free=None):
+    m = B.Module("bench")
+    names = []
+    for k, dt in enumerate(in_dtypes):
+        n = "in%d" % k
+        m.add_memloc(n, "SBUF", parts, free * 4)
+        names.append(B.AccessPattern(n, dt, 0, [[1, free]], 0, parts))
+    of = out_free or free
+    m.add_memloc("out", "PSUM" if out_dtype == "psum" else "SBUF", parts, of * 4)
+    out = B.AccessPattern("out", "float32" if out_dtype == "psum" else out_dtype, 0, [[1, of]], 0, parts)
+    b = B.Builder(m)
+    for ap in names:
+        b.inst("iota", "POOL", [ap], [], pattern=[[1, free]], offset=1, channel_multiplier=3)
+    with b.loop("rep", 0, reps):
+        op_builder(b, out, names)
+    return b.finish()
+
+
+def _instr_time(module, reps):
+    """Median time birsim takes to execute the module's last instruction (the
+    op under test), operands initialised by the instructions before it; the
+    timeline step is included."""
+    tm = get_target("trn1")
+    state = MachineState(module, tm)
+    ex = Executor(module, state, Timeline(module, tm))
+    insts = module.instructions()
+    for i in insts[:-1]:
+        ex.execute(i)
+    ex.execute(insts[-1])          # warm-up (first-touch page faults)
+    with single_threaded(), np.errstate(all="ignore"):      # as Executor.run does
+        return _median_time(lambda: ex.execute(insts[-1]), reps)
+
+
+def bench_per_instruction(runs, n):
+    rows = []
+    for label, parts, free in [("tensor_scalar [1,1]", 1, 1), ("tensor_scalar [128,64]", 128, 64)]:
+        def build(b, out, ins):
+            b.inst("tensor_scalar", "DVE", [out], [ins[0]], op0="mult", operand0=2.0, op1="add", operand1=1.0)
+        m = _tile_module(build, parts, free, n, in_dtypes=("float32",))
+        t = _median_time(lambda: simulate(m, []), runs)
+        rows.append((label, t / n * 1e6))
+    m = _tile_module(lambda b, out, ins: b.inst("matmul", "PE", [out], [ins[0].copy(pattern=[[1, 64]]), ins[1]]),
+                     128, 128, n, in_dtypes=("bfloat16", "bfloat16"), out_dtype="psum", out_free=128)
+    m.memlocs["out"].partitions = 64
+    m.instructions()[-1].dsts[0].num_partitions = 64
+    t = _median_time(lambda: simulate(m, []), runs)
+    rows.append(("matmul bf16 128x64x128", t / n * 1e6))
+    return rows
+
+
+def bench_large(runs, parts, free, reps):
+    rng = np.random.default_rng(0)
+    a = rng.uniform(1, 2, (parts, free)).astype(np.float32)
+    b = rng.uniform(1, 2, (parts, free)).astype(np.float32)
+    cases = []
+
+    def tt(b_, out, ins):
+        b_.inst("tensor_tensor", "DVE", [out], ins, op="add")
+    cases.append(("tensor_tensor add f32", tt, ("float32", "float32"), "float32", lambda: np.add(a, b)))
+
+    def ts(b_, out, ins):
+        b_.inst("tensor_scalar", "DVE", [out], [ins[0]], op0="mult", operand0=2.0, op1="add", operand1=1.0)
+    cases.append(("tensor_scalar mult+add", ts, ("float32",), "float32", lambda: a * np.float32(2) + np.float32(1)))
+
+    def ac(b_, out, ins):
+        b_.inst("activation", "ACT", [out], [ins[0]], func="exp", scale=0.5)
+    cases.append(("activation exp", ac, ("float32",), "float32", lambda: np.exp(a * np.float32(0.5))))
+
+    def cp(b_, out, ins):
+        b_.inst("tensor_copy", "DVE", [out], [ins[0]])
+    cases.append(("tensor_copy f32->bf16", cp, ("float32",), "bfloat16", lambda: a.astype(ml_dtypes.bfloat16)))
+
+    def tb(b_, out, ins):
+        b_.inst("tensor_tensor", "DVE", [out], ins, op="mult")
+    abf, bbf = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    cases.append(("tensor_tensor mult bf16", tb, ("bfloat16", "bfloat16"), "bfloat16",
+                  lambda: (abf.astype(np.float32) * bbf.astype(np.float32)).astype(ml_dtypes.bfloat16)))
+
+    def rd(b_, out, ins):
+        b_.inst("tensor_reduce", "DVE", [out.copy(pattern=[[1, 1]])], [ins[0]], op="add", axes=1)
+    cases.append(("tensor_reduce add", rd, ("float32",), "float32", lambda: np.sum(a, axis=1)))
+
+    rows = []
+    for label, build, ins, odt, ref in cases:
+        m = _tile_module(build, parts, free, 1, in_dtypes=ins, out_dtype=odt)
+        t_sim = _instr_time(m, reps)
+        t_np = _median_time(ref, reps)
+        rows.append((label, t_sim * 1e3, t_np * 1e3, t_sim / t_np))
+    # matmul: 128x128 stationary, 512 moving, fp32
+    k = 128
+    s = rng.standard_normal((k, 128)).astype(np.float32)
+    mv = rng.standard_normal((k, 512)).astype(np.float32)
+
+    def mm(b_, out, ins):
+        b_.inst("matmul", "PE", [out], [ins[0].copy(pattern=[[1, 128]]), ins[1].copy(pattern=[[1, 512]])])
+    mmod = _tile_module(mm, 128, 512, 1, out_dtype="psum", out_free=512)
+    t_sim = _instr_time(mmod, reps)
+    with single_threaded():
+        t_np = _median_time(lambda: s.T @ mv, reps)
+    rows.append(("matmul f32 128x128x512", t_sim * 1e3, t_np * 1e3, t_sim / t_np))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, few runs")
+    ap.add_argument("--runs", type=int, default=None)
+    args = ap.parse_args(argv)
+    runs = args.runs or (3 if args.quick else 7)
+    n = 300 if args.quick else 3000
+    free = 2048 if args.quick else 8192
+    reps = 7 if args.quick else 25
+    print("birsim benchmark (median of %d runs)" % runs)
+    print("\n%-28s %12s" % ("per-instruction overhead", "us/instr"))
+    for label, us in bench_per_instruction(runs, n):
+        print("%-28s %12.2f" % (label, us))
+    print("\n%-28s %12s %12s %8s" % ("large tile [128,%d]" % free, "birsim ms", "numpy ms", "ratio"))
+    for label, ts, tn, r in bench_large(runs, 128, free, reps):
+        print("%-28s %12.3f %12.3f %8.2f" % (label, ts, tn, r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
