@@ -212,7 +212,19 @@ def _shift_amount(x, s):
     return oob, amt
 
 
+def _uniform(a):
+    """The single value of an array that is one value broadcast (all strides 0), else None."""
+    if a.ndim == 0 or (a.size and not any(a.strides)):
+        return a.reshape(-1)[0]
+    return None
+
+
 def _shl(x, s):
+    s0 = _uniform(s)
+    if s0 is not None and x.dtype.kind == "u":
+        if 0 <= int(s0) < x.dtype.itemsize * 8:
+            return np.left_shift(x, x.dtype.type(s0))
+        return np.zeros(np.broadcast_shapes(x.shape, s.shape), x.dtype)
     oob, amt = _shift_amount(x, s)
     ut = _unsigned(x.dtype)
     xu = x if x.dtype == ut else x.astype(ut)
@@ -222,6 +234,11 @@ def _shl(x, s):
 
 
 def _shr_logical(x, s):
+    s0 = _uniform(s)
+    if s0 is not None and x.dtype.kind == "u":
+        if 0 <= int(s0) < x.dtype.itemsize * 8:
+            return np.right_shift(x, x.dtype.type(s0))
+        return np.zeros(np.broadcast_shapes(x.shape, s.shape), x.dtype)
     oob, amt = _shift_amount(x, s)
     ut = _unsigned(x.dtype)
     xu = x if x.dtype == ut else x.astype(ut)
