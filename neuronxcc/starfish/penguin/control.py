@@ -18,13 +18,17 @@ from neuronxcc.starfish.penguin.views import Splat, View
 
 
 class ControlMixin:
+    def _as_int32(self, x):
+        """x as an int32 View in HBM (register_load reads one int32 element)."""
+        if x.dtype != "int32":
+            x = Node("convert", [x], {}, "int32", x.shape)
+        if isinstance(x, View) and not x.base.startswith("__"):
+            return x
+        return self.cg.materialise(x, allow_views=False)
+
     def _scalar_register(self, x):
         """Register name holding bool/int scalar x (x materialised into a one-element HBM tensor)."""
-        if isinstance(x, Splat):
-            x = self.cg.materialise(x, allow_views=False)
-        v = self.cg.materialise(x)
-        if v.base.startswith("__"):
-            v = self.cg.materialise(x, allow_views=False)
+        v = self._as_int32(x)
         name = self.em.fresh("c")
         self._load_named_register(name, v)
         return name
@@ -36,8 +40,7 @@ class ControlMixin:
 
     def _cond_value(self, cond_g, state):
         (c,) = self.cg.lower_subgraph(cond_g, state)
-        return self.cg.materialise(c, allow_views=False) if not isinstance(c, View) or \
-            c.base.startswith("__") else c
+        return self._as_int32(c)
 
     def op_while(self, op, args, outs):
         cond_g, body_g = op.attrs["cond"], op.attrs["body"]

@@ -179,7 +179,9 @@ class Converter:
             from neuronxcc.hlo import interp_attrs as A
             idx = A.int_attr(inst, "index")
             return ins[0][A.int_attr(inst, "tuple_index", 0) if idx is None else idx]
-        if op in ("opt-barrier", "optimization-barrier", "copy-start", "copy-done", "reduce-precision"):
+        if op == "reduce-precision":
+            return self._reduce_precision(g, inst, ins[0])
+        if op in ("opt-barrier", "optimization-barrier", "copy-start", "copy-done"):
             return ins[0]
         if op == "after-all":
             return None
@@ -202,6 +204,20 @@ class Converter:
             return folded
         attrs = self._attrs(g, inst)
         return g.add_op(self._kind(inst), ins, [(inst.name, dims, dtype)], attrs, loc)[0]
+
+    def _reduce_precision(self, g, inst, x):
+        """reduce-precision to (5, 10) / (8, 7) bits = a round trip through float16 / bfloat16."""
+        from neuronxcc.hlo import interp_attrs as A
+        e, m = A.int_attr(inst, "exponent_bits"), A.int_attr(inst, "mantissa_bits")
+        v = g.values[x]
+        narrow = {(5, 10): "float16", (8, 7): "bfloat16", (8, 23): None}.get((e, m), "?")
+        if narrow is None or v.dtype == narrow:
+            return x
+        if narrow == "?":
+            raise unsupported(inst, "reduce-precision to %d exponent / %d mantissa bits" % (e, m))
+        loc = _loc(inst)
+        t = g.add_op("convert", [x], [(inst.name + ".narrow", v.shape, narrow)], {}, loc)[0]
+        return g.add_op("convert", [t], [(inst.name, v.shape, v.dtype)], {}, loc)[0]
 
     def _kind(self, inst):
         op = inst.opcode

@@ -19,7 +19,7 @@ access patterns, so no address is ever computed on the host.
 import numpy as np
 
 from neuronxcc.starfish.penguin.emit import Axis
-from neuronxcc.starfish.penguin.expr import apply_view
+from neuronxcc.starfish.penguin.expr import Node, apply_view
 from neuronxcc.starfish.penguin.tiles import LoweringError, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
 
@@ -38,12 +38,15 @@ class IndexingMixin:
         P = self.P
         if isinstance(x, Splat):
             return P.const(int(min(max(int(x.value), lo), hi)))
-        v = self.cg.materialise(x) if offset is None else x
-        if v.base.startswith("__"):
-            v = self.cg.materialise(x, allow_views=False)
+        if offset is None:
+            v = x if x.dtype == "int32" else Node("convert", [x], {}, "int32", x.shape)
+            v = v if isinstance(v, View) and not v.base.startswith("__") else \
+                self.cg.materialise(v, allow_views=False)
+        else:
+            v = x
         t = self.em.m.tensors[v.base]
-        if not (t.dtype.startswith("int") or t.dtype.startswith("uint") or t.dtype == "bool"):
-            raise LoweringError("index operand %s has non-integer type %s" % (v.base, t.dtype))
+        if t.dtype != "int32":
+            raise LoweringError("index operand %s has type %s; only int32 indices are supported" % (v.base, t.dtype))
         off = offset if offset is not None else (v.offset if not isinstance(v.offset, int) else P.const(v.offset))
         name = self.em.fresh("r")
         self.em.inst("register_load", "SP", [], [self.em.hbm(v.base, off, [[1, 1]])], register=name,
