@@ -137,3 +137,57 @@ def test_compiled_deep_program_uses_heap_stack():
     assert ce.depth > 64
     for vals in ([5, 7, 11], [-100, 3, -8]):
         assert ce(vals) == e.eval(dict(zip(VARS, vals)))
+
+
+def test_introspection():
+    e = 3 * x + (y // 4) - min_(x, z) + 7
+    assert e.op == "add" and x.op == "var" and x.name == "x" and e.name is None
+    atoms, c = e.terms()
+    assert c == 7 and atoms == {x: 3, y // 4: 1, min_(x, z): -1}
+    assert (y // 4).op == "floordiv" and (y // 4).children == (y,)
+    assert min_(x, z).op == "min" and set(min_(x, z).children) == {x, z}
+    assert const(5).terms() == ({}, 5) and x.terms() == ({x: 1}, 0)
+    assert var("loop.i_0") + 1 == parse("loop.i_0 + 1")
+    assert parse("  2*( i+1 ) -  -3 ") == 2 * i + 5
+    assert parse("max(i, j, 3) % 5") == max_(i, j, 3) % 5
+    assert Expr.from_json(7) == 7
+    with pytest.raises(ValueError):
+        Expr.from_json(1.5)
+
+
+def test_numpy_integers_interoperate():
+    assert np.int64(3) * x == 3 * x and x * np.int32(3) == 3 * x
+    assert np.int64(3) + x == x + 3 and x // np.int64(2) == x // 2
+    ce = (x * 2 + y).compile(["x", "y"])
+    assert ce(np.array([3, 4], dtype=np.int32)) == 10 and ce((3, 4)) == 10
+    assert ce.eval_many(np.zeros((0, 2), dtype=np.int64)).shape == (0,)
+
+
+def test_no_reference_leaks():
+    import gc
+    import sys
+    import tracemalloc
+
+    def churn(n):
+        for step in range(n):
+            e = (x * 3 + y * 5 + step) // 4 + min_(x, y + 1) % 7 - max_(x, 2) + (x % 8) // 2 + 4 * (x // 8)
+            e.subs({"x": 3, "y": x + 1}).simplify({"x": (0, 9)})
+            e.compile(["x", "y"])([1, 2])
+            try:
+                e * (2 ** 62)
+            except OverflowError:
+                pass
+
+    churn(200)
+    gc.collect()
+    before = (sys.getrefcount(x), sys.getrefcount(y))
+    tracemalloc.start()
+    churn(1000)
+    gc.collect()
+    m1 = tracemalloc.get_traced_memory()[0]
+    churn(1000)
+    gc.collect()
+    m2 = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == before
+    assert m2 - m1 < 64 * 1024      # nothing per iteration stays behind

@@ -2,6 +2,7 @@
 evaluation (floor semantics, negative values included)."""
 import itertools
 import json
+import os
 import pickle
 
 import numpy as np
@@ -11,7 +12,9 @@ from hypothesis import strategies as st
 from neuronxcc.pelican import Expr, const, max_, min_, parse, var
 
 VARS = ("x", "y", "z")
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# PELICAN_EXAMPLES=5000 for a long soak; CI keeps the default.
+SETTINGS = settings(max_examples=int(os.environ.get("PELICAN_EXAMPLES", "150")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 leaf = st.one_of(st.sampled_from(VARS).map(lambda n: ("var", n)),
                  st.integers(-20, 20).map(lambda c: ("const", c)))
@@ -229,3 +232,19 @@ def test_eval_many_column_chunks_match_scalar(t, seed, nrows):
     assert got.shape == (nrows,)
     for row, g in zip(rows.tolist()[::37], got.tolist()[::37]):
         assert g == ref(t, dict(zip(VARS, row))) == ce(row)
+
+
+@SETTINGS
+@given(trees, ranges_st, st.sampled_from(VARS), st.lists(st.integers(-200, 200), min_size=1, max_size=20))
+def test_bounds_with_an_unbounded_variable_are_sound(t, ranges, free, free_vals):
+    e = build(t)
+    ranges = {n: r for n, r in ranges.items() if n != free}
+    lo, hi = e.bounds(ranges)
+    s = e.simplify(ranges)
+    for p in _points(ranges):
+        for v in free_vals:
+            env = dict(p, **{free: v})
+            val = ref(t, env)
+            assert lo is None or lo <= val
+            assert hi is None or val <= hi
+            assert s.eval(env) == val
