@@ -44,7 +44,7 @@ DEFAULT_MAX_TENSOR_BYTES = 8 << 30
 
 # Ops that are the identity on rank-0 values; allowed inside lifted computations.
 _SCALAR_IDENTITY = {"broadcast", "reshape", "bitcast", "transpose", "copy", "slice", "reverse",
-                    "optimization-barrier"}
+                    "optimization-barrier", "opt-barrier"}
 _LIFTABLE_CATEGORIES = {_ops.UNARY, _ops.BINARY, _ops.TERNARY}
 _LIFTABLE_OPS = {"parameter", "constant", "tuple", "get-tuple-element", "call", "map", "copy",
                  "after-all", "add-dependency", "partition-id", "replica-id"}

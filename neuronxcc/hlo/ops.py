@@ -42,7 +42,8 @@ _ROWS = [
     ("replica-id", STRUCTURE, "device_id"),
     ("after-all", STRUCTURE, "token"),
     ("add-dependency", STRUCTURE, "first_operand"),
-    ("optimization-barrier", STRUCTURE, "first_operand"),
+    ("opt-barrier", STRUCTURE, "first_operand"),           # kOptimizationBarrier as HLO text spells it
+    ("optimization-barrier", STRUCTURE, "first_operand"),  # the long spelling some printers use
     ("copy", SHAPE, "copy"),
     ("tuple", STRUCTURE, "tuple"),
     ("get-tuple-element", STRUCTURE, "get_tuple_element"),

@@ -125,6 +125,9 @@ CASES = {
     "erf_and_friends": (lambda x: (lax.erf(x), lax.erfc(x), lax.lgamma(jnp.abs(x) + 0.5),
                                    lax.digamma(jnp.abs(x) + 0.5), jnp.log(jnp.abs(x)), lax.logistic(x * 30)),
                         [f32(50) * 2]),
+    "optimization_barrier": (lambda x: lax.optimization_barrier((x, x + 1)), [f32(3)]),
+    "complex_parts": (lambda x: (lax.real(x), lax.imag(x), jnp.abs(x), x * x),
+                      [(f32(4) + 1j * f32(4)).astype(np.complex64)]),
     "f16_arith": (lambda a, b: (a + b, a * b, a / b, jnp.exp(a), a.astype(jnp.float32)),
                   [f32(10).astype(np.float16), (f32(10) + 3).astype(np.float16)]),
 }
