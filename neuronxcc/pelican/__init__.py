@@ -33,12 +33,17 @@ Fast evaluation: ``e.compile(var_order)`` returns a ``CompiledExpr``
 (``neuronxcc.pelican._compiled``); from Cython,
 ``from neuronxcc.pelican._compiled cimport CompiledExpr`` and call
 ``ce.eval_ptr(const int64_t*)`` or ``ce.eval_vec(const int64_t[::1])``
-(``noexcept nogil``). Affine expressions evaluate as ``ce.constant +
-dot(ce.coeffs, values)`` (``ce.is_affine``); ``ce(values)`` and
-``ce.eval_many(rows)`` are the Python entry points.
+(``noexcept nogil``), or ``ce.eval_rows(values, nrows, stride, out)`` for
+a batch (``nogil``, column-wise over chunks). Affine expressions evaluate as
+``ce.constant + dot(ce.coeffs, values)`` (``ce.is_affine``); ``ce(values)``
+and ``ce.eval_many(rows)`` are the Python entry points. ``//`` and ``%`` by
+powers of two compile to shifts and masks.
 
 Limits: int64 everywhere (construction raises OverflowError; the compiled
-path wraps); products of two non-constant expressions raise ValueError.
+path wraps); products of two non-constant expressions raise ValueError;
+tree walks are C recursion, so nesting depth (not size) should stay in the
+thousands; canonical forms are unique for affine expressions, while equal
+values of nested non-linear terms may keep different (valid) forms.
 """
 from neuronxcc.pelican._compiled import CompiledExpr
 from neuronxcc.pelican._expr import Expr, as_expr, const, max_, min_, var
