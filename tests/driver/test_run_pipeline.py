@@ -54,6 +54,52 @@ def test_end_to_end_compile_gives_a_neff_or_the_not_built_line(tmp_path, inp):
     assert len(workdirs) == (0 if outcome == "pass" else 1)  # removed on success, kept on failure
 
 
+def _callers(work):
+    """Command lines of real callers (drop-in-contract section 2), on a copy of the small module."""
+    return {
+        "libneuronxla": ["compile", "--framework=XLA", "model.MODULE_1+d41d8cd9.hlo_module.pb", "--output",
+                         "model.MODULE_1+d41d8cd9.neff", "--target=trn1", "--verbose=35"],
+        "nkipy": ["compile", "--framework", "XLA", str(work / "hlo_module.pb"), "--pipeline", "compile",
+                  "SaveTemps", "--target", "trn1", "--output=k.neff", "--lnc", "1",
+                  "--internal-tensorizer-opt-level=2"],
+        "nxd": ["compile", str(work / "model" / "graph.hlo"), "--framework", "XLA", "--target", "trn1",
+                "--output", str(work / "graph.neff"), "--auto-cast=none", "--model-type=transformer",
+                "--tensorizer-options=--enable-ccop-compute-overlap --cc-pipeline-tiling-factor=2", "-O1",
+                "--internal-num-neuroncores-per-sengine=1", "--logfile=%s" % (work / "log-neuron-cc.txt"),
+                "--enable-internal-neff-wrapper", "--verbose=35", "--enable-saturate-infinity"],
+        "zml": ["compile", "--framework=XLA", "--target", "trn1", "--enable-internal-neff-wrapper", "--output",
+                str(work / "file.neff"), "--optlevel=1", "--model-type=transformer", "--auto-cast=none",
+                "--enable-fast-loading-neuron-binaries", "--verbose", "info", "--logfile-verbose", "info",
+                "--logfile=./log-neuron-cc.txt", str(work / "file.code")],
+        "torch-neuronx-dir": ["compile", str(work / "model"), "--framework", "XLA", "--target", "trn1",
+                              "--output", str(work / "dir.neff")],
+        "target-first": ["--target=trn1", "compile", "--framework", "XLA", "hlo_module.pb", "--output",
+                         "tf.neff", "--verbose=35"],
+    }
+
+
+OUTPUTS = {"libneuronxla": "model.MODULE_1+d41d8cd9.neff", "nkipy": "k.neff", "nxd": "graph.neff",
+           "zml": "file.neff", "torch-neuronx-dir": "dir.neff", "target-first": "tf.neff"}
+
+
+@pytest.mark.parametrize("caller", sorted(OUTPUTS))
+def test_real_caller_command_lines(tmp_path, caller):
+    data = open(ADD_PB, "rb").read()
+    for name in ("model.MODULE_1+d41d8cd9.hlo_module.pb", "hlo_module.pb", "file.code"):
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "graph.hlo").write_bytes(data)
+    (tmp_path / "model" / "metadata.json").write_text(
+        json.dumps({"model_files": "graph.hlo", "version": "1.0", "weights": {}}))
+    r = run_ncc(_callers(tmp_path)[caller], cwd=tmp_path)
+    if caller == "zml":  # --verbose info: log lines on stdout, errors still one line on stderr
+        r = subprocess.CompletedProcess(r.args, r.returncode,
+                                        "\n".join(l for l in r.stdout.splitlines() if " INFO " not in l), r.stderr)
+    outcome = _check_compile_result(r, str(tmp_path / OUTPUTS[caller]))
+    if outcome == "pass" and caller in ("nxd", "zml"):
+        assert (tmp_path / "wrapped_neff.hlo").is_file()
+
+
 def test_neff_wrapper_output_lands_next_to_the_neff(tmp_path):
     outdir = tmp_path / "out"
     outdir.mkdir()
