@@ -43,7 +43,8 @@ class _Resolved:
     """Static part of an AP: target, strides/nums arrays, offset evaluator."""
 
     __slots__ = ("tgt", "code", "itemsize", "strides", "nums", "static_base", "const_off", "coeffs", "expr",
-                 "ext_lo", "ext_hi", "shape", "n", "dtype", "npdt", "vstrides")
+                 "ext_lo", "ext_hi", "shape", "n", "dtype", "npdt", "vstrides",
+                 "fixed", "fixed_region", "rview", "wview")
 
 
 class MachineState:
@@ -146,12 +147,17 @@ class MachineState:
                 s.const_off = int(aff[1])
             else:
                 s.expr = e
+        s.fixed = None          # constant offset: base, region and views computed once
+        s.fixed_region = None
+        s.rview = s.wview = None
         self._cache[id(ap)] = (ap, s)
         return s
 
     def resolve(self, ap, env):
         """-> (static info, base byte) with the run-time bounds check done."""
         s = self._static(ap)
+        if s.fixed is not None:
+            return s, s.fixed
         off = s.const_off
         if s.coeffs is not None:
             try:
@@ -170,11 +176,16 @@ class MachineState:
         if lo < 0 or (hi + 1) * s.itemsize > s.tgt.nbytes:
             raise BirSimError("access to %s reaches elements %d..%d (%d bytes per partition; offset %d)" % (
                 ap.target, lo, hi, s.tgt.nbytes, off))
-        return s, s.static_base + off * s.itemsize
+        base = s.static_base + off * s.itemsize
+        if s.coeffs is None and s.expr is None:
+            s.fixed = base
+        return s, base
 
     def region(self, ap, env):
         """(storage key, row lo, row hi, byte lo, byte hi) touched by AP (half-open, physical)."""
         s, base = self.resolve(ap, env)
+        if s.fixed_region is not None:
+            return s.fixed_region
         t = s.tgt
         off = (base - s.static_base) // s.itemsize
         if t.memory == "HBM":
@@ -184,7 +195,10 @@ class MachineState:
             r0 = t.row0 + ap.start_partition
             r1 = r0 + ap.num_partitions
             b0 = t.byte0
-        return (id(t.buf), r0, r1, b0 + (off + s.ext_lo) * s.itemsize, b0 + (off + s.ext_hi + 1) * s.itemsize)
+        reg = (id(t.buf), r0, r1, b0 + (off + s.ext_lo) * s.itemsize, b0 + (off + s.ext_hi + 1) * s.itemsize)
+        if s.fixed is not None:
+            s.fixed_region = reg
+        return reg
 
     def view(self, ap, env):
         """A numpy view (AP dtype, AP shape) of the storage itself, no copy."""
@@ -199,8 +213,12 @@ class MachineState:
         read-only view of the storage (no copy); others are converted."""
         s, base = self.resolve(ap, env)
         if s.code == 0:
+            if s.rview is not None:
+                return s.rview
             v = self._view(s, base)
             v.flags.writeable = False
+            if s.fixed is not None:
+                s.rview = v
             return v
         out = np.empty(s.n, np.float32)
         K.read_f32(s.tgt.buf, s.code, base, s.strides, s.nums, out)
@@ -219,7 +237,12 @@ class MachineState:
             values = np.asarray(values)
             if values.size != s.n:
                 raise BirSimError("writing %d values into %s which takes %d" % (values.size, ap.target, s.n))
-            np.copyto(self._view(s, base), values.reshape(s.shape), casting="unsafe")
+            v = s.wview
+            if v is None:
+                v = self._view(s, base)
+                if s.fixed is not None:
+                    s.wview = v
+            np.copyto(v, values.reshape(s.shape), casting="unsafe")
             return
         v = np.asarray(values, dtype=np.float32)
         if np.may_share_memory(v, s.tgt.buf):
