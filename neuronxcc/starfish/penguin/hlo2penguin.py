@@ -263,6 +263,7 @@ class Converter:
         elif op == "sort":
             a["dimension"] = A.int_list(inst, "dimensions")[0]
             a["descending"] = _sort_descending(_called(inst))
+            a["num_keys"] = _sort_num_keys(_called(inst))
             a["stable"] = A.bool_attr(inst, "is_stable", False)
         elif op == "topk":
             a["k"] = A.int_attr(inst, "k")
@@ -424,6 +425,15 @@ def _scatter_update_kind(comp):
     if root.opcode == "parameter" and len(params) == 2 and root is params[1]:
         return "replace"
     return reducer_kind(comp)
+
+
+def _sort_num_keys(comp):
+    """How many leading operands the comparator reads (params 2k, 2k+1 belong to operand k)."""
+    if comp is None:
+        return 1
+    used = [p.parameter_number // 2 for p in comp.parameters
+            if any(p in i.operands for i in comp.instructions if i.opcode != "parameter")]
+    return max(used) + 1 if used else 1
 
 
 def _sort_descending(comp):

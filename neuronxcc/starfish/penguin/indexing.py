@@ -75,10 +75,11 @@ class IndexingMixin:
     # -- gather ------------------------------------------------------------------------------
     def op_gather(self, op, args, outs):
         d = op.attrs["dims"]
-        if d.get("operand_batching_dims"):
-            raise _err(op, "gather with operand batching dims")
+        obd = list(d.get("operand_batching_dims") or [])
+        sibd = list(d.get("start_indices_batching_dims") or [])
         O = self.cg.materialise(args[0])
-        I = self.cg.materialise(args[1])
+        I = self.cg.materialise(args[1] if args[1].dtype == "int32" else
+                                Node("convert", [args[1]], {}, "int32", args[1].shape))
         if O.base.startswith("__"):
             O = self.cg.materialise(args[0], allow_views=False)
         if I.base.startswith("__"):
@@ -91,7 +92,7 @@ class IndexingMixin:
         sizes = list(d["slice_sizes"])
         out_batch = [k for k in range(len(out.shape)) if k not in offset_dims]
         idx_batch = [k for k in range(len(I.shape)) if k != ivd]
-        window_dims = [k for k in range(len(O.shape)) if k not in collapsed]
+        window_dims = [k for k in range(len(O.shape)) if k not in collapsed and k not in obd]
         if len(window_dims) != len(offset_dims):
             raise _err(op, "unexpected gather dimension numbers")
         if any(out.shape[k] == 0 for k in range(len(out.shape))):
@@ -112,6 +113,8 @@ class IndexingMixin:
             src_off = P.const(O.offset) if isinstance(O.offset, int) else O.offset
             for od, r in zip(sim, regs):
                 src_off = src_off + r * O.strides[od]
+            for ob_, sb_ in zip(obd, sibd):
+                src_off = src_off + starts[idx_batch.index(sb_)] * O.strides[ob_]
             dst_off = P.const(out.offset)
             for ob, s0 in zip(out_batch, starts):
                 dst_off = dst_off + s0 * out.strides[ob]
@@ -135,6 +138,8 @@ class IndexingMixin:
         x, idx, upd = args
         out = self.cg.target_for(outs[0].name)
         self.elementwise(x, out)
+        if idx.dtype != "int32":
+            idx = Node("convert", [idx], {}, "int32", idx.shape)
         I = self.cg.materialise(idx)
         U = self.cg.materialise(upd)
         if I.base.startswith("__"):

@@ -45,7 +45,9 @@ class WindowMixin:
         cum = self._cumsum_axis(w, x.shape, red)
         if cum is not None:
             axis, reverse = cum
-            return [self.cumsum(x, axis, reverse, o, init)]
+            if red == "add" and not o.dtype.startswith("int") and not o.dtype.startswith("uint"):
+                return [self.cumsum(x, axis, reverse, o, init)]
+            return [self.scan(x, axis, reverse, o, init, red)]
         if any(b != 1 for b in w["base_dilation"]):
             raise _err(op, "reduce-window with base dilation")
         positions = 1
@@ -76,7 +78,8 @@ class WindowMixin:
         return [acc]
 
     def _cumsum_axis(self, w, shape, red):
-        if red != "add":
+        """(axis, reverse) when the window is a prefix (or suffix) along one axis, else None."""
+        if red not in REDUCER_OP:
             return None
         axis = None
         for k, n in enumerate(shape):
@@ -124,6 +127,37 @@ class WindowMixin:
         if init.value != 0:
             res = Node("add", [res, Splat(init.value, o.dtype, o.shape)], {}, o.dtype, o.shape)
         return res
+
+    def scan(self, x, axis, reverse, o, init, red):
+        """Sequential scan along `axis`: a loop over the columns with a [P,1] running value on chip."""
+        from neuronxcc.starfish.penguin.kernels import REDUCE_ALU
+        em = self.em
+        src, perm, rows, n = self._rows_view(x, axis)
+        t = em.tensor("scan", "scratch", o.dtype, (rows, n))
+        O = View.contiguous(t, o.dtype, (rows, n))
+        odt = onchip_dtype(o.dtype)
+        cdt = odt if odt.startswith("int") or odt.startswith("uint") else "float32"
+        eng = "POOL" if cdt != "float32" else "DVE"
+        alu = REDUCE_ALU[red]
+        P = self.P
+
+        def body(starts, sizes):
+            r0, pn = starts[0], sizes[0]
+            acc = em.chip(em.sbuf("scan_acc", pn, 1, cdt), cdt, pn, [[1, 1]])
+            em.inst("memset", eng, [acc], [], value=init.value if cdt == "float32" else int(init.value))
+            base = (P.const(src.offset) if isinstance(src.offset, int) else src.offset) + r0 * src.strides[0]
+            jv = em.fresh("j")
+            with em.b.loop(jv, 0, n, 1) as j:
+                col = (j * -1 + (n - 1)) if reverse else j
+                tt = em.chip(em.sbuf("scan_in", pn, 1, cdt), cdt, pn, [[1, 1]])
+                em.dma(tt, em.hbm(src.base, base + col * src.strides[1], [[src.strides[0], pn], [1, 1]]))
+                em.inst("tensor_tensor", eng, [acc], [acc, tt], op=alu)
+                em.dma(em.hbm(t, r0 * n + col, [[n, pn], [1, 1]]), acc)
+
+        em.nest([Axis(rows, choose_tile(rows, 128), "row")], body)
+        tshape = tuple(x.shape[k] for k in perm)
+        inv = [perm.index(k) for k in range(len(perm))]
+        return O.reshape(tshape).transpose(inv)
 
     # -- convolution -----------------------------------------------------------------
     def op_convolution(self, op, args, outs):
@@ -239,22 +273,57 @@ class WindowMixin:
         return V, I
 
     def op_sort(self, op, args, outs):
+        """Stable sort along one axis; payload operands follow the key's permutation.
+
+        Two keys sort lexicographically by two stable passes (secondary key first)."""
         d = op.attrs["dimension"]
+        nk = op.attrs.get("num_keys", 1)
+        desc = op.attrs.get("descending", False)
+        if nk > 2 or (nk == 2 and desc):
+            raise _err(op, "sort on %d keys%s" % (nk, " descending" if desc else ""))
         keys = args[0]
-        if len(args) > 2 or (len(args) == 2 and not _is_iota_along(args[1], d)):
-            raise _err(op, "sort carrying %d operands (only keys, or keys with their iota indices)" % len(args))
         src, perm, rows, n = self._rows_view(keys, d)
-        V, I = self._custom_rows(src, rows, n, n, "sort_f32", op.attrs.get("descending", False),
-                                 (outs[0].dtype,), op)
         inv = [perm.index(k) for k in range(len(perm))]
         tshape = tuple(keys.shape[k] for k in perm)
-        res = [V.reshape(tshape).transpose(inv)]
-        if len(args) == 2:
-            Iv = I.reshape(tshape).transpose(inv)
-            if outs[1].dtype != "int32":
-                Iv = Node("convert", [Iv], {}, outs[1].dtype, Iv.shape)
-            res.append(Iv)
+        if nk == 1:
+            V, I = self._custom_rows(src, rows, n, n, "sort_f32", desc, (outs[0].dtype,), op)
+        else:
+            src2, _, _, _ = self._rows_view(args[1], d)
+            _, I2 = self._custom_rows(src2, rows, n, n, "sort_f32", False, ("float32",), op)
+            k1p = self._permute_rows(src, 1, I2, rows, n, outs[0].dtype)
+            _, I1 = self._custom_rows(k1p, rows, n, n, "sort_f32", False, ("float32",), op)
+            I = self._permute_rows(I2, 1, I1, rows, n, "int32")
+            V = None
+        res = []
+        for k, (a, o) in enumerate(zip(args, outs)):
+            if k == 0 and V is not None:
+                r = V
+            elif _is_iota_along(a, d):
+                r = I if o.dtype == "int32" else Node("convert", [I], {}, o.dtype, I.shape)
+            else:
+                r = self._permute_rows(a, d, I, rows, n, o.dtype)
+            res.append(apply_view(r, lambda v: v.reshape(tshape).transpose(inv)))
         return res
+
+    def _permute_rows(self, x, axis, I, rows, n, odt):
+        """out[r, j] = x[r, I[r, j]] (a payload carried through a sort): one DMA per element."""
+        em = self.em
+        P = self.P
+        src, _, _, _ = self._rows_view(x, axis)
+        t = em.tensor("sortpay", "scratch", em.m.tensors[src.base].dtype, (rows, n))
+        st = src.dtype
+
+        def body(starts, sizes):
+            r, j = starts
+            name = em.fresh("r")
+            em.inst("register_load", "SP", [], [em.hbm(I.base, r * n + j, [[1, 1]])], register=name, min=0,
+                    max=n - 1)
+            off = (P.const(src.offset) if isinstance(src.offset, int) else src.offset) + r * src.strides[0]
+            em.dma(em.hbm(t, r * n + j, [[1, 1]]), em.hbm(src.base, off + P.var(name) * src.strides[1], [[1, 1]]))
+
+        em.nest([Axis(rows, 1, "r"), Axis(n, 1, "c")], body)
+        r = View.contiguous(t, st, (rows, n))
+        return r if st == odt else Node("convert", [r], {}, odt, (rows, n))
 
     def op_topk(self, op, args, outs):
         x = args[0]
