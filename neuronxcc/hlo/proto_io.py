@@ -674,17 +674,23 @@ def module_to_proto_bytes(module):
 
 
 def _computation_order(module):
-    """Computations reachable from the entry first-callee order, then any others, entry last."""
+    """Every computation once, callees before callers, the entry last (iterative post-order)."""
     seen, order = set(), []
 
-    def visit(c):
-        if c in seen:
+    def visit(root):
+        if root in seen:
             return
-        seen.add(c)
-        for i in c.instructions:
-            for cc in i.called_computations:
-                visit(cc)
-        order.append(c)
+        seen.add(root)
+        stack = [(root, iter([cc for i in root.instructions for cc in i.called_computations]))]
+        while stack:
+            comp, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                order.append(comp)
+                stack.pop()
+            elif nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, iter([cc for i in nxt.instructions for cc in i.called_computations])))
     for c in module.computations.values():
         if c is not module.entry:
             visit(c)

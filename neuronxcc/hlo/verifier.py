@@ -40,7 +40,30 @@ def verify_module(module):
         raise HloVerifyError("malformed HLO module %s: %s" % (module.name, e)) from e
 
 
+def _check_call_graph(module):
+    """Computations may not call themselves, directly or through others."""
+    state = {}
+    for start in module.computations.values():
+        if start in state:
+            continue
+        stack = [(start, iter([cc for i in start.instructions for cc in i.called_computations]))]
+        state[start] = 1
+        while stack:
+            comp, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[comp] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                raise HloVerifyError("computation %s calls itself (through %s)"
+                                     % (nxt.name, " -> ".join(c.name for c, _ in stack)))
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter([cc for i in nxt.instructions for cc in i.called_computations])))
+
+
 def _verify(module):
+    _check_call_graph(module)
     names = set()
     comps = set(module.computations.values())
     for comp in module.computations.values():

@@ -172,3 +172,25 @@ ENTRY %main (x: f32[4]) -> f32[] {
     m = parse_hlo_text(text)
     assert [i.name for i in m.entry.instructions][-1] == "r"
     assert m.entry.root.attrs["to_apply"] is m.computations["add_f"]
+
+
+def test_recursive_computations_are_rejected():
+    text = """HloModule m
+
+f {
+  a = f32[] parameter(0)
+  ROOT c = f32[] call(a), to_apply=g
+}
+
+g {
+  b = f32[] parameter(0)
+  ROOT d = f32[] call(b), to_apply=f
+}
+
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT y = f32[] call(x), to_apply=f
+}
+"""
+    with pytest.raises(HloVerifyError, match="calls itself"):
+        parse_hlo_text(text)
