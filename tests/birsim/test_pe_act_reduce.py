@@ -197,3 +197,26 @@ def test_dma_strided_cast_hbm_to_hbm_and_int64():
                                   x.transpose(2, 0, 1).reshape(10, 48).astype(BF16).view(np.uint16))
     np.testing.assert_array_equal(z, x[:, :, 3].T)
     np.testing.assert_array_equal(w, ids.astype(np.int32))
+
+
+def test_tensor_tensor_scan_cumsum_and_recurrence():
+    x = rand((8, 40), 14)
+    decay = rand((8, 40), 15, 0.5, 1.0)
+    init = rand((8, 1), 16)
+    p = Prog()
+    tx, td, ti = p.load("x", x), p.load("d", decay), p.load("i", init)
+    ones = p.tile("ones", 8, 40)
+    p.inst("memset", "DVE", [ones], [], value=1.0)
+    o1, o2 = p.tile("o1", 8, 40), p.tile("o2", 8, 40)
+    p.inst("tensor_tensor_scan", "DVE", [o1], [ones, tx], op0="mult", op1="add", initial=0.0)   # cumsum
+    p.inst("tensor_tensor_scan", "DVE", [o2], [td, tx, ti], op0="mult", op1="add", initial_ap=True)
+    p.store(o1)
+    p.store(o2)
+    r1, r2 = p.run()
+    np.testing.assert_allclose(r1, np.cumsum(x.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
+    ref = np.empty_like(x)
+    prev = init[:, 0].copy()
+    for i in range(40):
+        prev = (decay[:, i] * prev + x[:, i]).astype(np.float32)
+        ref[:, i] = prev
+    np.testing.assert_array_equal(r2, ref)

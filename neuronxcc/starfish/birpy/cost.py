@@ -11,7 +11,7 @@ free size (elements per partition) of the output AP unless stated.
   tensor_tensor   DVE  max(64, N) if an input is in PSUM or (all bf16, add/subtract/mult,
                        unit innermost steps) else max(64, 2N); + 60
   tensor_scalar, tensor_copy, select     DVE/ACT max(64, N) + 60
-  scalar_tensor_tensor                   DVE max(64, 2N) + 60
+  scalar_tensor_tensor, tensor_tensor_scan  DVE max(64, 2N) + 60
   tensor_reduce   DVE  max(64, N_in) (N_in/2 for bf16 in+out with add/max) + 60
   memset          DVE  max(64, N/2) for zero into a 2-byte dtype, else max(64, N); + 60
   any POOL compute opcode                150 + N (N_in for reductions)
@@ -104,7 +104,7 @@ def instruction_cost(instr, module, target=None):
         single = "PSUM" in mems or (allbf and attrs["op"] in ("add", "subtract", "mult")
                                     and all(_contig(a) for a in instr.operands))
         cyc = max(mi, n if single else 2 * n) + ovh
-    elif op == "scalar_tensor_tensor":
+    elif op in ("scalar_tensor_tensor", "tensor_tensor_scan"):
         cyc = max(mi, 2 * n) + ovh
     elif op == "memset":
         half = float(attrs.get("value", 0)) == 0.0 and _dt.itemsize(out.dtype) == 2

@@ -20,7 +20,7 @@ is_dst, allowed memories for every operand actually present) and
 from dataclasses import dataclass, field
 
 __all__ = ["ENGINES", "COMPUTE_ENGINES", "MEMORIES", "ENGINE_READS", "ENGINE_WRITES", "Role",
-           "OpcodeInfo", "OPCODES", "ALU_OPS", "REDUCE_OPS", "ACT_FUNCS", "CUSTOM_OP_FUNCTIONS",
+           "OpcodeInfo", "OPCODES", "ALU_OPS", "SCAN_OPS", "REDUCE_OPS", "ACT_FUNCS", "CUSTOM_OP_FUNCTIONS",
            "get", "operand_roles", "CUSTOM_OP_OPCODE"]
 
 ENGINES = ("PE", "ACT", "DVE", "POOL", "SP")
@@ -61,6 +61,9 @@ ACT_FUNCS = ("copy", "identity", "exp", "log", "tanh", "sigmoid", "relu", "gelu"
 
 # Custom-op kernels in the builtin GpSimd libraries (ucode_lib function names).
 CUSTOM_OP_FUNCTIONS = ("sort_f32", "topk_f32")
+
+# tensor_tensor_scan ops
+SCAN_OPS = ("add", "subtract", "mult", "max", "min", "bypass")
 
 _ONCHIP = ("SBUF", "PSUM")
 
@@ -119,6 +122,11 @@ _TABLE = [
                (_R("in0", *_ONCHIP), _R("in1", *_ONCHIP), _R("operand0", *_ONCHIP, present_if="operand0_ap")),
                {"op0": "mult", "operand0": 1.0, "reverse0": False, "op1": "add", "operand0_ap": False},
                doc="out = (in0 op0 s0) op1 in1"),
+    OpcodeInfo("tensor_tensor_scan", 14, ("DVE",), (_R("out", *_ONCHIP),),
+               (_R("in0", *_ONCHIP), _R("in1", *_ONCHIP), _R("initial", *_ONCHIP, present_if="initial_ap")),
+               {"op0": "mult", "op1": "add", "initial": 0.0, "initial_ap": False},
+               doc="out[i] = (in0[i] op0 out[i-1]) op1 in1[i] along each partition's free elements, "
+                   "out[-1] = initial (a float or a [P,1] operand); ops add/subtract/mult/max/min/bypass"),
     OpcodeInfo("tensor_reduce", 7, ("DVE", "POOL"), (_R("out", *_ONCHIP),), (_R("in", *_ONCHIP),),
                {"op": "add", "axes": 1, "negate": False},
                doc="reduce the innermost `axes` free dims of in; out holds the remaining dims"),

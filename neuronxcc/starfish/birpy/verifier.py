@@ -232,6 +232,15 @@ def _check_semantics(ctx, instr, attrs, bytes_ranges):
             if attrs.get(flag):
                 _scalar_ap(instr, s[k], s[0].num_partitions, flag[:-3])
                 k += 1
+    elif op == "tensor_tensor_scan":
+        from neuronxcc.starfish.birpy.opcodes import SCAN_OPS
+        for o in (attrs["op0"], attrs["op1"]):
+            if o not in SCAN_OPS:
+                _fail(instr, "scan op %r is not one of %s" % (o, ", ".join(SCAN_OPS)))
+        _same_shape(instr, d[0], s[0], "in0/out")
+        _same_shape(instr, d[0], s[1], "in1/out")
+        if attrs["initial_ap"]:
+            _scalar_ap(instr, s[2], s[0].num_partitions, "initial")
     elif op == "tensor_reduce":
         if attrs["op"] not in REDUCE_OPS:
             _fail(instr, "unknown reduce op %r" % attrs["op"])

@@ -210,6 +210,20 @@ class Executor:
         t = fn(ops[0], s0, x) if attrs.get("reverse0") else fn(ops[0], x, s0)
         (self.wi if intdom else self.wf)(out, fn(ops[1], t, y))
 
+    def op_tensor_tensor_scan(self, instr, attrs):
+        from neuronxcc.starfish.birsim import _kernels as K
+        out, a, b = instr.dsts[0], instr.srcs[0], instr.srcs[1]
+        d0 = np.ascontiguousarray(self._pf(a), dtype=_F)
+        d1 = np.ascontiguousarray(self._pf(b), dtype=_F)
+        p = d0.shape[0]
+        if attrs.get("initial_ap"):
+            init = np.ascontiguousarray(self._pf(instr.srcs[2]).reshape(-1), dtype=_F)
+        else:
+            init = np.full(p, attrs["initial"], _F)
+        res = np.empty_like(d0)
+        K.scan_f32(d0, d1, init, K.SCAN_OPS[attrs["op0"]], K.SCAN_OPS[attrs["op1"]], res)
+        self.wf(out, res)
+
     def op_tensor_copy(self, instr, attrs):
         out, src = instr.dsts[0], instr.srcs[0]
         if instr.engine != "ACT" and out.dtype == src.dtype:
