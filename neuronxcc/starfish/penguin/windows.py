@@ -160,76 +160,146 @@ class WindowMixin:
         return O.reshape(tshape).transpose(inv)
 
     # -- convolution -----------------------------------------------------------------
+    def _conv_input(self, X, d, w):
+        """The conv input as (B, spatial..., C), zero-padded and lhs-dilated into a scratch tensor if needed."""
+        sp = list(d["in_spatial"])
+        ns = len(sp)
+        Xp = X.transpose([d["in_batch"]] + sp + [d["in_feature"]])
+        if not (any(w["pad_lo"]) or any(w["pad_hi"]) or any(b != 1 for b in w["base_dilation"])):
+            return Xp
+        sizes = [(Xp.shape[1 + j] - 1) * w["base_dilation"][j] + 1 + w["pad_lo"][j] + w["pad_hi"][j]
+                 for j in range(ns)]
+        shape = (Xp.shape[0],) + tuple(sizes) + (Xp.shape[-1],)
+        t = self.em.tensor("convpad", "scratch", X.dtype, shape)
+        pv = View.contiguous(t, X.dtype, shape)
+        self.elementwise(Splat(0, X.dtype, shape), pv)
+        starts, limits, steps, src_st, src_li = [0], [shape[0]], [1], [0], [Xp.shape[0]]
+        for j in range(ns):
+            lo, bd, n = w["pad_lo"][j], w["base_dilation"][j], Xp.shape[1 + j]
+            first = 0
+            while lo + first * bd < 0:
+                first += 1
+            last = n
+            while last > first and lo + (last - 1) * bd >= sizes[j]:
+                last -= 1
+            src_st.append(first)
+            src_li.append(last)
+            starts.append(lo + first * bd)
+            limits.append(lo + (last - 1) * bd + 1)
+            steps.append(bd)
+        starts.append(0)
+        limits.append(shape[-1])
+        steps.append(1)
+        src_st.append(0)
+        src_li.append(Xp.shape[-1])
+        if all(b_ > a_ for a_, b_ in zip(src_st, src_li)):
+            self.elementwise(Xp.slice(src_st, src_li, [1] * len(src_st)), pv.slice(starts, limits, steps))
+        return pv
+
+    def _window_view(self, Xp, pos, w, osz):
+        starts = [0] + [p * wd for p, wd in zip(pos, w["window_dilation"])] + [0]
+        limits = [Xp.shape[0]] + [st + (n - 1) * s + 1 for st, n, s in zip(starts[1:-1], osz, w["stride"])] + \
+            [Xp.shape[-1]]
+        return Xp.slice(starts, limits, [1] + list(w["stride"]) + [1])
+
     def op_convolution(self, op, args, outs):
         a = op.attrs
-        if a.get("feature_group_count", 1) != 1 or a.get("batch_group_count", 1) != 1:
-            raise _err(op, "grouped convolution (feature_group_count=%s, batch_group_count=%s)"
-                       % (a.get("feature_group_count"), a.get("batch_group_count")))
         d = a["dims"]
         w = a["window"]
         x, k = args
         o = outs[0]
-        sp = list(d["in_spatial"])
-        ns = len(sp)
+        fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
+        ns = len(d["in_spatial"])
+        if ns == 0:
+            raise _err(op, "convolution without spatial dimensions")
         X = self.cg.materialise(x)
         Kv = self.cg.materialise(k)
         if X.base.startswith("__"):
             X = self.cg.materialise(x, allow_views=False)
         if Kv.base.startswith("__"):
             Kv = self.cg.materialise(k, allow_views=False)
-        # input as (B, spatial..., Cin), padded and lhs-dilated
-        Xp = X.transpose([d["in_batch"]] + sp + [d["in_feature"]])
-        if any(w["pad_lo"]) or any(w["pad_hi"]) or any(b != 1 for b in w["base_dilation"]):
-            sizes = [(Xp.shape[1 + j] - 1) * w["base_dilation"][j] + 1 + w["pad_lo"][j] + w["pad_hi"][j]
-                     for j in range(ns)]
-            shape = (Xp.shape[0],) + tuple(sizes) + (Xp.shape[-1],)
-            t = self.em.tensor("convpad", "scratch", X.dtype, shape)
-            pv = View.contiguous(t, X.dtype, shape)
-            self.elementwise(Splat(0, X.dtype, shape), pv)
-            starts, limits, steps, src_st, src_li = [0], [shape[0]], [1], [0], [Xp.shape[0]]
-            for j in range(ns):
-                lo, bd, n = w["pad_lo"][j], w["base_dilation"][j], Xp.shape[1 + j]
-                first = 0
-                while lo + first * bd < 0:
-                    first += 1
-                last = n
-                while last > first and lo + (last - 1) * bd >= sizes[j]:
-                    last -= 1
-                src_st.append(first)
-                src_li.append(last)
-                starts.append(lo + first * bd)
-                limits.append(lo + (last - 1) * bd + 1)
-                steps.append(bd)
-            starts.append(0)
-            limits.append(shape[-1])
-            steps.append(1)
-            src_st.append(0)
-            src_li.append(Xp.shape[-1])
-            if all(b > a_ for a_, b in zip(src_st, src_li)):
-                self.elementwise(Xp.slice(src_st, src_li, [1] * len(src_st)), pv.slice(starts, limits, steps))
-            Xp = pv
+        cin = X.shape[d["in_feature"]]
+        cout = Kv.shape[d["k_out"]]
+        depthwise = fgc > 1 and fgc == cin == cout and Kv.shape[d["k_in"]] == 1
+        if bgc != 1 or (fgc != 1 and not depthwise):
+            raise _err(op, "grouped convolution (feature_group_count=%d, batch_group_count=%d)" % (fgc, bgc))
+        Xp = self._conv_input(X, d, w)
         Kp = Kv.transpose(list(d["k_spatial"]) + [d["k_in"], d["k_out"]])
         out = self.cg.target_for(o.name)
         Op = out.transpose([d["out_batch"]] + list(d["out_spatial"]) + [d["out_feature"]])
         osz = Op.shape[1:1 + ns]
-        cin = Xp.shape[-1]
+        positions = list(itertools.product(*[range(s) for s in w["size"]]))
+        if depthwise:
+            # out[b, o.., c] = sum_w xpad[b, o*s + w*dil, c] * K[w, 0, c]: one fused DVE chain
+            if len(positions) > MAX_WINDOW_POSITIONS:
+                raise _err(op, "depthwise convolution with %d window positions" % len(positions))
+            acc = None
+            for pos in positions:
+                L = self._window_view(Xp, pos, w, osz)
+                kpos = [(s - 1 - p) if rv else p for p, s, rv in zip(pos, w["size"], w["reversal"])]
+                kv = Kp.slice(kpos + [0, 0], [p + 1 for p in kpos] + list(Kp.shape[-2:]), [1] * (ns + 2))
+                kb = View(kv.base, kv.dtype, Op.shape, (0,) * (ns + 1) + (kv.strides[-1],), kv.offset)
+                term = Node("multiply", [L, kb], {}, o.dtype, Op.shape, op.loc)
+                acc = term if acc is None else Node("add", [acc, term], {}, o.dtype, Op.shape, op.loc)
+            self.elementwise(acc, Op)
+            return [View.contiguous(out.base, o.dtype, o.shape)]
         terms = []
-        for pos in itertools.product(*[range(s) for s in w["size"]]):
-            starts = [0] + [p * wd for p, wd in zip(pos, w["window_dilation"])] + [0]
-            limits = [Xp.shape[0]] + [st + (n - 1) * s + 1 for st, n, s in
-                                      zip(starts[1:-1], osz, w["stride"])] + [cin]
-            L = Xp.slice(starts, limits, [1] + list(w["stride"]) + [1])
+        for pos in positions:
+            L = self._window_view(Xp, pos, w, osz)
             kpos = [(s - 1 - p) if rv else p for p, s, rv in zip(pos, w["size"], w["reversal"])]
             R = Kp.slice(kpos + [0, 0], [p + 1 for p in kpos] + list(Kp.shape[-2:]), [1] * (ns + 2))
             R = R.reshape(Kp.shape[-2:])
             # batch loops over (B, spatial[:-1]); R broadcast over them
-            nb = ns
-            Rb = View(R.base, R.dtype, tuple(L.shape[:nb]) + R.shape, (0,) * nb + R.strides, R.offset)
+            Rb = View(R.base, R.dtype, tuple(L.shape[:ns]) + R.shape, (0,) * ns + R.strides, R.offset)
             terms.append((L, Rb, cin))
-        if ns == 0:
-            raise _err(op, "convolution without spatial dimensions")
         self.matmul_terms(terms, Op, ns, Op.shape[ns], Op.shape[-1])
         return [View.contiguous(out.base, o.dtype, o.shape)]
+
+    def op_select_and_scatter(self, op, args, outs):
+        """Max-pool gradient for non-overlapping windows: each window's source value lands on the
+        first position holding the window's maximum."""
+        x, src, init = args
+        w = op.attrs["window"]
+        o = outs[0]
+        if not isinstance(init, Splat) or any(w["pad_lo"]) or any(w["pad_hi"]) or \
+                list(w["stride"]) != list(w["size"]) or any(v != 1 for v in w["window_dilation"]) or \
+                any(v != 1 for v in w["base_dilation"]):
+            raise _err(op, "select-and-scatter other than non-overlapping unpadded windows")
+        if len(list(itertools.product(*[range(s) for s in w["size"]]))) > MAX_WINDOW_POSITIONS:
+            raise _err(op, "select-and-scatter window too large")
+        out = self.cg.target_for(o.name)
+        r = len(x.shape)
+        covered = [n * s for n, s in zip(src.shape, w["stride"])]
+        if covered != list(x.shape):
+            self.elementwise(Splat(init.value, o.dtype, out.shape), out)
+        sh = src.shape
+        views = []
+        for pos in itertools.product(*[range(s) for s in w["size"]]):
+            lim = [p + (n - 1) * s + 1 for p, n, s in zip(pos, sh, w["stride"])]
+            v = apply_view(x, lambda vv: vv.slice(list(pos), lim, w["stride"]))
+            if v is None:
+                x = self.cg.materialise(x, allow_views=False)
+                v = x.slice(list(pos), lim, w["stride"])
+            views.append((pos, lim, v))
+        m = None
+        for _, _, v in views:
+            m = v if m is None else Node("maximum", [m, v], {}, x.dtype, sh, op.loc)
+        m = self.cg.materialise(m, allow_views=False)
+        taken = None
+        for pos, lim, v in views:
+            eq = Node("compare", [v, m], {"direction": "EQ"}, "bool", sh, op.loc)
+            if taken is None:
+                sel = eq
+                taken = eq
+            else:
+                nt = Node("not", [taken], {}, "bool", sh, op.loc)
+                sel = Node("and", [eq, nt], {}, "bool", sh, op.loc)
+                taken = Node("or", [taken, eq], {}, "bool", sh, op.loc)
+            val = Node("select", [sel, src, Splat(0, o.dtype, sh)], {}, o.dtype, sh, op.loc)
+            if init.value != 0:
+                val = Node("add", [val, Splat(init.value, o.dtype, sh)], {}, o.dtype, sh, op.loc)
+            self.elementwise(val, out.slice(list(pos), lim, w["stride"]))
+        return [out]
 
     # -- sort / top-k through the builtin custom ops -----------------------------------------
     def _rows_view(self, x, axis):
