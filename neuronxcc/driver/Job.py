@@ -20,8 +20,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
-import time
 
 import neuronxcc.errors as errors
 from neuronxcc.errors import CompilerError, CompilerInvalidInputException, InternalCompilerError
@@ -222,9 +220,3 @@ class Job:
         if not os.path.isfile(path):
             raise InternalCompilerError("%s: %s was not produced by %s" % (self.getName(), path, producer))
         return path
-
-    def python(self):
-        return sys.executable
-
-    def timer(self):
-        return time.perf_counter()

@@ -31,13 +31,3 @@ def require(module, attr=None, who=None):
     except AttributeError as e:
         raise NotBuiltYetError("%s%s.%s is not built yet" % (prefix, module, attr)) from e
 
-
-def available(module):
-    """True when ``module`` imports (used only for optional fallbacks)."""
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and (e.name == module or module.startswith(e.name + ".") or e.name.startswith("neuronxcc.")):
-            return False
-        raise
-    return True
