@@ -76,7 +76,8 @@ def _element_texts(arr, et):
         return ["true" if v else "false" for v in flat.tolist()]
     if et[0] in "su":
         return [str(v) for v in flat.tolist()]
-    wide = flat.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # NaNs of the f8/bf16 types widen with a warning
+        wide = flat.astype(np.float64)
     if flat.size <= _SHORTEST_LIMIT:
         return [_float_text(v, et) for v in wide.tolist()]
     # repr of the f64 value is exact for every narrower float type too
