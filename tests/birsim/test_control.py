@@ -176,3 +176,42 @@ def test_custom_op_through_the_builtin_libraries(fn):
     order = np.argsort(-x, axis=1, kind="stable")[:, :k]
     np.testing.assert_array_equal(v, np.take_along_axis(x, order, 1))
     np.testing.assert_array_equal(np.take_along_axis(x, i.astype(np.int64), 1), v)
+
+
+def test_dma_gather_and_scatter_add_with_clamped_indices():
+    rng = np.random.default_rng(9)
+    table = rand((50, 16), 5)
+    idx = rng.integers(-3, 55, (20, 1)).astype(np.int32)
+    upd = rand((20, 16), 6)
+    m = B.Module("gs")
+    m.add_tensor("table", "input", "float32", table.shape)
+    m.add_tensor("idx", "input", "int32", idx.shape)
+    m.add_tensor("upd", "input", "float32", upd.shape)
+    m.add_tensor("g", "output", "bfloat16", (20, 16))
+    m.add_tensor("acc", "output", "float32", (50, 16))
+    m.add_memloc("ix", "SBUF", 20, 4)
+    m.add_memloc("rows", "SBUF", 20, 32)
+    m.add_memloc("u", "SBUF", 20, 64)
+    b = B.Builder(m)
+    ix = b.ap("ix", dtype="int32")
+    b.inst("dma_copy", "SP", [ix], [b.ap("idx")])
+    b.inst("dma_copy", "SP", [b.ap("u")], [b.ap("upd")])
+    b.inst("dma_gather", "SP", [b.ap("rows", dtype="bfloat16")], [B.AccessPattern("table", "float32", 0, [[1, 16]]), ix],
+           index_stride=16, index_min=0, index_max=49)
+    b.inst("dma_copy", "SP", [b.ap("g")], [b.ap("rows", dtype="bfloat16")])
+    b.inst("dma_copy", "SP", [b.ap("acc")], [b.ap("table")])
+    b.inst("dma_scatter", "SP", [B.AccessPattern("acc", "float32", 0, [[1, 16]])], [b.ap("u"), ix],
+           index_stride=16, index_min=0, index_max=49, accumulate="add")
+    b.finish()
+    B.verify(m)
+    g, acc = run_module(m, [table, idx, upd])
+    ci = np.clip(idx[:, 0], 0, 49)
+    import ml_dtypes
+    np.testing.assert_array_equal(g.astype(np.float32), table[ci].astype(ml_dtypes.bfloat16).astype(np.float32))
+    ref = table.copy()
+    for p in range(20):
+        ref[ci[p]] += upd[p]
+    np.testing.assert_array_equal(acc, ref)
+    m.instructions()[2].attrs["index_max"] = 50
+    with pytest.raises(CompilerError, match="reaches elements"):
+        B.verify(m)

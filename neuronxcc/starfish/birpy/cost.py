@@ -18,7 +18,7 @@ free size (elements per partition) of the output AP unless stated.
   custom_op       POOL 150 + ceil(P/8) * N * ceil(log2 N)   (our own estimate; no public rule)
   register_load   60 + 64 cycles of the issuing engine
   nop             0
-  dma_copy        queue "DMA:<queue>" busy bytes / (16 engines x per-engine bandwidth);
+  dma_copy, dma_gather, dma_scatter  queue "DMA:<queue>" busy bytes / (16 engines x per-engine bandwidth);
                   completes dma_fixed_latency later (latency overlaps the next transfer);
                   the issuing engine spends no time
 60 = ``access_overhead_cycles`` (static SBUF/PSUM access overhead), 64 = ``min_ii``,
@@ -59,7 +59,7 @@ def instruction_cost(instr, module, target=None):
     attrs = full_attrs(instr)
     ovh = tm.access_overhead_cycles
     mi = tm.min_ii
-    if op == "dma_copy":
+    if op in ("dma_copy", "dma_gather", "dma_scatter"):
         nbytes = max(instr.dsts[0].num_elements * instr.dsts[0].itemsize,
                      instr.srcs[0].num_elements * instr.srcs[0].itemsize)
         return Cost("DMA:%s" % attrs.get("queue", "q0"), nbytes / tm.dma_bytes_per_sec, tm.dma_fixed_latency_s, 0)

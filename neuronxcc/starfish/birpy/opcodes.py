@@ -148,6 +148,14 @@ _TABLE = [
     OpcodeInfo("dma_copy", 20, ENGINES, (_R("out", "HBM", "SBUF"),), (_R("in", "HBM", "SBUF"),),
                {"queue": "q0"}, kind="dma",
                doc="out = cast(in) (raw copy when dtypes match, else via fp32; int->int exact)"),
+    OpcodeInfo("dma_gather", 21, ENGINES, (_R("out", "SBUF"),), (_R("in", "HBM", "SBUF"), _R("index", "SBUF")),
+               {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0}, kind="dma",
+               doc="out[p, :] = cast(in at offset + clamp(index[p], index_min, index_max) * index_stride "
+                   "+ pattern); index is [P,1] int32; in's pattern covers one row (out's free size)"),
+    OpcodeInfo("dma_scatter", 22, ENGINES, (_R("out", "HBM", "SBUF"),), (_R("in", "SBUF"), _R("index", "SBUF")),
+               {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0, "accumulate": None}, kind="dma",
+               doc="for p in order: out at offset + clamp(index[p]) * index_stride + pattern = cast(in[p, :]) "
+                   "(accumulate='add': += in fp32); out's pattern covers one row"),
     OpcodeInfo("register_load", 30, ENGINES, (), (_R("in", "HBM", "SBUF"),),
                {"register": None, "min": None, "max": None}, kind="sequencer",
                doc="register = clamp(int32 in[0], min, max)"),

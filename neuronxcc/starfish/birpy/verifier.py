@@ -149,6 +149,11 @@ def _check_ap(ctx, instr, ap, ranges, allowed, role, compute):
     return lo, hi
 
 
+def _pelican_var(name):
+    from neuronxcc.pelican import var
+    return var(name)
+
+
 def _same_shape(instr, a, b, what):
     if a.num_partitions != b.num_partitions or a.free_size != b.free_size:
         _fail(instr, "%s: shapes [%s,%d] and [%s,%d] differ" % (what, a.num_partitions, a.free_size,
@@ -263,6 +268,17 @@ def _check_semantics(ctx, instr, attrs, bytes_ranges):
             _fail(instr, "copy of %d elements into %d" % (s[0].num_elements, d[0].num_elements))
         if op == "tensor_copy":
             _same_shape(instr, d[0], s[0], "in/out")
+    elif op in ("dma_gather", "dma_scatter"):
+        row, ind = (s[0], d[0]) if op == "dma_gather" else (d[0], s[0])
+        idx = s[1]
+        _scalar_ap(instr, idx, ind.num_partitions, "index")
+        if idx.dtype != "int32":
+            _fail(instr, "index must be int32")
+        if row.free_size != ind.free_size:
+            _fail(instr, "one indexed row has %d elements, the on-chip side %d per partition" % (
+                row.free_size, ind.free_size))
+        if op == "dma_scatter" and attrs.get("accumulate") not in (None, "add"):
+            _fail(instr, "dma_scatter accumulate must be None or 'add'")
     elif op == "select":
         for a in s:
             _same_shape(instr, d[0], a, "select operand")
@@ -316,8 +332,22 @@ def _check_instr(ctx, instr, ranges):
                                                                   len(instr.dsts), len(instr.srcs)))
     compute = info.kind == "compute" and instr.engine in COMPUTE_ENGINES
     bytes_ranges = []
+    indirect = None
+    if instr.opcode in ("dma_gather", "dma_scatter"):
+        lo, hi, st = attrs.get("index_min"), attrs.get("index_max"), attrs.get("index_stride")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi, st)) or lo > hi:
+            _fail(instr, "index_min <= index_max and index_stride must be integers")
+        indirect = instr.srcs[0] if instr.opcode == "dma_gather" else instr.dsts[0]
     for ap, role, is_dst, mems in operand_roles(instr):
-        r = _check_ap(ctx, instr, ap, ranges, mems, role, compute)
+        if ap is indirect:
+            from neuronxcc.starfish.birpy.ir import to_expr
+            iv = "__index__"
+            r2 = dict(ranges)
+            r2[iv] = (attrs["index_min"], attrs["index_max"])
+            widened = ap.copy(offset=to_expr(ap.offset) + _pelican_var(iv) * attrs["index_stride"])
+            r = _check_ap(ctx, instr, widened, r2, mems, role, compute)
+        else:
+            r = _check_ap(ctx, instr, ap, ranges, mems, role, compute)
         if is_dst:
             bytes_ranges.append(r)
     for sem, v in instr.waits:

@@ -26,6 +26,7 @@ __all__ = ["Executor"]
 
 _F = np.float32
 DEFAULT_MAX_TRIPS = 1000000
+ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
 
 def _all_int(aps):
@@ -44,6 +45,7 @@ class Executor:
         self.env = {}
         self.custom_op_libs = custom_op_libs
         self._attrs = {}
+        self._indirect = {}
         self._handlers = {name: getattr(self, "op_" + name) for name in OPCODES}
 
     # -- control --------------------------------------------------------------
@@ -96,9 +98,30 @@ class Executor:
         except BirSimError as e:
             raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
         st, env = self.st, self.env
-        regions = [st.region(ap, env) + (True,) for ap in instr.dsts] + \
-            [st.region(ap, env) + (False,) for ap in instr.srcs]
+        if instr.opcode in ("dma_gather", "dma_scatter"):
+            regions = self._indirect_regions(instr, a[1])
+        else:
+            regions = [st.region(ap, env) + (True,) for ap in instr.dsts] + \
+                [st.region(ap, env) + (False,) for ap in instr.srcs]
         self.tl.step(instr, env, regions)
+
+    def _indirect_regions(self, instr, attrs):
+        st, env = self.st, self.env
+        ind = instr.srcs[0] if instr.opcode == "dma_gather" else instr.dsts[0]
+        row, _ = self._indirect_aps(instr)
+        out = []
+        for ap, w in [(x, True) for x in instr.dsts] + [(x, False) for x in instr.srcs]:
+            if ap is ind:
+                stride = int(attrs["index_stride"])
+                env[ROW_VAR] = int(attrs["index_min"]) * stride
+                a = st.region(row, env)
+                env[ROW_VAR] = int(attrs["index_max"]) * stride
+                b = st.region(row, env)
+                env.pop(ROW_VAR, None)
+                out.append((a[0], min(a[1], b[1]), max(a[2], b[2]), min(a[3], b[3]), max(a[4], b[4]), w))
+            else:
+                out.append(st.region(ap, env) + (w,))
+        return out
 
     # -- helpers ----------------------------------------------------------------
     def rf(self, ap):
@@ -308,6 +331,58 @@ class Executor:
             self.wi(out, self.ri(src))
         else:
             self.wf(out, self.rf(src))
+
+    def _rows(self, instr, attrs):
+        """(row AP with each partition's offset applied, index values) for gather/scatter."""
+        idx = self.ri(instr.srcs[1]).reshape(-1)
+        idx = np.clip(idx, int(attrs["index_min"]), int(attrs["index_max"])) * int(attrs["index_stride"])
+        return idx
+
+    def _move(self, dst, src):
+        if dst.dtype == src.dtype:
+            self.st.write_raw(dst, self.env, self.st.read_raw(src, self.env))
+        elif _all_int([dst, src]):
+            self.wi(dst, self.ri(src))
+        else:
+            self.wf(dst, self.rf(src))
+
+    def _indirect_aps(self, instr):
+        """(row AP with offset + __row__, [per-partition slices of the on-chip side]) cached per instruction."""
+        c = self._indirect.get(id(instr))
+        if c is None or c[0] is not instr:
+            from neuronxcc.pelican import var
+            from neuronxcc.starfish.birpy.ir import to_expr
+            ind, onchip = (instr.srcs[0], instr.dsts[0]) if instr.opcode == "dma_gather" else \
+                (instr.dsts[0], instr.srcs[0])
+            row = ind.copy(offset=to_expr(ind.offset) + var(ROW_VAR))
+            parts = [onchip.copy(start_partition=onchip.start_partition + p, num_partitions=1)
+                     for p in range(onchip.num_partitions)]
+            c = (instr, row, parts)
+            self._indirect[id(instr)] = c
+        return c[1], c[2]
+
+    def op_dma_gather(self, instr, attrs):
+        row, parts = self._indirect_aps(instr)
+        env = self.env
+        for p, d in enumerate(self._rows(instr, attrs).tolist()):
+            env[ROW_VAR] = d
+            self._move(parts[p], row)
+        env.pop(ROW_VAR, None)
+
+    def op_dma_scatter(self, instr, attrs):
+        row, parts = self._indirect_aps(instr)
+        acc = attrs.get("accumulate") == "add"
+        env = self.env
+        for p, d in enumerate(self._rows(instr, attrs).tolist()):
+            env[ROW_VAR] = d
+            one = parts[p]
+            if not acc:
+                self._move(row, one)
+            elif _all_int([row, one]):
+                self.wi(row, self.ri(row).reshape(-1) + self.ri(one).reshape(-1))
+            else:
+                self.wf(row, np.add(self.rf(row).reshape(-1), self.rf(one).reshape(-1), dtype=_F))
+        env.pop(ROW_VAR, None)
 
     def op_register_load(self, instr, attrs):
         v = int(self.ri(instr.srcs[0]).reshape(-1)[0])
