@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["ENGINES", "COMPUTE_ENGINES", "MEMORIES", "ENGINE_READS", "ENGINE_WRITES", "Role",
            "OpcodeInfo", "OPCODES", "ALU_OPS", "SCAN_OPS", "REDUCE_OPS", "ACT_FUNCS", "CUSTOM_OP_FUNCTIONS",
-           "get", "operand_roles", "CUSTOM_OP_OPCODE"]
+           "get", "operand_roles", "CUSTOM_OP_OPCODE", "is_dma", "indexed_operand", "full_attrs"]
 
 ENGINES = ("PE", "ACT", "DVE", "POOL", "SP")
 COMPUTE_ENGINES = ("PE", "ACT", "DVE", "POOL")
@@ -201,3 +201,22 @@ def operand_roles(instr):
                 mems = tuple(m for m in mems if m in eng)
             out.append((ap, role.name, is_dst, mems))
     return out
+
+
+def is_dma(instr):
+    """True for opcodes that run on a DMA queue (dma_copy, dma_gather, dma_scatter)."""
+    return OPCODES[instr.opcode].kind == "dma"
+
+
+def indexed_operand(instr):
+    """For dma_gather/dma_scatter: (the indexed AP, lo, hi) where the AP's offset
+    moves by an element delta in [lo, hi] (index_min/max x index_stride) at run
+    time; None for every other opcode. Dependence analysis must widen that
+    operand's box by the delta range."""
+    if instr.opcode not in ("dma_gather", "dma_scatter"):
+        return None
+    a = full_attrs(instr)
+    st = int(a["index_stride"])
+    lo, hi = int(a["index_min"]) * st, int(a["index_max"]) * st
+    ap = instr.srcs[0] if instr.opcode == "dma_gather" else instr.dsts[0]
+    return ap, min(lo, hi), max(lo, hi)
