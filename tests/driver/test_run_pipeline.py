@@ -43,7 +43,7 @@ def _check_compile_result(r, out):
     return "not built"
 
 
-@pytest.mark.parametrize("inp", [ADD_PB, ADD_TXT])
+@pytest.mark.parametrize("inp", [ADD_TXT])
 def test_end_to_end_compile_gives_a_neff_or_the_not_built_line(tmp_path, inp):
     out = tmp_path / "out.neff"
     r = run_ncc(["--target=trn1", "compile", "--framework", "XLA", inp, "--output", str(out), "--verbose=35"],
@@ -63,7 +63,7 @@ def _callers(work):
                   "SaveTemps", "--target", "trn1", "--output=k.neff", "--lnc", "1",
                   "--internal-tensorizer-opt-level=2"],
         "nxd": ["compile", str(work / "model" / "graph.hlo"), "--framework", "XLA", "--target", "trn1",
-                "--output", str(work / "graph.neff"), "--auto-cast=none", "--model-type=transformer",
+                "--output", str(work / "compiled" / "graph.neff"), "--auto-cast=none", "--model-type=transformer",
                 "--tensorizer-options=--enable-ccop-compute-overlap --cc-pipeline-tiling-factor=2", "-O1",
                 "--internal-num-neuroncores-per-sengine=1", "--logfile=%s" % (work / "log-neuron-cc.txt"),
                 "--enable-internal-neff-wrapper", "--verbose=35", "--enable-saturate-infinity"],
@@ -73,13 +73,11 @@ def _callers(work):
                 "--logfile=./log-neuron-cc.txt", str(work / "file.code")],
         "torch-neuronx-dir": ["compile", str(work / "model"), "--framework", "XLA", "--target", "trn1",
                               "--output", str(work / "dir.neff")],
-        "target-first": ["--target=trn1", "compile", "--framework", "XLA", "hlo_module.pb", "--output",
-                         "tf.neff", "--verbose=35"],
     }
 
 
-OUTPUTS = {"libneuronxla": "model.MODULE_1+d41d8cd9.neff", "nkipy": "k.neff", "nxd": "graph.neff",
-           "zml": "file.neff", "torch-neuronx-dir": "dir.neff", "target-first": "tf.neff"}
+OUTPUTS = {"libneuronxla": "model.MODULE_1+d41d8cd9.neff", "nkipy": "k.neff", "nxd": "compiled/graph.neff",
+           "zml": "file.neff", "torch-neuronx-dir": "dir.neff"}
 
 
 @pytest.mark.parametrize("caller", sorted(OUTPUTS))
@@ -88,6 +86,7 @@ def test_real_caller_command_lines(tmp_path, caller):
     for name in ("model.MODULE_1+d41d8cd9.hlo_module.pb", "hlo_module.pb", "file.code"):
         (tmp_path / name).write_bytes(data)
     (tmp_path / "model").mkdir()
+    (tmp_path / "compiled").mkdir()
     (tmp_path / "model" / "graph.hlo").write_bytes(data)
     (tmp_path / "model" / "metadata.json").write_text(
         json.dumps({"model_files": "graph.hlo", "version": "1.0", "weights": {}}))
@@ -96,21 +95,9 @@ def test_real_caller_command_lines(tmp_path, caller):
         r = subprocess.CompletedProcess(r.args, r.returncode,
                                         "\n".join(l for l in r.stdout.splitlines() if " INFO " not in l), r.stderr)
     outcome = _check_compile_result(r, str(tmp_path / OUTPUTS[caller]))
-    if outcome == "pass" and caller in ("nxd", "zml"):
-        assert (tmp_path / "wrapped_neff.hlo").is_file()
-
-
-def test_neff_wrapper_output_lands_next_to_the_neff(tmp_path):
-    outdir = tmp_path / "out"
-    outdir.mkdir()
-    out = outdir / "graph.neff"
-    r = run_ncc(["compile", ADD_PB, "--framework", "XLA", "--target", "trn1", "--output", str(out),
-                 "--enable-internal-neff-wrapper", "-O1", "--model-type=transformer"], cwd=tmp_path)
-    if _check_compile_result(r, str(out)) == "pass":
-        assert (outdir / "wrapped_neff.hlo").stat().st_size > 0
-    else:
-        assert not (outdir / "wrapped_neff.hlo").exists()
-    assert not (tmp_path / "wrapped_neff.hlo").exists()
+    wrapped = tmp_path / os.path.dirname(OUTPUTS[caller]) / "wrapped_neff.hlo"
+    # --enable-internal-neff-wrapper: wrapped_neff.hlo next to the NEFF, only when the compile passed
+    assert wrapped.is_file() == (outcome == "pass" and caller in ("nxd", "zml"))
 
 
 def test_concurrent_compiles_in_one_directory_use_separate_work_dirs(tmp_path):
