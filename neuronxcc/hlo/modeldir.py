@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from neuronxcc.errors import CompilerError, HloVerifyError, InputFileError, TensorTooLargeError
+from neuronxcc.errors import HloVerifyError, InputFileError, TensorTooLargeError
 from neuronxcc.hlo import model
 
 METADATA = "metadata.json"
@@ -121,5 +121,3 @@ def write_model_dir(module, path, weights=None, model_file="graph.hlo"):
         json.dump({"model_files": model_file, "version": "1.0", "weights": listed}, f)
     return path
 
-
-__all__ = ["load_model_dir", "write_model_dir", "read_metadata", "CompilerError"]
