@@ -60,30 +60,28 @@ cdef i64 place_one(Rect* occ, i64 nocc, Rect* scratch, i64 size, i64 nparts,
     """Lowest-offset placement against the ``nocc`` occupied rects; -1 if none.
 
     Tries every legal start partition and keeps the lowest byte offset (ties:
-    lowest partition). ``scratch`` has room for ``nocc`` rects.
+    lowest partition). Sorts ``occ`` in place; ``scratch`` is unused (kept for
+    the signature).
     """
-    cdef i64 step, ps, k, n, cand, best = -1, best_ps = 0
+    cdef i64 step, ps, k, cand, best = -1, best_ps = 0
     if nparts > 64 or pin_zero:
         step = num_partitions
     elif nparts > 32:
         step = 64
     else:
         step = 32
+    if nocc > 1:
+        qsort(occ, nocc, sizeof(Rect), _cmp_rect_blo)   # once; each start filters in place
     ps = 0
     while ps + nparts <= num_partitions:
-        n = 0
-        for k in range(nocc):
-            if occ[k].plo < ps + nparts and ps < occ[k].phi:
-                scratch[n] = occ[k]
-                n += 1
-        if n > 1:
-            qsort(scratch, n, sizeof(Rect), _cmp_rect_blo)
         cand = _fix(0, size, align, bank_bytes)
-        for k in range(n):
-            if cand + size <= scratch[k].blo:
+        for k in range(nocc):
+            if occ[k].plo >= ps + nparts or ps >= occ[k].phi:
+                continue
+            if cand + size <= occ[k].blo:
                 break
-            if scratch[k].bhi > cand:
-                cand = _fix(scratch[k].bhi, size, align, bank_bytes)
+            if occ[k].bhi > cand:
+                cand = _fix(occ[k].bhi, size, align, bank_bytes)
         if cand + size <= capacity and (best < 0 or cand < best):
             best = cand
             best_ps = ps
@@ -92,6 +90,19 @@ cdef i64 place_one(Rect* occ, i64 nocc, Rect* scratch, i64 size, i64 nparts,
         ps += step
     out_pstart[0] = best_ps
     return best
+
+
+def interference_edge_count(const i64[::1] start, const i64[::1] end):
+    """An upper bound on the edges ``interference_graph`` would build (exact without
+    ties in ``start``), computed without building the graph."""
+    cdef Py_ssize_t n = start.shape[0]
+    s = np.sort(np.asarray(start))
+    e = np.sort(np.asarray(end))
+    # pairs (u, v) with start[u] <= start[v] <= end[u]: for each v, the values started
+    # no later than it minus those already ended before it (ties broken by index)
+    started = np.searchsorted(s, np.asarray(start), side="right")
+    ended = np.searchsorted(e, np.asarray(start), side="left")
+    return int((started - ended - 1).sum())
 
 
 def interference_graph(const i64[::1] start, const i64[::1] end):
@@ -197,18 +208,53 @@ def color_allocate(const i64[::1] indptr, const i64[::1] indices, const i64[::1]
     return failed
 
 
+cdef i64 _place_sorted(const i64* act, i64 nact, const i64[::1] off, const i64[::1] ps,
+                       const i64[::1] size, const i64[::1] nparts, i64 sz, i64 npv, i64 capacity,
+                       i64 align, i64 bank, i64 num_partitions, i64 pin, i64* out_ps) noexcept nogil:
+    """``place_one`` over an active list already sorted by byte offset: O(active) per start."""
+    cdef i64 step, p0, k, u, cand, best = -1, best_ps = 0
+    if npv > 64 or pin:
+        step = num_partitions
+    elif npv > 32:
+        step = 64
+    else:
+        step = 32
+    p0 = 0
+    while p0 + npv <= num_partitions:
+        cand = _fix(0, sz, align, bank)
+        for k in range(nact):
+            u = act[k]
+            if ps[u] >= p0 + npv or p0 >= ps[u] + nparts[u]:
+                continue
+            if cand + sz <= off[u]:
+                break
+            if off[u] + size[u] > cand:
+                cand = _fix(off[u] + size[u], sz, align, bank)
+        if cand + sz <= capacity and (best < 0 or cand < best):
+            best = cand
+            best_ps = p0
+            if best == 0:
+                break
+        p0 += step
+    out_ps[0] = best_ps
+    return best
+
+
 def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
                          const i64[::1] size, const i64[::1] nparts, const i64[::1] pin_zero,
                          i64 capacity, i64 align, i64 bank_bytes, i64 num_partitions,
                          i64[::1] out_offset, i64[::1] out_pstart):
-    """Linear scan in start order (ties: larger first). -1 or the failing value."""
+    """Linear scan in start order (ties: larger first). -1 or the failing value.
+
+    The active list is kept sorted by byte offset (expiry compacts it in
+    place, insertion shifts), so a placement is one pass over it per legal
+    start partition, no sorting: O(n * active).
+    """
     cdef Py_ssize_t n = start.shape[0], i, j, k, v, u, nact = 0
     # sort by (start, -size*nparts): big values first among equal starts
     key = np.lexsort((-(np.asarray(size) * np.asarray(nparts)), np.asarray(start)))
     cdef cnp.int64_t[::1] order = key.astype(np.int64)
     cdef i64* active = <i64*>malloc((n + 1) * sizeof(i64))
-    cdef Rect* occ = <Rect*>malloc((n + 1) * sizeof(Rect))
-    cdef Rect* scr = <Rect*>malloc((n + 1) * sizeof(Rect))
     cdef i64 failed = -1, off, ps
     for v in range(n):
         out_offset[v] = -1
@@ -221,25 +267,23 @@ def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
                     u = active[j]
                     if end[u] >= start[v]:
                         active[k] = u
-                        occ[k].plo = out_pstart[u]
-                        occ[k].phi = out_pstart[u] + nparts[u]
-                        occ[k].blo = out_offset[u]
-                        occ[k].bhi = out_offset[u] + size[u]
                         k += 1
                 nact = k
-                off = place_one(occ, nact, scr, size[v], nparts[v], capacity, align,
-                                bank_bytes, num_partitions, pin_zero[v], &ps)
+                off = _place_sorted(active, nact, out_offset, out_pstart, size, nparts, size[v], nparts[v],
+                                    capacity, align, bank_bytes, num_partitions, pin_zero[v], &ps)
                 if off < 0:
                     failed = v
                     break
                 out_offset[v] = off
                 out_pstart[v] = ps
-                active[nact] = v
+                j = nact
+                while j > 0 and out_offset[active[j - 1]] > off:
+                    active[j] = active[j - 1]
+                    j -= 1
+                active[j] = v
                 nact += 1
     finally:
         free(active)
-        free(occ)
-        free(scr)
     return failed
 
 

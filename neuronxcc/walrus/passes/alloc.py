@@ -40,6 +40,7 @@ log = logging.getLogger("neuronxcc.walrus")
 
 SPILL_QUEUE = "qSpillReload"
 MAX_SPILL_ROUNDS = 64
+MAX_INTERFERENCE_EDGES = 20_000_000   # ~320 MB of CSR; beyond it coloring falls back to linear scan
 
 
 def memory_params(target, memory):
@@ -71,6 +72,11 @@ def place(vals, method, target, memory, pack=True, graph=None):
         if v.nparts > target.num_partitions:
             raise errors.OutOfMemoryError("%s '%s' needs %d partitions; the target has %d"
                                           % (memory, v.name, v.nparts, target.num_partitions))
+    if method == "coloring" and graph is None and \
+            _alloc.interference_edge_count(start, end) > MAX_INTERFERENCE_EDGES:
+        log.info("coloring_allocator: %s interference graph over %d edges; using the linear scan",
+                 memory, MAX_INTERFERENCE_EDGES)
+        method = "linear_scan"
     if method == "coloring":
         if graph is None:
             graph = _alloc.interference_graph(start, end)
@@ -209,6 +215,11 @@ class Coloring(WalrusPass):
             vals = [v for v in values.values() if v.memory == memory and v.start is not None]
             s = np.array([v.start for v in vals], np.int64)
             e = np.array([v.end for v in vals], np.int64)
+            bound = _alloc.interference_edge_count(s, e)
+            if bound > MAX_INTERFERENCE_EDGES:
+                log.info("coloring: %s: %d values, up to %d interference edges: not built "
+                         "(coloring_allocator will use the linear scan)", memory, len(vals), bound)
+                continue
             g = _alloc.interference_graph(s, e)
             ctx.analyses[("interference", memory)] = ([v.name for v in vals], g)
             log.info("coloring: %s: %d values, %d interference edges", memory, len(vals), len(g[1]) // 2)
