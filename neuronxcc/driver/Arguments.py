@@ -269,6 +269,8 @@ def addCompileArguments(p):
     h("--enable-internal-neff-wrapper", action="store_true")
     h("--enable-internal-new-backend", dest="enable_internal_new_backend", action="store_true", default=True)
     h("--disable-internal-new-backend", dest="enable_internal_new_backend", action="store_false")
+    h("--internal-compile-metrics", default=None, metavar="FILE",
+      help="write per-job times (and the walrus metrics) of this compile as JSON to FILE")
     h("--internal-test-crash-signal", default=None,
       help="TEST ONLY: the compile kills itself with this signal (ABRT, KILL, SEGV) before doing any work")
     return p

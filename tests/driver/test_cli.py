@@ -67,6 +67,10 @@ def test_subcommand_help(tmp_path):
         assert "usage: neuronx-cc compile" in r.stdout
     r = run_ncc(["compile", "--help-hidden"], cwd=tmp_path)
     assert r.returncode == 0 and "--internal-walrus-passes" in r.stdout
+    r = run_ncc(["compile", "--help-hidden-list"], cwd=tmp_path)
+    hidden = r.stdout.splitlines()
+    assert r.returncode == 0 and "--internal-golden-size-budget" in hidden and "--layer-unroll-factor" in hidden
+    assert "--target" not in hidden
 
 
 def test_list_operators(tmp_path):

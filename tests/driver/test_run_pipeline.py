@@ -231,6 +231,21 @@ def test_pipeline_log_lines_and_progress_dots(tmp_path, monkeypatch, caplog, cap
     assert capsys.readouterr().out == ".\n"
 
 
+def test_compile_metrics_file(tmp_path, monkeypatch):
+    from neuronxcc.driver.commands.CompileCommand import CompileCommand
+
+    monkeypatch.chdir(tmp_path)
+    cc = CompileCommand()
+    pipeline = Pipeline()
+    pipeline.addJob(_WriteNeff())
+    args = cc.parseArgs([ADD_PB, "--output", "m.neff", "--internal-compile-metrics", "metrics.json"])
+    cc.walrus_passes = ["lsa"]
+    assert cc.runPipeline(pipeline, args) == 0
+    doc = json.loads((tmp_path / "metrics.json").read_text())
+    assert doc["status"] == "PASS" and doc["jobs"] == ["Kelper"] and doc["walrus_passes"] == ["lsa"]
+    assert set(doc["job_seconds"]) == {"Kelper"} and doc["total_seconds"] >= doc["job_seconds"]["Kelper"] >= 0
+
+
 def test_kelper_without_neff_is_an_internal_error(tmp_path, monkeypatch):
     from neuronxcc.errors import InternalCompilerError
 

@@ -110,6 +110,8 @@ class CompileCommand(CommandInterface):
         self.jobRegistry.RegisterArgs(p)
         p.add_argument("--help-hidden", action=_HelpHiddenAction, command=self,
                        help="show help including the internal flags")
+        p.add_argument("--help-hidden-list", action=_HelpHiddenListAction,
+                       help="list the internal flags, one per line")
         return p
 
     def parseArgs(self, argv, logger=None):
@@ -302,6 +304,7 @@ class CompileCommand(CommandInterface):
         self.logger.info("Intermediate files stored in %s, output in %s", state.workdir, state.output)
         names = pipeline.getJobNames()
         ok = False
+        t_start = time.perf_counter()
         os.chdir(state.workdir)
         try:
             self.stageInput(state)
@@ -314,8 +317,8 @@ class CompileCommand(CommandInterface):
             raise
         finally:
             os.chdir(launch)
+            self.logMetrics(pipeline, state, ok, time.perf_counter() - t_start)
             setLaunchDir(None)
-            self.logMetrics(pipeline)
             if ok and not state.keep_workdir:
                 shutil.rmtree(state.workdir, ignore_errors=True)
             else:
@@ -331,9 +334,31 @@ class CompileCommand(CommandInterface):
                 except Exception as e:  # best effort: the original failure is what matters
                     self.logger.debug("SaveTemps after failure did not complete: %s", e, exc_info=True)
 
-    def logMetrics(self, pipeline):
+    def logMetrics(self, pipeline, state=None, ok=None, elapsed=None):
+        """Per-job times to the log; with --internal-compile-metrics also to a JSON file."""
         for name, secs in pipeline.job_times.items():
             self.logger.info("Job %s took %.3f seconds", name, secs)
+        path = getattr(state.args, "internal_compile_metrics", None) if state is not None else None
+        if not path:
+            return
+        import json
+
+        walrus = None
+        try:
+            with open(state.path(files.METRICS)) as f:
+                walrus = json.load(f)
+        except (OSError, ValueError):
+            pass
+        doc = {"status": "PASS" if ok else "FAIL", "jobs": pipeline.getJobNames(),
+               "job_seconds": dict(pipeline.job_times), "total_seconds": elapsed,
+               "walrus_passes": list(self.walrus_passes), "walrus_metrics": walrus}
+        from neuronxcc.driver.Job import Job
+
+        target = Job.getAbsPath(path) if not os.path.isabs(path) else path
+        tmp = "%s.tmp-%d" % (target, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+        os.replace(tmp, target)
 
     def run(self, argv, logfile=None):
         try:
@@ -358,6 +383,19 @@ class _HelpHiddenAction(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         self.command.makeParser(show_hidden=True).print_help()
+        parser.exit(0)
+
+
+class _HelpHiddenListAction(argparse.Action):
+    """--help-hidden-list: the internal flags' option strings, one per line, exit 0."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for action in parser._actions:
+            if action.dest in parser.hidden_dests:
+                print(", ".join(action.option_strings))
         parser.exit(0)
 
 
