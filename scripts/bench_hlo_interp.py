@@ -3,8 +3,9 @@
 
 For each program of tests/support/corpus.py the same HLO module runs through
 ``neuronxcc.hlo.interpreter.evaluate`` and through XLA:CPU
-(``jax.jit(f)``, compiled and warmed up first); both are timed in this run
-as the median of several runs. Prints per-program times and the ratio
+(``jax.jit(f)``, compiled and warmed up first); both are timed in this run,
+alternately (so load from other processes hits both alike), as the median
+of several runs. Prints per-program times and the ratio
 interpreter/XLA, and the median ratio over the corpus (target: within 10x).
 Never asserts.
 
@@ -32,14 +33,19 @@ from neuronxcc.hlo.tolerances import mismatch  # noqa: E402
 TARGET = 10.0
 
 
-def _median_time(fn, runs, min_seconds):
-    times = []
+def _interleaved_medians(fa, fb, runs, min_seconds):
+    """Median times of ``fa`` and ``fb`` run alternately, so load from other processes
+    on the machine falls on both alike."""
+    ta, tb = [], []
     t_end = time.perf_counter() + min_seconds
-    while len(times) < runs or (time.perf_counter() < t_end and len(times) < 50 * runs):
+    while len(ta) < runs or (time.perf_counter() < t_end and len(ta) < 50 * runs):
         t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        fa()
+        ta.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        fb()
+        tb.append(time.perf_counter() - t)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def bench_program(program, size, runs, min_seconds):
@@ -52,14 +58,13 @@ def bench_program(program, size, runs, min_seconds):
     def run_xla():
         jax.block_until_ready(jitted(*dev_args))
     run_xla()
-    t_xla = _median_time(run_xla, runs, min_seconds)
 
     ev = Evaluator(module)          # plans are built once per module, like XLA compiles once
     outs = ev.evaluate_entry(args)
 
     def run_interp():
         ev.evaluate_entry(args)
-    t_int = _median_time(run_interp, runs, min_seconds)
+    t_int, t_xla = _interleaved_medians(run_interp, run_xla, runs, min_seconds)
     ref = corpus.reference(program, args)
     ok = len(outs) == len(ref) and not any(mismatch(a, b) for a, b in zip(outs, ref))
     return t_int, t_xla, ok

@@ -26,6 +26,7 @@ import numpy as np
 
 from neuronxcc.errors import HloVerifyError, InternalCompilerError, TensorTooLargeError
 from neuronxcc.hlo import ops as _ops
+from neuronxcc.hlo.interp_blas import single_threaded_blas
 from neuronxcc.hlo.interp_base import (HANDLERS, PREPARERS, TOKEN, NotLiftable, cast, dims_of, dtype_of,
                                        flatten_value, is_tuple_shape, shape_bytes)
 # Handler modules register themselves in HANDLERS on import.
@@ -105,7 +106,7 @@ class Evaluator(object):
         if pos != len(leaves):
             raise HloVerifyError("the entry computation %s takes %d input arrays, %d were given"
                                  % (entry.name, pos, len(leaves)))
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), single_threaded_blas():
             return flatten_value(self.run(entry, args))
 
     # --- computations -----------------------------------------------------
