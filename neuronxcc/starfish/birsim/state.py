@@ -18,6 +18,7 @@ import numpy as np
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birsim import _kernels as K
+from neuronxcc.starfish.birsim._apinfo import APInfo
 
 __all__ = ["MachineState"]
 
@@ -37,14 +38,6 @@ class _Target:
         self.nrows = nrows
         self.nbytes = nbytes
         self.memory = memory
-
-
-class _Resolved:
-    """Static part of an AP: target, strides/nums arrays, offset evaluator."""
-
-    __slots__ = ("tgt", "code", "itemsize", "strides", "nums", "static_base", "const_off", "coeffs", "expr",
-                 "ext_lo", "ext_hi", "shape", "n", "dtype", "npdt", "vstrides",
-                 "fixed", "fixed_region", "rview", "wview")
 
 
 class MachineState:
@@ -75,6 +68,7 @@ class MachineState:
                 buf[:t.nbytes] = arr.reshape(-1).view(np.uint8)
             self.targets[t.name] = _Target(t.name, buf, max(t.nbytes, 1), 0, 0, 1, t.nbytes, "HBM")
         self._cache = {}
+        self._keep = []
 
     # -- I/O --------------------------------------------------------------
     def set_input(self, name, value):
@@ -99,22 +93,21 @@ class MachineState:
     # -- access patterns ----------------------------------------------------
     def _static(self, ap):
         r = self._cache.get(id(ap))
-        if r is not None and r[0] is ap:
-            return r[1]
+        if r is not None:
+            return r
+        return self._build(ap)
+
+    def _build(self, ap):
         tgt = self.targets.get(ap.target)
         if tgt is None:
             raise BirSimError("access pattern names unknown target %r" % ap.target)
-        s = _Resolved()
         d = _dt.get(ap.dtype)
-        s.tgt = tgt
-        s.dtype = d.name
-        s.code = d.code
-        s.itemsize = d.itemsize
         dims = [(st * d.itemsize, n) for st, n in ap.pattern]
         if tgt.memory == "HBM":
             if ap.num_partitions is not None:
                 raise BirSimError("HBM access to %s must not have partitions" % ap.target)
             base = 0
+            row0, row1 = 0, 1
         else:
             if ap.num_partitions is None:
                 raise BirSimError("on-chip access to %s needs partitions" % ap.target)
@@ -123,82 +116,41 @@ class MachineState:
                     ap.target, ap.start_partition, ap.start_partition + ap.num_partitions, tgt.nrows))
             dims = [(tgt.row_bytes, ap.num_partitions)] + dims
             base = (tgt.row0 + ap.start_partition) * tgt.row_bytes + tgt.byte0
+            row0 = tgt.row0 + ap.start_partition
+            row1 = row0 + ap.num_partitions
         if len(dims) > NDIM:
             raise BirSimError("access to %s has %d dims; birsim handles %d" % (ap.target, len(dims), NDIM))
+        shape = tuple(ap.shape)
+        vstrides = tuple(int(a) for a, _ in dims)
         dims = [(0, 1)] * (NDIM - len(dims)) + dims
-        s.npdt = d.np
-        s.vstrides = tuple(int(a) for a, _ in dims[NDIM - len(ap.shape):])
-        s.strides = np.array([a for a, _ in dims], _INTP)
-        s.nums = np.array([b for _, b in dims], _INTP)
-        s.static_base = base
-        s.ext_lo, s.ext_hi = ap.element_extent()
-        s.shape = tuple(ap.shape)
-        s.n = int(np.prod(s.nums))
         e = ap.offset
-        s.expr = None
-        s.coeffs = None
-        s.const_off = 0
+        expr = coeffs = None
+        const_off = 0
         if e.is_const():
-            s.const_off = int(e)
+            const_off = int(e)
         else:
             aff = e.affine()
             if aff is not None:
-                s.coeffs = tuple(aff[0].items())
-                s.const_off = int(aff[1])
+                coeffs = tuple(aff[0].items())
+                const_off = int(aff[1])
             else:
-                s.expr = e
-        s.fixed = None          # constant offset: base, region and views computed once
-        s.fixed_region = None
-        s.rview = s.wview = None
-        self._cache[id(ap)] = (ap, s)
+                expr = e
+        lo, hi = ap.element_extent()
+        s = APInfo(tgt, d.name, d.code, d.itemsize, np.array([a for a, _ in dims], _INTP),
+                   np.array([b for _, b in dims], _INTP), shape, d.np, vstrides, base, lo, hi, const_off, coeffs,
+                   expr, row0, row1, tgt.byte0, ap.target)
+        self._cache[id(ap)] = s
+        self._keep.append(ap)       # keeps id(ap) unique while the state lives
         return s
 
     def resolve(self, ap, env):
         """-> (static info, base byte) with the run-time bounds check done."""
         s = self._static(ap)
-        if s.fixed is not None:
-            return s, s.fixed
-        off = s.const_off
-        if s.coeffs is not None:
-            try:
-                for v, c in s.coeffs:
-                    off += c * env[v]
-            except KeyError as e:
-                raise BirSimError("offset of %s uses %s, which has no value here (not a loop variable or loaded "
-                                  "register)" % (ap.target, e))
-        elif s.expr is not None:
-            try:
-                off = s.expr.eval(env)
-            except (KeyError, ValueError) as e:
-                raise BirSimError("offset %s of %s cannot be evaluated: %s" % (s.expr, ap.target, e))
-        lo = off + s.ext_lo
-        hi = off + s.ext_hi
-        if lo < 0 or (hi + 1) * s.itemsize > s.tgt.nbytes:
-            raise BirSimError("access to %s reaches elements %d..%d (%d bytes per partition; offset %d)" % (
-                ap.target, lo, hi, s.tgt.nbytes, off))
-        base = s.static_base + off * s.itemsize
-        if s.coeffs is None and s.expr is None:
-            s.fixed = base
-        return s, base
+        return s, s.base(env)
 
     def region(self, ap, env):
         """(storage key, row lo, row hi, byte lo, byte hi) touched by AP (half-open, physical)."""
-        s, base = self.resolve(ap, env)
-        if s.fixed_region is not None:
-            return s.fixed_region
-        t = s.tgt
-        off = (base - s.static_base) // s.itemsize
-        if t.memory == "HBM":
-            r0, r1 = 0, 1
-            b0 = t.byte0
-        else:
-            r0 = t.row0 + ap.start_partition
-            r1 = r0 + ap.num_partitions
-            b0 = t.byte0
-        reg = (id(t.buf), r0, r1, b0 + (off + s.ext_lo) * s.itemsize, b0 + (off + s.ext_hi + 1) * s.itemsize)
-        if s.fixed is not None:
-            s.fixed_region = reg
-        return reg
+        return self._static(ap).region(env)
 
     def view(self, ap, env):
         """A numpy view (AP dtype, AP shape) of the storage itself, no copy."""
@@ -217,7 +169,7 @@ class MachineState:
                 return s.rview
             v = self._view(s, base)
             v.flags.writeable = False
-            if s.fixed is not None:
+            if s.has_fixed:
                 s.rview = v
             return v
         out = np.empty(s.n, np.float32)
@@ -240,7 +192,7 @@ class MachineState:
             v = s.wview
             if v is None:
                 v = self._view(s, base)
-                if s.fixed is not None:
+                if s.has_fixed:
                     s.wview = v
             np.copyto(v, values.reshape(s.shape), casting="unsafe")
             return

@@ -195,8 +195,8 @@ class Timeline:
             args = {"opcode": instr.opcode, "engine": instr.engine, "partitions": parts, "free": free, "id": instr.id}
             if instr.name:
                 args["name"] = instr.name
-            if instr.opcode == "dma_copy":
-                args["queue"] = instr.attrs.get("queue", "q0")
+            if track.startswith("DMA:"):
+                args["queue"] = track[4:]
             out.append({"name": instr.opcode, "cat": track, "ph": "X", "pid": 1, "tid": tid[track],
                         "ts": start * 1e6, "dur": (end - start) * 1e6, "args": args})
         return {"traceEvents": out, "displayTimeUnit": "ns", "otherData": dict(self.summary(), target=self.tm.name)}
