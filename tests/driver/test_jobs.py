@@ -106,6 +106,16 @@ def test_walrus_driver_argv_and_bir_sim_only_with_goldens(work, registry, monkey
     assert argv[-2:] == ["--goldens", "goldens.npz"]
 
 
+def test_walrus_driver_forwards_its_own_backend_options(work, registry, monkeypatch):
+    job = _job(registry, "WalrusDriver", _fake_tool(work, "walrus_driver"), monkeypatch)
+    (work / files.BIR).write_text("{}")
+    job.run(_state(work, internal_backend_options=" --enable-output-completion-notifications --no-spill "
+                                                  "--sim-budget-bytes=4096 --unroll-max-trip 8 --dge-levels=io"))
+    argv = _argv(work, "walrus_driver")
+    assert argv[argv.index("--metrics") + 2:] == ["--no-spill", "--sim-budget-bytes", "4096",
+                                                  "--unroll-max-trip", "8"]
+
+
 def test_walrus_driver_needs_the_frontend_output(work, registry, monkeypatch):
     job = _job(registry, "WalrusDriver", _fake_tool(work, "walrus_driver"), monkeypatch)
     with pytest.raises(InternalCompilerError, match="sg00/bir.json was not produced by Frontend"):

@@ -32,6 +32,9 @@ Default passes and gates (the order is the execution order):
                             dropped when goldens.npz is absent (program over the golden budget).
 ``--internal-walrus-passes a,b`` replaces the list; ``--skip-pass X`` (also inside
 --internal-backend-options) removes passes. Unknown pass names are an error.
+--internal-backend-options may also carry walrus_driver's own --sim-budget-instructions N,
+--sim-budget-bytes N, --unroll-max-trip N, --verify-between-passes and --no-spill, which are
+forwarded; the original backend's other options are ignored.
 """
 import os
 import shlex
@@ -56,28 +59,46 @@ def _checkNames(names, where):
     return names
 
 
+# walrus_driver options that --internal-backend-options may carry and that are forwarded as given
+FORWARD_VALUE_FLAGS = ("--sim-budget-instructions", "--sim-budget-bytes", "--unroll-max-trip")
+FORWARD_BOOL_FLAGS = ("--verify-between-passes", "--no-spill")
+
+
 def _backendOptions(args):
-    """(skip passes, verifier on?) from --internal-backend-options; the rest is ignored here."""
-    skips, verifier = [], True
+    """(skip passes, verifier on?, walrus_driver flags to forward) from --internal-backend-options.
+
+    Other options in that string (the original backend's, e.g.
+    --enable-output-completion-notifications, --dge-levels) have no meaning
+    for this backend and are ignored.
+    """
+    skips, verifier, forward = [], True, []
     toks = shlex.split(getattr(args, "internal_backend_options", "") or "")
     i = 0
     while i < len(toks):
         t = toks[i]
-        if t.startswith("--skip-pass="):
-            skips += [s for s in t.split("=", 1)[1].split(",") if s]
-        elif t == "--skip-pass" and i + 1 < len(toks):
-            skips += [s for s in toks[i + 1].split(",") if s]
-            i += 1
-        elif t.startswith("--enable-verifier="):
-            verifier = t.split("=", 1)[1].strip().lower() not in ("false", "0", "no", "off")
+        name, eq, val = t.partition("=")
+        if name == "--skip-pass":
+            if not eq and i + 1 < len(toks):
+                val = toks[i + 1]
+                i += 1
+            skips += [s for s in val.split(",") if s]
+        elif name == "--enable-verifier":
+            verifier = val.strip().lower() not in ("false", "0", "no", "off")
+        elif name in FORWARD_VALUE_FLAGS:
+            if not eq and i + 1 < len(toks):
+                val = toks[i + 1]
+                i += 1
+            forward += [name, val]
+        elif t in FORWARD_BOOL_FLAGS:
+            forward.append(t)
         i += 1
-    return skips, verifier
+    return skips, verifier, forward
 
 
 def walrusPassesFor(args):
     """The --walrus-passes list for a parsed compile Namespace (see module docstring)."""
     opt = int(getattr(args, "optlevel", "2") or 2)
-    skips, verifier = _backendOptions(args)
+    skips, verifier, _ = _backendOptions(args)
     for s in getattr(args, "skip_pass", None) or []:
         skips += [x for x in s.split(",") if x]
     override = getattr(args, "internal_walrus_passes", None)
@@ -147,6 +168,7 @@ class WalrusDriver(Job):
                "--input", files.BIR, "--output", files.WALRUS_BIR,
                "--walrus-passes", ",".join(self.passesForRun(state)),
                "--target", args.target, "--metrics", files.METRICS]
+        cmd += _backendOptions(args)[2]
         if os.path.isfile(files.GOLDENS):
             cmd += ["--goldens", files.GOLDENS]
         self.shellCommand(cmd)
