@@ -243,7 +243,14 @@ def topk(x, k, largest=True):
     key = _sort_key(x, True)
     if largest:
         key = _descending(key)
-    idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    n = x.shape[-1] if x.ndim else 1
+    if key.dtype.kind in "iu" and key.dtype.itemsize <= 4 and 0 < k < n // 4:
+        # unique composite keys (key, index): partition, then sort only the k winners
+        comp = key.astype(np.int64) * n + np.arange(n, dtype=np.int64)
+        part = np.argpartition(comp, k - 1, axis=-1)[..., :k]
+        idx = np.take_along_axis(part, np.argsort(np.take_along_axis(comp, part, axis=-1), axis=-1), axis=-1)
+    else:
+        idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
     return np.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)
 
 
