@@ -14,6 +14,8 @@ odd min clamp) in pelican and in sympy (integer symbols, ``floor``/``Mod``/
               sympy ``lambdify(..., "math")`` on Python ints
 * eval_batch  many assignments: pelican ``CompiledExpr.eval_many`` vs sympy
               ``lambdify(..., "numpy")`` over the columns, per point
+* parse       text -> expression: pelican ``parse`` (cache cleared) vs
+              ``sympy.sympify`` (a subset)
 * simplify    pelican ``simplify(ranges)`` vs ``sympy.simplify`` (a subset;
               sympy has no range rules, so this is the cost of "simplify")
 
@@ -236,6 +238,22 @@ def main(argv=None):
     for c, f in zip(compiled, lambdas):
         if not np.array_equal(c.eval_many(pts), np.asarray(f(*cols)).astype(np.int64)):
             mismatches.append(("eval_batch", str(c.expr), "", ""))
+
+    # parse: the text form back to an expression (BIR JSON loading); pelican
+    # uncached vs sympy.sympify of the same text with min -> Min
+    from neuronxcc.pelican import _parse
+    texts = [str(e) for e in pex]
+    stexts = [t.replace("min(", "Min(") for t in texts]
+    loc = dict(sv, Min=sympy.Min)
+
+    def pel_parse():
+        _parse.clear_cache()
+        return [_parse.parse(t) for t in texts]
+    tp = _median_time(pel_parse, repeats)
+    ts = _median_time(lambda: [sympy.sympify(t, locals=loc) for t in stexts[:n_simplify]], 1)
+    results.append(("parse", count / tp, n_simplify / ts, (count / tp) / (n_simplify / ts)))
+    if [_parse.parse(t) for t in texts] != pex:
+        mismatches.append(("parse", texts[0], "", ""))
 
     # simplify (subset)
     ranges = {n: (0, 15) for n in all_names}

@@ -37,6 +37,8 @@ cdef class Expr:
 
 
 cdef Expr mk_const(int64_t v)
+cdef Expr var_c(str name)          # validated, interned variable
+cdef Expr minmax(int kind, list items)
 cdef Expr add_scaled(Expr a, Expr b, int64_t cb)
 cdef Expr mul_const(Expr a, int64_t k)
 cdef Expr floordiv_const(Expr a, int64_t k)

@@ -1344,11 +1344,17 @@ _RESERVED = frozenset(["min", "max"])
 
 # ---------------------------------------------------------------- module API
 
-def var(name):
-    """The variable `name` (a loop variable or a sequencer register)."""
-    if not isinstance(name, str) or _NAME_RE.match(name) is None or name in _RESERVED:
+cdef Expr var_c(str name):
+    if _NAME_RE.match(name) is None or name in _RESERVED:
         raise ValueError("pelican: bad variable name %r (want [A-Za-z_][A-Za-z0-9_.]*, not min/max)" % (name,))
     return mk_var(_intern(name), UNBOUNDED)
+
+
+def var(name):
+    """The variable `name` (a loop variable or a sequencer register)."""
+    if not isinstance(name, str):
+        raise ValueError("pelican: bad variable name %r (want a str)" % (name,))
+    return var_c(name)
 
 
 def const(value):
