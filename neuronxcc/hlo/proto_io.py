@@ -309,6 +309,8 @@ def attrs_from_proto(ip, opcode):
             a["replica_groups"] = _device_list_groups(ip.collective_device_list)
         elif ip.HasField("iota_replica_group_list"):
             a["replica_groups"] = _iota_groups(ip.iota_replica_group_list)
+        if not a.get("replica_groups", True):
+            del a["replica_groups"]  # empty is the default
         if ip.channel_id > 0:
             a["channel_id"] = ip.channel_id
         if ip.use_global_device_ids:

@@ -304,6 +304,8 @@ def _build(sc, r, operands, comp_ref):
                 key not in allowed_attrs(op):
             raise sc.error("attribute %s is not valid for %s" % (key, op), s - len(key) - 1)
         val = parse_attr(sc, key, s, e, comp_ref)
+        if key in ("replica_groups", "source_target_pairs") and not val:
+            continue  # empty is the default (the proto form cannot tell them apart)
         if key == "metadata":
             metadata = val
         elif key == "frontend_attributes":
