@@ -923,6 +923,12 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
         for i in range(ch.n):
             lin.add_term(<Expr>ch.at[i], ch.cf[i])
         return lin.build()
+    if n == 2:
+        a = subs_rec(<Expr>e.ch[0], m, mask)
+        s = subs_rec(<Expr>e.ch[1], m, mask)
+        if a is <Expr>e.ch[0] and s is <Expr>e.ch[1]:
+            return e
+        return minmax2(e.kind, a, s)
     new = []
     for i in range(n):
         a = <Expr>e.ch[i]
@@ -932,8 +938,6 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
         new.append(s)
     if not changed:
         return e
-    if n == 2:
-        return minmax2(e.kind, <Expr>new[0], <Expr>new[1])
     return minmax(e.kind, new)
 
 
