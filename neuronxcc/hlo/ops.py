@@ -127,7 +127,7 @@ _ROWS = [
     ("while", CONTROL, "while_loop"),
     ("conditional", CONTROL, "conditional"),
     # --- random -------------------------------------------------------------
-    # rng-bit-generator: not yet (see interp_control); JAX emits threefry as plain ops.
+    ("rng-bit-generator", RNG, "rng_bit_generator"),   # Philox (rng_default/rng_philox) only
     # --- custom calls (targets below) ---------------------------------------
     ("custom-call", CUSTOM, "custom_call"),
 ]
@@ -139,6 +139,10 @@ CUSTOM_CALL_TARGETS = collections.OrderedDict([
     ("TopK", "custom_topk"),
     ("AwsNeuronTopK", "custom_topk"),
 ])
+
+
+# rng-bit-generator algorithms supported (XLA:CPU's rng_default is Philox).
+RNG_ALGORITHMS = ("rng_default", "rng_philox")
 
 
 def supported_opcodes():
@@ -195,6 +199,13 @@ def check_supported(module):
                 raise unsupported_error(inst, comp)
             if inst.opcode == "custom-call" and _custom_call_target(inst) is None:
                 raise unsupported_error(inst, comp)
+            if inst.opcode == "rng-bit-generator" and \
+                    (inst.attrs or {}).get("algorithm", "rng_default") not in RNG_ALGORITHMS:
+                err = unsupported_error(inst, comp)
+                err.message = err.message.replace("Unsupported operator rng-bit-generator",
+                                                  "Unsupported operator rng-bit-generator with algorithm=%s"
+                                                  % inst.attrs.get("algorithm"))
+                raise err
 
 
 def _computations(module):

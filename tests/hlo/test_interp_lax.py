@@ -128,6 +128,10 @@ CASES = {
     "optimization_barrier": (lambda x: lax.optimization_barrier((x, x + 1)), [f32(3)]),
     "complex_parts": (lambda x: (lax.real(x), lax.imag(x), jnp.abs(x), x * x),
                       [(f32(4) + 1j * f32(4)).astype(np.complex64)]),
+    "rng_bit_generator_rbg": (lambda x: (jax.random.bits(jax.random.key(7, impl="rbg"), (3, 5)),
+                                         jax.random.normal(jax.random.key(3, impl="unsafe_rbg"), (9,)) + x,
+                                         jax.random.bits(jax.random.key(1, impl="rbg"), (7,), jnp.uint8)),
+                              [f32(9)]),
     "f16_arith": (lambda a, b: (a + b, a * b, a / b, jnp.exp(a), a.astype(jnp.float32)),
                   [f32(10).astype(np.float16), (f32(10) + 3).astype(np.float16)]),
 }
@@ -135,6 +139,11 @@ CASES = {
 
 # 64-bit types need jax_enable_x64 while lowering and running.
 X64_CASES = {
+    "rng_bit_generator_philox_carry": (lambda s: (lax.rng_bit_generator(s, (2, 7), jnp.uint32),
+                                                  lax.rng_bit_generator(s, (5,), jnp.uint64,
+                                                                        lax.RandomAlgorithm.RNG_PHILOX),
+                                                  lax.rng_bit_generator(s, (9,), jnp.uint16)),
+                                       [np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFFE], np.uint64)]),
     "int_bits_s64": (lambda b: (lax.clz(b), lax.population_count(b), b * b, b >> 3),
                      [np.array([0, 1, -1, 2 ** 40, -2 ** 62, 12345], np.int64)]),
     "f64_arith": (lambda a: (a * a, jnp.sin(a), jnp.sum(a), a.astype(jnp.int64)),
