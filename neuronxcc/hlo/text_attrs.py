@@ -33,7 +33,8 @@ _COMP_LIST_ATTRS = frozenset(("branch_computations", "called_computations"))
 # attributes read and dropped (no meaning for this compiler, not in our proto subset)
 _IGNORED_ATTRS = frozenset(("statistics", "origin", "result_accuracy", "is_composite", "composite",
                             "control-predecessors", "domain", "layout", "dynamic_slice_sizes_", "async_group_id",
-                            "async_execution_thread", "mode", "algorithm_", "sparsity", "original_value"))
+                            "async_execution_thread", "mode", "algorithm_", "sparsity", "original_value",
+                            "parameter_replication"))
 
 
 def _int_list(sc):
