@@ -1,6 +1,7 @@
 """The ``birsim`` tool: run a NEFF's BIR program on the simulator.
 
     birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json] [--target trn1] [--summary S.json]
+           [--sync auto|semaphores|dependencies] [--strict]
 
 IN.npz holds ``input{i}`` in parameter order; OUT.npz gets ``output{i}`` in
 flattened result order. ``--trace`` writes Chrome trace-event JSON (one track
@@ -27,6 +28,9 @@ def _parser():
     p.add_argument("--trace", help="write a Chrome trace-event JSON here")
     p.add_argument("--target", help="hardware model (default: the module's target)")
     p.add_argument("--summary", help="write the timing summary JSON here")
+    p.add_argument("--sync", default="auto", choices=("auto", "semaphores", "dependencies"),
+                   help="timing by semaphores or by memory dependences (default: semaphores if the program has any)")
+    p.add_argument("--strict", action="store_true", help="a semaphore race is an error (exit 70)")
     return p
 
 
@@ -61,7 +65,8 @@ def run(args):
         from neuronxcc.starfish.birsim.customop import load_libraries
         tmp = tempfile.TemporaryDirectory(prefix="birsim-customop-")
         libs = load_libraries(paths=neff.extract_custom_op_libraries(tmp.name))
-    res = simulate(module, inputs, target=args.target, trace=bool(args.trace), custom_op_libs=libs)
+    res = simulate(module, inputs, target=args.target, trace=bool(args.trace), custom_op_libs=libs,
+                   sync=args.sync, strict=args.strict)
     tmp_out = args.output + ".tmp.npz"
     np.savez(tmp_out, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
     os.replace(tmp_out, args.output)
@@ -71,7 +76,8 @@ def run(args):
     if args.summary:
         with open(args.summary, "w") as f:
             json.dump(s, f, indent=1)
-    sys.stdout.write("birsim: %d instructions, estimated %.3f us\n" % (s["instructions"], s["total_s"] * 1e6))
+    sys.stdout.write("birsim: %d instructions, estimated %.3f us%s\n" % (
+        s["instructions"], s["total_s"] * 1e6, ", %d semaphore races" % len(s["races"]) if s["races"] else ""))
     return 0
 
 
