@@ -143,6 +143,7 @@ def test_missing_and_corrupt_inputs_give_one_ncc_line(tmp_path):
         if data is None or data == b"":
             assert line.startswith("[NCC_EINP001]")
         assert not out.exists()
+        assert not list(tmp_path.glob("neuronxcc-*"))  # nothing left behind for an unreadable input
 
 
 def test_unknown_flags_are_warnings_not_errors(tmp_path):

@@ -304,10 +304,12 @@ class CompileCommand(CommandInterface):
         self.logger.info("Intermediate files stored in %s, output in %s", state.workdir, state.output)
         names = pipeline.getJobNames()
         ok = False
+        staged = False
         t_start = time.perf_counter()
         os.chdir(state.workdir)
         try:
             self.stageInput(state)
+            staged = True
             with _ProgressDots():
                 pipeline.runSingleInput(state)
             self.publishOutputs(state, names)
@@ -317,9 +319,14 @@ class CompileCommand(CommandInterface):
             raise
         finally:
             os.chdir(launch)
-            self.logMetrics(pipeline, state, ok, time.perf_counter() - t_start)
+            try:
+                self.logMetrics(pipeline, state, ok, time.perf_counter() - t_start)
+            except Exception as e:  # metrics must never mask the compile's own outcome
+                self.logger.warning("could not write the compile metrics: %s", e)
             setLaunchDir(None)
-            if ok and not state.keep_workdir:
+            # Kept: after SaveTemps, and after a failed job (for diagnosis). A compile that
+            # failed before any job ran (unreadable input) leaves nothing behind.
+            if (ok or not staged) and not state.keep_workdir:
                 shutil.rmtree(state.workdir, ignore_errors=True)
             else:
                 self.logger.log(USER if not ok else logging.INFO, "Artifacts stored in: %s", state.workdir,
