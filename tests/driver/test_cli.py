@@ -192,3 +192,18 @@ def test_importing_main_is_cheap():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_closed_stdout_is_not_a_compiler_error(tmp_path):
+    import subprocess
+
+    from support.cli import _env, ncc_command
+
+    p = subprocess.Popen(ncc_command() + ["list-operators"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader goes away, as with `neuronx-cc list-operators | head -1`
+    err = p.stderr.read()
+    p.stderr.close()
+    rc = p.wait()
+    assert rc in (0, 128 + signal.SIGPIPE), err
+    assert err == b""
