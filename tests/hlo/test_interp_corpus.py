@@ -49,3 +49,11 @@ def test_tiled_sizes_span_several_tiles():
     n = corpus.get("matmul_grad").make_args(0, "tiled")[0].shape[0]
     assert n > 256 and n % 128
     assert np.all(corpus.get("embedding_lookup").make_args(0, "tiled")[1] < 1000)
+
+
+@pytest.mark.parametrize("name", ["transformer_block", "matmul_grad", "gather_scatter", "conv_variants", "sort"])
+def test_tiled_size_matches_xla(name):
+    # shapes spanning several 128-partition tiles, not multiples of 128
+    program = corpus.get(name)
+    problems = corpus.interpreter_mismatches(program.fn, program.make_args(1, "tiled"))
+    assert not problems, "\n".join(problems)

@@ -312,3 +312,20 @@ def test_topk_partition_path_matches_full_sort_with_ties():
         ref = np.argsort(key, axis=1, kind="stable")[:, :k]
         np.testing.assert_array_equal(i, ref)
         np.testing.assert_array_equal(v, np.take_along_axis(x, ref, 1))
+
+
+def test_tuple_parameter_takes_leaves_in_order():
+    outs = run("""HloModule m
+ENTRY e {
+  p = (f32[2], (s32[], f32[2])) parameter(0)
+  q = f32[2] parameter(1)
+  a = f32[2] get-tuple-element(p), index=0
+  inner = (s32[], f32[2]) get-tuple-element(p), index=1
+  b = f32[2] get-tuple-element(inner), index=1
+  i = s32[] get-tuple-element(inner), index=0
+  s = f32[2] add(a, b)
+  t = f32[2] add(s, q)
+  ROOT r = (f32[2], s32[]) tuple(t, i)
+}""", np.array([1, 2], np.float32), np.int32(7), np.array([10, 20], np.float32), np.array([100, 200], np.float32))
+    np.testing.assert_array_equal(outs[0], [111, 222])
+    assert outs[1] == 7 and outs[1].dtype == np.int32
