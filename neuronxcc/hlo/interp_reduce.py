@@ -53,6 +53,27 @@ def ufunc_for(kind, dtype):
     return _UFUNCS.get(kind)
 
 
+def _identity(kind, dtype):
+    """The identity element of reducer ``kind`` in ``dtype``, or None."""
+    if kind is None or kind == "replace":
+        return None
+    if dtype == np.bool_:
+        return {"add": False, "or": False, "xor": False, "maximum": False,
+                "multiply": True, "and": True, "minimum": True}.get(kind)
+    if kind in ("add", "or", "xor"):
+        return np.zeros((), dtype)
+    if kind == "multiply":
+        return np.ones((), dtype)
+    if kind == "and":
+        return np.array(-1).astype(dtype) if dtype.kind in "iu" else None
+    if kind in ("maximum", "minimum"):
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            return np.array(info.min if kind == "maximum" else info.max, dtype)
+        return np.array(-np.inf if kind == "maximum" else np.inf).astype(dtype)
+    return None
+
+
 def tree_reduce(ev, comp, vals):
     """Reduce the last axis of each array in ``vals`` with ``comp`` (2N parameters)."""
     k = vals[0].shape[-1]
@@ -161,7 +182,15 @@ def h_reduce_window(ev, inst, args):
             if rev:
                 y = np.flip(y, d)
             return cast(y, dtype_of(inst.shape))
-    views = [windows(x, w, i) for x, i in zip(xs, inits)]
+    # XLA skips padding and base-dilation holes; a known reducer pads with its identity so
+    # they contribute nothing (the init value is then combined once). Other reducers pad
+    # with the init value, which is the same whenever the init is an identity.
+    pads = list(inits)
+    if n == 1:
+        ident = _identity(reducer_kind(ev, comp), xs[0].dtype)
+        if ident is not None:
+            pads = [ident]
+    views = [windows(x, w, pv) for x, pv in zip(xs, pads)]
     res = _reduce_last_axes(ev, comp, views, inits, xs[0].ndim, out_shape)
     if is_tuple_shape(inst.shape):
         return tuple(cast(r, dtype_of(s)) for r, s in zip(res, inst.shape.tuple_shapes))

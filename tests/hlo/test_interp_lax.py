@@ -64,6 +64,9 @@ CASES = {
                                                            base_dilation=(2, 1), window_dilation=(1, 2)),
                                          lax.reduce_window(x, -jnp.inf, lax.max, (3, 3), (2, 2), "SAME")),
                               [f32(6, 7)]),
+    "reduce_window_nonidentity_init": (lambda x: (lax.reduce_window(x, 1.0, lax.add, (3,), (2,), ((2, 1),)),
+                                                  lax.reduce_window(x, 0.5, lax.max, (2,), (1,), ((1, 1),),
+                                                                    base_dilation=(2,))), [f32(7) - 2]),
     "reduce_window_variadic": (lambda x, i: lax.reduce_window(
         (x, i), (-jnp.inf, jnp.int32(0)),
         lambda a, b: (jnp.maximum(a[0], b[0]), jnp.where(a[0] >= b[0], a[1], b[1])), (2, 2), (1, 1), "VALID"),
