@@ -128,6 +128,17 @@ def literal_from_proto(lp, shape=None, depth=0):
             raise HloParseError("%s literal holds %d bytes, its shape %s needs %d"
                                 % (lshape.element_type, len(raw), lshape.to_text(False), n * dt.itemsize))
         flat = np.frombuffer(raw, dtype=dt.newbyteorder("<") if dt.itemsize > 1 else dt).astype(dt)
+    elif lshape.element_type in _FIXED_WIDTH:
+        # float data is read from the wire bytes: converting through Python floats would quiet
+        # signalling NaNs (and is slower)
+        number, width, real = _FIXED_WIDTH[lshape.element_type]
+        raw = _packed_field_bytes(lp, number)
+        count = len(raw) // width
+        if count != n:
+            raise HloParseError("%s literal holds %d values, its shape %s needs %d"
+                                % (lshape.element_type, count, lshape.to_text(False), n))
+        flat = np.frombuffer(raw, dtype=np.dtype(real).newbyteorder("<")).astype(real).view(dt) \
+            if n else np.zeros(0, dt)
     else:
         vals = getattr(lp, field)
         count = len(vals) // 2 if lshape.element_type in ("c64", "c128") else len(vals)
@@ -165,6 +176,11 @@ def literal_to_proto(value, shape, lp=None):
         if dt.itemsize > 1 and dt.byteorder == ">":
             arr = arr.astype(dt.newbyteorder("<"))
         setattr(lp, field, arr.tobytes())
+    elif shape.element_type in _FIXED_WIDTH:
+        number, width, real = _FIXED_WIDTH[shape.element_type]
+        raw = np.ascontiguousarray(arr).view(real).astype(np.dtype(real).newbyteorder("<")).tobytes()
+        if raw:
+            lp.MergeFromString(_varint((number << 3) | 2) + _varint(len(raw)) + raw)
     elif shape.element_type in ("c64", "c128"):
         inter = np.empty(arr.size * 2, dtype=np.float64)
         inter[0::2] = arr.real.ravel()
@@ -173,6 +189,63 @@ def literal_to_proto(value, shape, lp=None):
     else:
         getattr(lp, field).extend(arr.ravel().tolist())
     return lp
+
+
+# element type -> (LiteralProto field number, bytes per value, numpy type of one stored value)
+_FIXED_WIDTH = {"f32": (8, 4, np.float32), "f64": (9, 8, np.float64), "c64": (12, 8, np.float32),
+                "c128": (18, 16, np.float64)}
+
+
+def _varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _read_varint(buf, i):
+    shift = result = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise HloParseError("malformed literal encoding")
+        b = buf[i]
+        result |= (b & 0x7F) << shift
+        i += 1
+        if not b & 0x80:
+            return result, i
+        shift += 7
+
+
+def _packed_field_bytes(msg, number):
+    """Raw little-endian bytes of a fixed-width repeated field, straight from the wire form."""
+    buf = msg.SerializeToString()
+    out, i = [], 0
+    while i < len(buf):
+        tag, i = _read_varint(buf, i)
+        field, wt = tag >> 3, tag & 7
+        if wt == 0:
+            _, i = _read_varint(buf, i)
+        elif wt == 1:
+            if field == number:
+                out.append(buf[i:i + 8])
+            i += 8
+        elif wt == 5:
+            if field == number:
+                out.append(buf[i:i + 4])
+            i += 4
+        elif wt == 2:
+            length, i = _read_varint(buf, i)
+            if field == number:
+                out.append(buf[i:i + length])
+            i += length
+        else:
+            raise HloParseError("malformed literal encoding")
+    return b"".join(out)
 
 
 # -- instructions ---------------------------------------------------------------

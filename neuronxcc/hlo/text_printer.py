@@ -67,6 +67,7 @@ def _scalar_text(v, et):
     return _float_text(v, et)
 
 
+_NAN_PAYLOAD_BITS = {"f64": 52, "f32": 23, "f16": 10, "bf16": 7, "f8e5m2": 2}
 _SHORTEST_LIMIT = 4096  # arrays up to this size print shortest decimals, bigger ones a faster exact form
 
 
@@ -79,11 +80,20 @@ def _element_texts(arr, et):
     with np.errstate(invalid="ignore"):  # NaNs of the f8/bf16 types widen with a warning
         wide = flat.astype(np.float64)
     if flat.size <= _SHORTEST_LIMIT:
-        return [_float_text(v, et) for v in wide.tolist()]
-    # repr of the f64 value is exact for every narrower float type too
-    out = [repr(v) for v in wide.tolist()]
-    for k in np.flatnonzero(np.isnan(wide) & np.signbit(wide)).tolist():
-        out[k] = "-nan"
+        out = [_float_text(v, et) for v in wide.tolist()]
+    else:
+        # repr of the f64 value is exact for every narrower float type too
+        out = [repr(v) for v in wide.tolist()]
+        for k in np.flatnonzero(np.isnan(wide) & np.signbit(wide)).tolist():
+            out[k] = "-nan"
+    mbits = _NAN_PAYLOAD_BITS.get(et)
+    if mbits:  # NaNs other than the canonical quiet one print their payload, as XLA does
+        quiet = 1 << (mbits - 1)
+        bits = flat.view("u%d" % flat.dtype.itemsize)
+        for k in np.flatnonzero(np.isnan(wide)).tolist():
+            payload = int(bits[k]) & ((1 << mbits) - 1)
+            if payload != quiet:
+                out[k] = "%snan(0x%x)" % ("-" if out[k].startswith("-") else "", payload)
     return out
 
 

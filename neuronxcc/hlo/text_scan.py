@@ -21,6 +21,7 @@ _INT = re.compile(r"[-+]?\d+")
 _WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.S)
 _NUMBER_TOKEN = re.compile(r"-?nan(?:\(0x[0-9a-fA-F]+\))?|[-+]?inf|true|false|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _LITERAL_PUNCT = re.compile(r'[{}()="]')
+_NAN_PAYLOAD = re.compile(r"nan\(0x[0-9a-fA-F]+\)")
 # a body of plain decimal numbers (the common case) needs no per-token check
 _NUMBERS_ONLY = re.compile(r"[\s{},0-9.eE+\-]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?", "a": "\a", "b": "\b",
@@ -242,7 +243,31 @@ def parse_shape(sc, depth=0):
 
 # -- literals ----------------------------------------------------------------------
 
-def _convert_values(sc, tokens, shape, pos, maybe_neg_nan=True):
+# float type -> mantissa bits, for the types whose NaNs carry a payload (printed nan(0x...))
+NAN_PAYLOAD_BITS = {"f64": 52, "f32": 23, "f16": 10, "bf16": 7, "f8e5m2": 2}
+
+
+def _in_nan_payload(text, at):
+    """Is the parenthesis at ``at`` part of a nan(0x...) token?"""
+    start = text.rfind("nan(", max(0, at - 40), at + 1)
+    m = _NAN_PAYLOAD.match(text, start) if start >= 0 else None
+    return m is not None and m.start() <= at < m.end()
+
+
+def _set_nan_payloads(out, tokens, mbits):
+    """Give the NaNs written nan(0x...) their payload bits (the mantissa, quiet bit included)."""
+    u = out.view("u%d" % out.dtype.itemsize)
+    for k, t in enumerate(tokens):
+        if "nan(" not in t:
+            continue
+        payload = int(t[t.index("(0x") + 3:-1], 16) & ((1 << mbits) - 1)
+        if payload == 0:
+            continue  # all-zero mantissa would be infinity
+        top = u.dtype.type(u[k] >> mbits << mbits)  # sign and all-ones exponent
+        u[k] = top | u.dtype.type(payload)
+
+
+def _convert_values(sc, tokens, shape, pos, maybe_neg_nan=True, maybe_payload=False):
     dt = dtype_of(shape.element_type)
     n = shape.numel()
     if len(tokens) != n:
@@ -275,7 +300,10 @@ def _convert_values(sc, tokens, shape, pos, maybe_neg_nan=True):
         except ValueError:
             floats = np.array([_float_token(t) for t in tokens], dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            return floats.astype(dt).reshape(shape.dims)
+            out = floats.astype(dt)
+        if et in NAN_PAYLOAD_BITS and maybe_payload:
+            _set_nan_payloads(out, tokens, NAN_PAYLOAD_BITS[et])
+        return out.reshape(shape.dims)
     except (ValueError, OverflowError) as e:
         raise sc.error("bad constant value for %s: %s" % (et, e), pos) from None
 
@@ -327,6 +355,8 @@ def parse_literal(sc, shape, depth=0):
         depth2, i = 0, None
         for m in _LITERAL_PUNCT.finditer(sc.text, sc.pos):  # numbers between braces are skipped in C
             ch = m.group(0)
+            if ch in "()" and _in_nan_payload(sc.text, m.start()):
+                continue  # nan(0x...) payload
             if ch == "{":
                 depth2 += 1
             elif ch == "}":
@@ -342,6 +372,7 @@ def parse_literal(sc, shape, depth=0):
         sc.pos = i + 1
         tokens = body.replace("{", " ").replace("}", " ").replace(",", " ").split()
         maybe_neg_nan = "-n" in body
+        maybe_payload = "nan(" in body
         if tokens and not _NUMBERS_ONLY.fullmatch(body):
             for t in tokens:
                 if not _NUMBER_TOKEN.fullmatch(t):
@@ -353,10 +384,11 @@ def parse_literal(sc, shape, depth=0):
         sc.pos = m.end()
         tokens = [m.group(0)]
         maybe_neg_nan = tokens[0].startswith("-n")
+        maybe_payload = "nan(" in tokens[0]
         if shape.numel() != 1 and shape.numel() > 0:
             # XLA accepts a scalar broadcast to the shape only for rank-0; a splat is an error here
             raise sc.error("constant of shape %s needs an array value {...}" % shape.to_text(False), start)
-    return _convert_values(sc, tokens, shape, start, maybe_neg_nan)
+    return _convert_values(sc, tokens, shape, start, maybe_neg_nan, maybe_payload)
 
 
 class _Sub(_Scanner):

@@ -132,6 +132,8 @@ _CONSTS = {
     "f8e4m3fn": np.array([0.5, -448.0, 1.125], ml_dtypes.float8_e4m3fn),
     "f8e5m2": np.array([0.5, -57344.0, 1.25], ml_dtypes.float8_e5m2),
     "pred": np.array([True, False, True]),
+    "f32 NaN payloads": np.array([0x7fc00001, 0xffc00000, 0x7f800001, 0xffc00003], np.uint32).view(np.float32),
+    "bf16 NaN payloads": np.array([0x7fc1, 0xffc0, 0x7f81], np.uint16).view(ml_dtypes.bfloat16),
 }
 
 
