@@ -135,6 +135,12 @@ CASES = {
                                          jax.random.normal(jax.random.key(3, impl="unsafe_rbg"), (9,)) + x,
                                          jax.random.bits(jax.random.key(1, impl="rbg"), (7,), jnp.uint8)),
                               [f32(9)]),
+    "f8_convert_and_dot": (lambda x: (x.astype(jnp.float8_e4m3fn), x.astype(jnp.float8_e5m2),
+                                      (x * 100).astype(jnp.float8_e4m3fn).astype(jnp.float32),
+                                      jnp.dot(x.astype(jnp.float8_e4m3fn), x.astype(jnp.float8_e4m3fn).T,
+                                              preferred_element_type=jnp.float32)),
+                           [np.concatenate([f32(2, 6), np.array([[1e5, -1e5, np.nan, 0.3, 448.0, 500.0]],
+                                                                  np.float32)])]),
     "f16_arith": (lambda a, b: (a + b, a * b, a / b, jnp.exp(a), a.astype(jnp.float32)),
                   [f32(10).astype(np.float16), (f32(10) + 3).astype(np.float16)]),
 }
