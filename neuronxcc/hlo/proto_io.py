@@ -141,15 +141,10 @@ def literal_from_proto(lp, shape=None, depth=0):
             if n else np.zeros(0, dt)
     else:
         vals = getattr(lp, field)
-        count = len(vals) // 2 if lshape.element_type in ("c64", "c128") else len(vals)
-        if count != n:
+        if len(vals) != n:
             raise HloParseError("%s literal holds %d values, its shape %s needs %d"
-                                % (lshape.element_type, count, lshape.to_text(False), n))
-        if lshape.element_type in ("c64", "c128"):
-            re = np.asarray(vals, dtype=np.float64)
-            flat = (re[0::2] + 1j * re[1::2]).astype(dt)
-        else:
-            flat = np.asarray(vals, dtype=dt) if n else np.zeros(0, dt)
+                                % (lshape.element_type, len(vals), lshape.to_text(False), n))
+        flat = np.asarray(vals, dtype=dt) if n else np.zeros(0, dt)
     # data is stored in the literal's physical (layout) order
     major_to_minor = tuple(reversed(lshape.layout))
     arr = flat.reshape([lshape.dims[d] for d in major_to_minor])
@@ -181,11 +176,6 @@ def literal_to_proto(value, shape, lp=None):
         raw = np.ascontiguousarray(arr).view(real).astype(np.dtype(real).newbyteorder("<")).tobytes()
         if raw:
             lp.MergeFromString(_varint((number << 3) | 2) + _varint(len(raw)) + raw)
-    elif shape.element_type in ("c64", "c128"):
-        inter = np.empty(arr.size * 2, dtype=np.float64)
-        inter[0::2] = arr.real.ravel()
-        inter[1::2] = arr.imag.ravel()
-        getattr(lp, field).extend(inter.tolist())
     else:
         getattr(lp, field).extend(arr.ravel().tolist())
     return lp
