@@ -4,6 +4,8 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint64_t
 
+from neuronxcc.pelican._interval cimport Bnd
+
 # Node kinds. The numeric order is also the first key of the canonical
 # total order on expressions (constants < variables < sums < // < % < min < max).
 cdef enum:
@@ -14,14 +16,6 @@ cdef enum:
     K_MOD = 4        # ch = [dividend]; val = modulus (>= 2)
     K_MIN = 5        # ch = sorted, deduplicated operands (>= 2)
     K_MAX = 6        # ch = sorted, deduplicated operands (>= 2)
-
-
-cdef struct Bnd:
-    # An inclusive integer interval; a side without has_* is unbounded.
-    int64_t lo
-    int64_t hi
-    bint has_lo
-    bint has_hi
 
 
 cdef class Expr:
@@ -43,5 +37,8 @@ cdef Expr add_scaled(Expr a, Expr b, int64_t cb)
 cdef Expr mul_const(Expr a, int64_t k)
 cdef Expr floordiv_const(Expr a, int64_t k)
 cdef Expr mod_const(Expr a, int64_t k)
+cdef Expr mk_var(str name, Bnd b)
+cdef uint64_t var_bit(str name) except? 0
+cdef Expr subs_rec(Expr e, dict m, uint64_t mask)
 cdef bint expr_eq(Expr a, Expr b) except -1
 cdef int expr_cmp(Expr a, Expr b) except -2

@@ -23,48 +23,14 @@ from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, Py_XINCREF, PyObject
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memmove
 
-from neuronxcc.pelican._intmath cimport fdiv, fmod
+from neuronxcc.pelican._intmath cimport ck_add, ck_mul, fdiv, fmod, gcd64, h_fix, h_mix
+from neuronxcc.pelican._interval cimport (b_add, b_floordiv, b_le, b_make, b_max, b_min, b_mod,
+                                          b_scale, b_unbounded)
 
 import re
 from sys import intern as _intern
 
-cdef extern from *:
-    """
-    static inline int pel_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
-    static inline int pel_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
-    """
-    bint pel_add_ovf(int64_t a, int64_t b, int64_t *r) noexcept nogil
-    bint pel_mul_ovf(int64_t a, int64_t b, int64_t *r) noexcept nogil
-
-
-# ---------------------------------------------------------------- integers
-
-cdef inline int64_t ck_add(int64_t a, int64_t b) except? -1:
-    cdef int64_t r
-    if pel_add_ovf(a, b, &r):
-        raise OverflowError("pelican: int64 overflow in %d + %d" % (a, b))
-    return r
-
-
-cdef inline int64_t ck_mul(int64_t a, int64_t b) except? -1:
-    cdef int64_t r
-    if pel_mul_ovf(a, b, &r):
-        raise OverflowError("pelican: int64 overflow in %d * %d" % (a, b))
-    return r
-
-
-@cython.cdivision(True)
-cdef inline int64_t gcd64(int64_t a, int64_t b) noexcept nogil:
-    cdef int64_t t
-    if a < 0:
-        a = -a
-    if b < 0:
-        b = -b
-    while b:
-        t = a % b
-        a = b
-        b = t
-    return a
+cdef Bnd UNBOUNDED = b_unbounded()
 
 
 cdef inline int64_t to_i64(object x) except? -1:
@@ -73,105 +39,6 @@ cdef inline int64_t to_i64(object x) except? -1:
             raise ValueError("pelican: expected an integer constant, got %s" % x)
         return (<Expr>x).val
     return <int64_t>PyNumber_Index(x)
-
-
-# ---------------------------------------------------------------- intervals
-# Interval arithmetic saturates to "unbounded" on overflow, so it never raises.
-
-cdef inline Bnd b_make(int64_t lo, int64_t hi, bint has_lo, bint has_hi) noexcept:
-    cdef Bnd b
-    b.lo = lo
-    b.hi = hi
-    b.has_lo = has_lo
-    b.has_hi = has_hi
-    return b
-
-
-cdef Bnd UNBOUNDED = b_make(0, 0, False, False)
-
-
-cdef inline Bnd b_scale(Bnd a, int64_t c) noexcept:
-    cdef Bnd r = b_make(0, 0, True, True)
-    if c == 0:
-        return r
-    if c > 0:
-        r.has_lo = a.has_lo and not pel_mul_ovf(a.lo, c, &r.lo)
-        r.has_hi = a.has_hi and not pel_mul_ovf(a.hi, c, &r.hi)
-    else:
-        r.has_lo = a.has_hi and not pel_mul_ovf(a.hi, c, &r.lo)
-        r.has_hi = a.has_lo and not pel_mul_ovf(a.lo, c, &r.hi)
-    return r
-
-
-cdef inline Bnd b_add(Bnd a, Bnd b) noexcept:
-    cdef Bnd r = b_make(0, 0, False, False)
-    r.has_lo = a.has_lo and b.has_lo and not pel_add_ovf(a.lo, b.lo, &r.lo)
-    r.has_hi = a.has_hi and b.has_hi and not pel_add_ovf(a.hi, b.hi, &r.hi)
-    return r
-
-
-cdef inline Bnd b_floordiv(Bnd a, int64_t k) noexcept:
-    return b_make(fdiv(a.lo, k), fdiv(a.hi, k), a.has_lo, a.has_hi)
-
-
-cdef inline Bnd b_mod(Bnd a, int64_t k) noexcept:
-    cdef int64_t m
-    if a.has_lo and a.has_hi:
-        m = fdiv(a.lo, k)
-        if m == fdiv(a.hi, k):       # one block of k: x % k == x - m*k
-            return b_make(a.lo - m * k, a.hi - m * k, True, True)
-    if a.has_lo and a.lo >= 0 and a.has_hi and a.hi < k - 1:
-        return b_make(0, a.hi, True, True)
-    return b_make(0, k - 1, True, True)
-
-
-cdef inline Bnd b_min(Bnd a, Bnd b) noexcept:
-    cdef Bnd r = b_make(0, 0, a.has_lo and b.has_lo, a.has_hi or b.has_hi)
-    r.lo = a.lo if a.lo < b.lo else b.lo
-    if a.has_hi and b.has_hi:
-        r.hi = a.hi if a.hi < b.hi else b.hi
-    else:
-        r.hi = a.hi if a.has_hi else b.hi
-    return r
-
-
-cdef inline Bnd b_max(Bnd a, Bnd b) noexcept:
-    cdef Bnd r = b_make(0, 0, a.has_lo or b.has_lo, a.has_hi and b.has_hi)
-    r.hi = a.hi if a.hi > b.hi else b.hi
-    if a.has_lo and b.has_lo:
-        r.lo = a.lo if a.lo > b.lo else b.lo
-    else:
-        r.lo = a.lo if a.has_lo else b.lo
-    return r
-
-
-cdef inline Bnd b_meet(Bnd a, Bnd b) noexcept:
-    # intersection of two sound intervals for the same quantity
-    cdef Bnd r = a
-    if b.has_lo and (not r.has_lo or b.lo > r.lo):
-        r.lo = b.lo
-        r.has_lo = True
-    if b.has_hi and (not r.has_hi or b.hi < r.hi):
-        r.hi = b.hi
-        r.has_hi = True
-    return r
-
-
-cdef inline bint b_le(Bnd a, Bnd b) noexcept:
-    # every value of a <= every value of b
-    return a.has_hi and b.has_lo and a.hi <= b.lo
-
-
-# ---------------------------------------------------------------- hashing
-
-cdef inline Py_hash_t h_fix(uint64_t h) noexcept:
-    cdef Py_hash_t r = <Py_hash_t>h
-    return -2 if r == -1 else r
-
-
-cdef inline uint64_t h_mix(uint64_t h, uint64_t x) noexcept:
-    h ^= x + <uint64_t>0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2)
-    return h * <uint64_t>0x100000001B3ULL
 
 
 # ---------------------------------------------------------------- node makers
@@ -196,7 +63,7 @@ cdef Expr mk_const(int64_t v):
     return _new_const(v)
 
 
-cdef inline uint64_t var_bit(str name):
+cdef uint64_t var_bit(str name) except? 0:
     return (<uint64_t>1) << (<uint64_t>hash(name) & 63)
 
 
@@ -941,148 +808,20 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
     return minmax(e.kind, new)
 
 
-cdef int64_t eval_rec(Expr e, dict env) except? -1:
-    cdef Py_ssize_t i
-    cdef int64_t acc, v
-    cdef object x
-    if e.kind == K_CONST:
-        return e.val
-    if e.kind == K_VAR:
-        x = env.get(e.name)
-        if x is None:
-            raise ValueError("pelican: no value for variable %r in %s" % (e.name, e))
-        return to_i64(x)
-    if e.kind == K_ADD:
-        acc = e.val
-        for i in range(e.n):
-            acc = ck_add(acc, ck_mul(e.cf[i], eval_rec(<Expr>e.ch[i], env)))
-        return acc
-    if e.kind == K_FLOORDIV:
-        return fdiv(eval_rec(<Expr>e.ch[0], env), e.val)
-    if e.kind == K_MOD:
-        return fmod(eval_rec(<Expr>e.ch[0], env), e.val)
-    acc = eval_rec(<Expr>e.ch[0], env)
-    for i in range(1, e.n):
-        v = eval_rec(<Expr>e.ch[i], env)
-        if (v < acc) if e.kind == K_MIN else (v > acc):
-            acc = v
-    return acc
-
-
-cdef Bnd bnd_rec(Expr e, dict rng) except *:
-    # Interval of e when each variable in rng lies in its (lo, hi); others unbounded.
-    cdef Py_ssize_t i
-    cdef Bnd b
-    cdef tuple t
-    if e.kind == K_CONST:
-        return e.ib
-    if e.kind == K_VAR:
-        t = rng.get(e.name)
-        if t is None:
-            return UNBOUNDED
-        return b_make(<int64_t>t[0], <int64_t>t[1], True, True)
-    if e.kind == K_ADD:
-        b = b_make(e.val, e.val, True, True)
-        for i in range(e.n):
-            b = b_add(b, b_scale(bnd_rec(<Expr>e.ch[i], rng), e.cf[i]))
-        return b
-    if e.kind == K_FLOORDIV:
-        return b_floordiv(bnd_rec(<Expr>e.ch[0], rng), e.val)
-    if e.kind == K_MOD:
-        return b_mod(bnd_rec(<Expr>e.ch[0], rng), e.val)
-    b = bnd_rec(<Expr>e.ch[0], rng)
-    for i in range(1, e.n):
-        if e.kind == K_MIN:
-            b = b_min(b, bnd_rec(<Expr>e.ch[i], rng))
-        else:
-            b = b_max(b, bnd_rec(<Expr>e.ch[i], rng))
-    return b
-
-
-cdef int vars_rec(Expr e, set out) except -1:
-    cdef Py_ssize_t i
-    if e.kind == K_VAR:
-        out.add(e.name)
-    elif e.kind != K_CONST:
-        for i in range(e.n):
-            vars_rec(<Expr>e.ch[i], out)
-
-
-cdef dict norm_ranges(object ranges):
-    """{name: (lo, hi)} (inclusive) or {name: range(...)} -> {name: (lo, hi)}."""
-    cdef dict out = {}
-    cdef int64_t lo, hi
-    for name, r in ranges.items():
-        if not isinstance(name, str):
-            raise TypeError("pelican: range keys are variable names, got %r" % (name,))
-        if isinstance(r, range):
-            if len(r) == 0:
-                raise ValueError("pelican: empty range for %r" % name)
-            last = r.start + (len(r) - 1) * r.step
-            lo = min(r.start, last)
-            hi = max(r.start, last)
-        else:
-            lo, hi = to_i64(r[0]), to_i64(r[1])
-            if lo > hi:
-                raise ValueError("pelican: empty range (%d, %d) for %r" % (lo, hi, name))
-        out[name] = (lo, hi)
-    return out
-
-
-# ---------------------------------------------------------------- text form
-# Printed with Python's precedence so that parse(str(e)) == e and eval(str(e))
-# in Python (with min/max) gives the same value.
-
-cdef str _prim(Expr a):
-    # an atom after "c*" or a leading "-"
-    if a.kind == K_FLOORDIV or a.kind == K_MOD:
-        return "(" + to_str(a) + ")"
-    return to_str(a)
-
-
-cdef str _operand(Expr a):
-    # the left operand of // or %
-    if a.kind == K_VAR or a.kind == K_MIN or a.kind == K_MAX:
-        return to_str(a)
-    return "(" + to_str(a) + ")"
-
-
-cdef str to_str(Expr e):
-    cdef list parts
-    cdef Py_ssize_t i
-    cdef int64_t c
-    if e.kind == K_CONST:
-        return str(e.val)
-    if e.kind == K_VAR:
-        return e.name
-    if e.kind == K_FLOORDIV:
-        return _operand(<Expr>e.ch[0]) + "//" + str(e.val)
-    if e.kind == K_MOD:
-        return _operand(<Expr>e.ch[0]) + " % " + str(e.val)
-    if e.kind == K_MIN or e.kind == K_MAX:
-        return ("min(" if e.kind == K_MIN else "max(") + ", ".join([to_str(<Expr>e.ch[i]) for i in range(e.n)]) + ")"
-    parts = []
-    for i in range(e.n):
-        c = e.cf[i]
-        a = <Expr>e.ch[i]
-        if i == 0:
-            if c == 1:
-                parts.append(to_str(a))
-            elif c == -1:
-                parts.append("-" + _prim(a))
-            else:
-                parts.append(str(c) + "*" + _prim(a))
-        else:
-            parts.append(" - " if c < 0 else " + ")
-            parts.append(to_str(a) if (c == 1 or c == -1) else str(abs(<object>c)) + "*" + _prim(a))
-    if e.val:
-        parts.append((" - %d" % -(<object>e.val)) if e.val < 0 else (" + %d" % e.val))
-    return "".join(parts)
-
-
 # ---------------------------------------------------------------- the Python type
 
 _KIND_NAMES = ("const", "var", "add", "floordiv", "mod", "min", "max")
+
+cdef object _W = None
+
+
+cdef object W():
+    # the tree-walk module (eval, bounds, text, simplify), imported on first use
+    global _W
+    if _W is None:
+        from neuronxcc.pelican import _walks
+        _W = _walks
+    return _W
 
 
 @cython.freelist(64)
@@ -1213,14 +952,14 @@ cdef class Expr:
         return self.val != 0
 
     def __str__(self):
-        return to_str(self)
+        return W().expr_str(self)
 
     def __repr__(self):
-        return "Expr(%r)" % to_str(self)
+        return "Expr(%r)" % W().expr_str(self)
 
     def __reduce__(self):
         from neuronxcc.pelican._parse import parse
-        return (parse, (to_str(self),))
+        return (parse, (W().expr_str(self),))
 
     # -- queries
     @property
@@ -1242,9 +981,7 @@ cdef class Expr:
 
     def free_vars(self):
         """frozenset of the variable names in the expression."""
-        cdef set out = set()
-        vars_rec(self, out)
-        return frozenset(out)
+        return W().expr_free_vars(self)
 
     def affine(self):
         """({var: coeff}, const) when the expression is affine in its variables, else None."""
@@ -1271,19 +1008,7 @@ cdef class Expr:
         range: x // k -> m and x % k -> x - m*k when x stays in one block
         [m*k, m*k + k - 1], min/max decided by bounds. Variables without a
         range are unbounded."""
-        cdef dict rng, bounded, plain
-        cdef uint64_t mask
-        cdef Expr r
-        if not ranges:
-            return self
-        rng = norm_ranges(ranges)
-        bounded = {n: mk_var(n, b_make(<int64_t>t[0], <int64_t>t[1], True, True)) for n, t in rng.items()}
-        plain = {n: mk_var(n, UNBOUNDED) for n in rng}
-        mask = 0
-        for n in rng:
-            mask |= var_bit(n)
-        r = subs_rec(self, bounded, mask)
-        return subs_rec(r, plain, mask)
+        return W().expr_simplify(self, ranges) if ranges else self
 
     def subs(self, mapping):
         """Replace variables by ints or Exprs ({name: value}); the result is canonical."""
@@ -1300,21 +1025,14 @@ cdef class Expr:
 
     def eval(self, values):
         """The integer value with every variable given in values ({name: int})."""
-        if not isinstance(values, dict):
-            values = dict(values)
-        return eval_rec(self, <dict>values)
+        return W().expr_eval(self, values)
 
     def bounds(self, ranges=None):
         """Inclusive (lo, hi) over the variable ranges {name: (lo, hi)}.
 
         Exact for affine expressions, sound (may be wider) otherwise; a side
         is None when it is unbounded (a variable without a range)."""
-        cdef dict rng = norm_ranges(ranges) if ranges else {}
-        cdef Bnd b = bnd_rec(self, rng)
-        if rng and self.kind != K_CONST and self.kind != K_VAR and self.affine() is None:
-            # range rules may tighten a non-affine expression; both are sound
-            b = b_meet(b, bnd_rec(<Expr>self.simplify(ranges), rng))
-        return (b.lo if b.has_lo else None, b.hi if b.has_hi else None)
+        return W().expr_bounds(self, ranges)
 
     def compile(self, var_order):
         """A CompiledExpr evaluating this expression from int64 values given in var_order."""
@@ -1324,7 +1042,7 @@ cdef class Expr:
     # -- serialisation
     def to_json(self):
         """The JSON form: the text form (a str)."""
-        return to_str(self)
+        return W().expr_str(self)
 
     @staticmethod
     def from_json(obj):
