@@ -137,7 +137,7 @@ class Bench:
             except Exception as e:
                 s.fails(name, "lowering with jax: " + bl.one_line(e))
                 continue
-            art = bl.compile_inproc(st.pb, self.base, keep=True)     # also the warm-up
+            art = bl.compile_inproc(st.pb, self.base)     # also the warm-up
             self.warm = True
             st.artifact = art
             if not art.ok:
@@ -273,6 +273,7 @@ class Bench:
             s.fails("(all)", "birsim: " + bl.one_line(e))
             self.target("3 simulator", "birsim / XLA:CPU execute, median", "birsim not importable", "<= 3x", None)
             self.sections.append(s)
+            self._birsim_micro()
             return
         ratios = []
         limit = 120 if self.quick else 600
@@ -315,6 +316,35 @@ class Bench:
                "the corpus inputs; XLA:CPU: warm `jax.jit(f)(*args)`. Outputs compared with per-dtype "
                "tolerances (`neuronxcc.hlo.tolerances`).")
         self.sections.append(s)
+        self._birsim_micro()
+
+    def _birsim_micro(self):
+        """3b: scripts/bench_birsim.py's figures (per-instruction cost; large tiles against numpy)."""
+        s = bl.Section("simulator_tiles", "3b. birsim per instruction, and on large tiles against numpy "
+                       "(`scripts/bench_birsim.py`)", ["operation", "birsim", "numpy", "birsim / numpy", "target",
+                                                      "met"])
+        self.log("birsim micro")
+        try:
+            import bench_birsim
+            runs = 3 if self.quick else 5
+            n, free, reps = (300, 2048, 7) if self.quick else (3000, 8192, 25)
+            for label, us in bench_birsim.bench_per_instruction(runs, n):
+                s.row(label, "%.1f us/instruction" % us, "", "", "", "", data={"op": label, "us_per_instr": us})
+            worst = None
+            for label, ts, tn, r in bench_birsim.bench_large(runs, 128, free, reps):
+                s.row("%s [128, %d]" % (label, free), "%.3f ms" % ts, "%.3f ms" % tn, bl.fmt_x(r), "<= 3x",
+                      bl.met_text(r <= 3), data={"op": label, "birsim_ms": ts, "numpy_ms": tn, "ratio": r})
+                if worst is None or r > worst[1]:
+                    worst = (label, r)
+            if worst:
+                self.target("3 simulator", "birsim / numpy on large tiles, worst op (%s)" % worst[0],
+                            bl.fmt_x(worst[1]), "<= 3x", worst[1] <= 3)
+        except Exception as e:
+            s.fails("(all)", bl.one_line(e))
+            self.target("3 simulator", "birsim / numpy on large tiles", "fails", "<= 3x", None)
+        s.note("One instruction executed by birsim's executor (timeline step included) against numpy doing the "
+               "same math on the same tile, median of several runs.")
+        self.sections.append(s)
 
     # -- 4. generated code -------------------------------------------------------------
     def section_codegen(self):
@@ -350,7 +380,7 @@ class Bench:
                 except Exception as e:
                     s.fails(name, "lowering with jax: " + bl.one_line(e))
                     continue
-                r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF, keep=True)
+                r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF)
                 self.codegen_artifacts.append((name, r))
                 if not r.ok:
                     s.fails(name, r.error, data={"roofline_s": bound})
@@ -424,7 +454,7 @@ class Bench:
         bound, by = self._roofline(tm, "float32", flops, nbytes)
         art = st.artifact
         if art is None:
-            art = bl.compile_inproc(st.pb, self.base, keep=True)
+            art = bl.compile_inproc(st.pb, self.base)
             st.artifact = art
         if not art.ok:
             s.fails(name, art.error, data={"roofline_s": bound})
@@ -500,6 +530,36 @@ class Bench:
                "point) are walrus's own figures from each compile's `sg00/metrics.json` (default pipeline: "
                "coloring allocator).")
         self.sections.append(s)
+        self._alloc_intervals()
+
+    def _alloc_intervals(self):
+        """5b: scripts/bench_alloc.py's synthetic interval sets (quality and speed of both allocators)."""
+        s = bl.Section("allocation_sets", "5b. Allocators on synthetic interval sets (`scripts/bench_alloc.py`)",
+                       ["values", "max-live lower bound", "coloring peak / max-live", "coloring time",
+                        "linear-scan peak / max-live", "linear-scan time", "linear scan vs Python first fit"])
+        self.log("allocator interval sets")
+        worst = None
+        try:
+            import bench_alloc
+            for n in ([1000, 10000] if self.quick else [1000, 10000, 30000]):
+                r = bench_alloc.bench_intervals(n, with_python=n <= 10000)
+                cr = r.get("coloring_ratio")
+                s.row(str(n), bl.fmt_bytes(r["lower_bound"]),
+                      bl.fmt_x(cr) if cr is not None else "skipped: " + r.get("coloring_skipped", ""),
+                      bl.fmt_s(r.get("coloring_s")), bl.fmt_x(r["linear_scan_ratio"]), bl.fmt_s(r["linear_scan_s"]),
+                      ("%.0fx faster" % r["speedup_vs_python"]) if "speedup_vs_python" in r else "",
+                      data=r)
+                if cr is not None and (worst is None or cr > worst[1]):
+                    worst = (n, cr)
+        except Exception as e:
+            s.fails("(all)", bl.one_line(e))
+        if worst:
+            self.target("5 allocation", "coloring peak / max-live on synthetic interval sets, worst (%d values)"
+                        % worst[0], bl.fmt_x(worst[1]), "<= 1.1x", worst[1] <= 1.1)
+        s.note("Random live intervals shaped like tiled programs (tiles of 512 B to 64 KiB on 32-128 partitions); "
+               "the lower bound is `_alloc.max_live_lower_bound`. Python first fit: a plain-Python linear scan on "
+               "the same data, measured in the same run.")
+        self.sections.append(s)
 
     # -- 6. pelican and the HLO interpreter ---------------------------------------------
     def section_pelican_interp(self):
@@ -530,34 +590,27 @@ class Bench:
 
         t = bl.Section("interp", "6b. HLO reference interpreter against XLA:CPU execution (corpus, tiled sizes)",
                        ["program", "interpreter", "XLA:CPU execute", "interpreter / XLA", "outputs vs XLA"])
-        from neuronxcc.hlo.tolerances import mismatch
         try:
-            from neuronxcc.hlo import load_module
-            from neuronxcc.hlo.interpreter import evaluate
+            import bench_hlo_interp
         except Exception as e:
             t.fails("(all)", bl.one_line(e))
             self.sections.append(t)
             self.target("6 interpreter", "interpreter / XLA:CPU execute, median", "fails", "<= 10x", None)
             return
         names = self.names if not self.quick or self.opts.programs else list(QUICK_INTERP_PROGRAMS)
+        runs, min_s = (3, 0.0) if self.quick else (7, 0.2)
         ratios = []
         for name in names:
             self.log("interpret %s" % name)
             try:
-                st = self.program(name)
-                module = load_module(st.pb)
                 with bl.time_limit(120 if self.quick else 300):
-                    outs = evaluate(module, st.args)
-                    secs, _ = bl.median_time(lambda: evaluate(module, st.args), self.r_cheap)
-                xla = self.xla_exec(st)
+                    secs, xla, ok = bench_hlo_interp.bench_program(self.corpus.get(name), "tiled", runs, min_s)
             except Exception as e:
                 t.fails(name, bl.one_line(e))
                 continue
-            bad = [m for m in (mismatch(a, b) for a, b in zip(outs, st.xla_out)) if m]
-            check = "match" if not bad and len(outs) == len(st.xla_out) else (bad[0] if bad else "output count")
             ratios.append(secs / xla)
-            t.row(name, bl.fmt_s(secs), bl.fmt_s(xla), bl.fmt_x(secs / xla), bl.shorten(check, 100),
-                  data={"name": name, "interp_s": secs, "xla_exec_s": xla, "outputs": check})
+            t.row(name, bl.fmt_s(secs), bl.fmt_s(xla), bl.fmt_x(secs / xla), "match" if ok else "MISMATCH",
+                  data={"name": name, "interp_s": secs, "xla_exec_s": xla, "match": ok})
         if ratios:
             m = statistics.median(ratios)
             t.row("**median** (%d of %d)" % (len(ratios), len(names)), "", "", bl.fmt_x(m), "")
@@ -566,8 +619,9 @@ class Bench:
         else:
             self.target("6 interpreter", "HLO interpreter / XLA:CPU execute, median", "no program runs", "<= 10x",
                         None)
-        t.note("`neuronxcc.hlo.interpreter.evaluate` on the HLO proto of the corpus program, against warm "
-               "`jax.jit(f)(*args)`.")
+        t.note("`scripts/bench_hlo_interp.py`'s measurement: the interpreter (`Evaluator`, plans built once) on "
+               "the corpus program's HLO proto against warm `jax.jit(f)(*args)`, run alternately, median of >= %d "
+               "runs; outputs checked with per-dtype tolerances." % runs)
         self.sections.append(t)
 
     # -- run ---------------------------------------------------------------------------
@@ -652,6 +706,11 @@ def main(argv=None):
     ap.add_argument("--programs", default=None, help="comma list of corpus programs (default: all; quick: 4)")
     ap.add_argument("--repeats", type=int, default=None, help="compile/simulation repeats (median)")
     opts = ap.parse_args(argv)
+    # Measure what an installed package gives: its modules are byte-compiled once. Without this a
+    # PYTHONDONTWRITEBYTECODE=1 environment recompiles every module from source in every tool process.
+    bytecode_env = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     keys = [k for k in opts.sections.split(",") if k]
     unknown = [k for k in keys if k not in SECTION_KEYS]
     if unknown:
@@ -661,6 +720,8 @@ def main(argv=None):
         report = bench.run(keys)
     finally:
         bench.close()
+    if bytecode_env is not None:
+        report["machine"]["note"] = "PYTHONDONTWRITEBYTECODE was unset for the run (bytecode cached as installed)"
     text = bl.render(report)
     sys.stdout.write(text)
     sys.stdout.flush()

@@ -12,7 +12,6 @@ Invariants: nothing here asserts or fabricates a figure. A measurement that
 cannot be made is reported as ``fails: <one-line reason>``.
 """
 import contextlib
-import glob
 import io
 import json
 import os
@@ -206,25 +205,26 @@ COMPILE_FLAGS = ["--framework", "XLA", "--target", "trn1"]
 
 
 class CompileResult:
-    """One compile: ok, wall seconds, per-job seconds, error line, NEFF path, kept work dir."""
+    """One compile: ok, wall seconds, per-job seconds, error line, NEFF path, walrus metrics, CPU seconds."""
 
-    def __init__(self, ok, wall, job_times, error=None, neff=None, workdir=None, cpu=None):
+    def __init__(self, ok, wall, job_times, error=None, neff=None, walrus=None, cpu=None):
         self.ok, self.wall, self.job_times, self.error = ok, wall, job_times, error
+        self.neff = neff
+        self.walrus = walrus  # walrus_driver's sg00/metrics.json, via --internal-compile-metrics
         self.cpu = cpu        # CPU seconds of this process and its (waited-for) children
-        self.neff, self.workdir = neff, workdir
-
-    def artifact(self, rel):
-        if not self.workdir:
-            return None
-        p = os.path.join(self.workdir, rel)
-        return p if os.path.exists(p) else None
 
     def metrics(self):
-        p = self.artifact(os.path.join("sg00", "metrics.json"))
-        if not p:
-            return None
-        with open(p) as f:
-            return json.load(f)
+        return self.walrus
+
+
+def read_compile_metrics(metrics_path, log_path):
+    """(job seconds, walrus metrics) from the driver's --internal-compile-metrics JSON, else its log."""
+    try:
+        with open(metrics_path) as f:
+            doc = json.load(f)
+        return {k: float(v) for k, v in (doc.get("job_seconds") or {}).items()}, doc.get("walrus_metrics")
+    except (OSError, ValueError):
+        return parse_job_times(log_path), None
 
 
 def parse_job_times(log_path):
@@ -240,11 +240,10 @@ def parse_job_times(log_path):
     return times
 
 
-def _compile_argv(model, out, tmp, log, extra, keep):
-    argv = ["--logfile", log, "compile", model] + COMPILE_FLAGS + ["--output", out, "--temp-dir", tmp]
-    if keep:
-        argv += ["--pipeline", "compile", "SaveTemps"]
-    return argv + list(extra)
+def _compile_argv(model, d, tmp, extra):
+    return (["--logfile", os.path.join(d, "log.txt"), "compile", model] + COMPILE_FLAGS
+            + ["--output", os.path.join(d, "out.neff"), "--temp-dir", tmp,
+               "--internal-compile-metrics", os.path.join(d, "compile_metrics.json")] + list(extra))
 
 
 def _fresh_dirs(base, tag):
@@ -254,9 +253,12 @@ def _fresh_dirs(base, tag):
     return d, tmp
 
 
-def _kept_workdir(tmp):
-    dirs = sorted(glob.glob(os.path.join(tmp, "neuronxcc-*")))
-    return dirs[-1] if dirs else None
+def _result(d, tmp, rc, err, wall, cpu):
+    out = os.path.join(d, "out.neff")
+    ok = rc == 0 and os.path.isfile(out)
+    jobs, walrus = read_compile_metrics(os.path.join(d, "compile_metrics.json"), os.path.join(d, "log.txt"))
+    shutil.rmtree(tmp, ignore_errors=True)   # a failed compile keeps its work dir there
+    return CompileResult(ok, wall, jobs, None if ok else last_error_line(err), out if ok else None, walrus, cpu)
 
 
 def _cpu_now():
@@ -264,34 +266,25 @@ def _cpu_now():
     return t.user + t.system + t.children_user + t.children_system
 
 
-def compile_cli(model, base, extra=(), keep=False, timeout=1800):
+def compile_cli(model, base, extra=(), timeout=1800):
     """``neuronx-cc compile MODEL`` in a child process; wall time includes interpreter start-up."""
     from support.cli import run_ncc
     d, tmp = _fresh_dirs(base, "cli")
-    out, log = os.path.join(d, "out.neff"), os.path.join(d, "log.txt")
     c0 = _cpu_now()
     t0 = time.perf_counter()
     try:
-        r = run_ncc(_compile_argv(model, out, tmp, log, extra, keep), cwd=d, timeout=timeout)
+        r = run_ncc(_compile_argv(model, d, tmp, extra), cwd=d, timeout=timeout)
         rc, err = r.returncode, r.stderr
     except Exception as e:  # timeout
         rc, err = -1, one_line(e)
-    wall = time.perf_counter() - t0
-    cpu = _cpu_now() - c0
-    ok = rc == 0 and os.path.isfile(out)
-    res = CompileResult(ok, wall, parse_job_times(log), None if ok else last_error_line(err),
-                        out if ok else None, _kept_workdir(tmp), cpu)
-    if not keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return res
+    return _result(d, tmp, rc, err, time.perf_counter() - t0, _cpu_now() - c0)
 
 
-def compile_inproc(model, base, extra=(), keep=False):
+def compile_inproc(model, base, extra=()):
     """The same compile through ``CommandDriver().run`` in this process (console output captured)."""
     from neuronxcc.driver.CommandDriver import CommandDriver
     d, tmp = _fresh_dirs(base, "inproc")
-    out, log = os.path.join(d, "out.neff"), os.path.join(d, "log.txt")
-    argv = ["neuronx-cc"] + _compile_argv(model, out, tmp, log, extra, keep)
+    argv = ["neuronx-cc"] + _compile_argv(model, d, tmp, extra)
     so, se = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
     c0 = _cpu_now()
@@ -306,14 +299,7 @@ def compile_inproc(model, base, extra=(), keep=False):
         rc, err = -1, one_line(e)
     finally:
         os.chdir(cwd)
-    wall = time.perf_counter() - t0
-    cpu = _cpu_now() - c0
-    ok = rc == 0 and os.path.isfile(out)
-    res = CompileResult(ok, wall, parse_job_times(log), None if ok else last_error_line(err),
-                        out if ok else None, _kept_workdir(tmp), cpu)
-    if not keep:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return res
+    return _result(d, tmp, rc, err, time.perf_counter() - t0, _cpu_now() - c0)
 
 
 def median_compile(compile_fn, model, base, repeats, extra=()):
@@ -448,7 +434,8 @@ def render(report):
              "ratios are against a reference measured in the same run."
              % (mode, m.get("cores"), m.get("cpu") or "unknown CPU", m.get("python"), m.get("jax", "?"),
                 m.get("numpy", "?"), m.get("neuronxcc", "?"), (" at " + m["commit"]) if m.get("commit") else "",
-                m.get("date_utc"), report["repeats"]), ""]
+                m.get("date_utc"), report["repeats"])
+             + (" " + m["note"] + "." if m.get("note") else ""), ""]
     lines.append("### Targets")
     lines.append("")
     lines.append("| section | figure | measured | target | met |")

@@ -16,8 +16,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(os.path.dirname(HERE), "scripts", "bench.py")
 
 SECTION_TITLES = ("### Targets", "### 1. Compile", "### 1b. Compile", "### 2. Scaling", "### 3. Simulator",
-                  "### 4. Generated code", "### 5. Allocation", "### 6a. pelican", "### 6b. HLO reference")
-SECTION_KEYS = ("compile", "compile_jobs", "scaling", "simulator", "codegen", "allocation", "pelican", "interp")
+                  "### 3b. birsim", "### 4. Generated code", "### 5. Allocation", "### 5b. Allocators", "### 6a. pelican", "### 6b. HLO reference")
+SECTION_KEYS = ("compile", "compile_jobs", "scaling", "simulator", "simulator_tiles", "codegen", "allocation",
+                "allocation_sets", "pelican", "interp")
 
 
 def _env():
