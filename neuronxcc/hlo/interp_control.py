@@ -1,5 +1,5 @@
-"""Interpreter handlers for control flow: call, while, conditional, and the
-custom-call dispatcher.
+"""Interpreter handlers for control flow: call (and fusion, which calls its
+fused computation), while, conditional, and the custom-call dispatcher.
 
 conditional: a pred selector runs branch 0 (true_computation) when true and
 branch 1 otherwise; an s32 selector runs branch i, any out-of-range index the
@@ -16,6 +16,8 @@ from neuronxcc.hlo.interp_base import HANDLERS, handler
 @handler("call")
 def h_call(ev, inst, args):
     comp = attr(inst, "to_apply")
+    if comp is None:
+        comp = attr(inst, "calls")
     if comp is None:
         if not inst.called_computations:
             raise HloVerifyError("call %s names no computation" % inst.name)

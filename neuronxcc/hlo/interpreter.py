@@ -48,7 +48,7 @@ DEFAULT_MAX_TENSOR_BYTES = 8 << 30
 _SCALAR_IDENTITY = {"broadcast", "reshape", "bitcast", "transpose", "copy", "slice", "reverse",
                     "optimization-barrier", "opt-barrier"}
 _LIFTABLE_CATEGORIES = {_ops.UNARY, _ops.BINARY, _ops.TERNARY}
-_LIFTABLE_OPS = {"parameter", "constant", "tuple", "get-tuple-element", "call", "map", "copy",
+_LIFTABLE_OPS = {"parameter", "constant", "tuple", "get-tuple-element", "call", "fusion", "map", "copy",
                  "after-all", "add-dependency", "partition-id", "replica-id"}
 
 
@@ -278,7 +278,7 @@ class Evaluator(object):
             raise _ops.unsupported_error(inst, comp)
         if lifted and opc in _SCALAR_IDENTITY:
             return _identity
-        if lifted and opc == "call":
+        if lifted and opc in ("call", "fusion"):
             return functools.partial(_call_lifted, self, inst)
         name = op.handler
         if opc == "custom-call":
@@ -302,8 +302,10 @@ def _identity(args):
 
 
 def _call_lifted(ev, inst, args):
-    comp = ev.resolve_computation(inst.attrs.get("to_apply") if inst.attrs.get("to_apply") is not None
-                                  else inst.called_computations[0])
+    ref = inst.attrs.get("to_apply")
+    if ref is None:
+        ref = inst.attrs.get("calls")
+    comp = ev.resolve_computation(ref if ref is not None else inst.called_computations[0])
     return ev.apply(comp, args)
 
 

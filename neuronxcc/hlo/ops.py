@@ -124,6 +124,7 @@ _ROWS = [
     ("topk", SORTING, "topk"),
     # --- control flow -------------------------------------------------------
     ("call", CONTROL, "call"),
+    ("fusion", CONTROL, "call"),           # an already-fused module: evaluate the fused computation
     ("while", CONTROL, "while_loop"),
     ("conditional", CONTROL, "conditional"),
     # --- random -------------------------------------------------------------

@@ -329,3 +329,19 @@ ENTRY e {
 }""", np.array([1, 2], np.float32), np.int32(7), np.array([10, 20], np.float32), np.array([100, 200], np.float32))
     np.testing.assert_array_equal(outs[0], [111, 222])
     assert outs[1] == 7 and outs[1].dtype == np.int32
+
+
+def test_fusion_evaluates_fused_computation():
+    (r,) = run("""HloModule m
+fused {
+  a = f32[3] parameter(0)
+  b = f32[3] parameter(1)
+  m = f32[3] multiply(a, b)
+  ROOT s = f32[3] add(m, a)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  y = f32[3] parameter(1)
+  ROOT f = f32[3] fusion(x, y), kind=kLoop, calls=fused
+}""", np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32))
+    np.testing.assert_array_equal(r, [5, 12, 21])
