@@ -25,8 +25,11 @@ Semaphores: every instruction that some other stream waits on signals its
 stream's semaphore (``S_<engine>`` / ``Q_<engine>_<queue>``) by 1 when it completes.
 A wait value is the number of signals its source stream has given when the
 awaited instance completes: an affine pelican expression of the loop
-variables (static trip counts; ``While``/``If`` bodies may not hold
-instructions involved in cross-stream dependences -- NotBuiltYetError).
+variables and, when ``While`` bodies or ``If`` branches are involved, of
+registers ``walrus_n<id>`` that count their executions (inserted
+``register_load``s from the const table ``walrus.iota``; see
+``insert_counters``). Values that may be negative (first iterations of a
+carried dependence) are clamped with ``max(0, .)``.
 
 Invariant of the output: for every dependence a -> b (a's instance before
 b's), b waits on a's stream for a value >= a's count at that instance, and
@@ -34,9 +37,9 @@ that value is reached without b's stream making progress (no deadlock).
 """
 import numpy as np
 
-from neuronxcc import errors
 from neuronxcc.walrus import _sched
-from neuronxcc.walrus.program import operands
+from neuronxcc.walrus.bir import birpy
+from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program, operands
 
 
 def stream_of(instr):
@@ -79,6 +82,11 @@ def accesses(prog, physical=True):
                 for v in ap.offset.free_vars():
                     if v in regs:
                         rows.append((memids.setdefault(("REG", v), len(memids)), 0, site.pos, 0, 1, 0, 1))
+        for _, v in ins.waits:
+            if not isinstance(v, int):
+                for r in v.free_vars():
+                    if r in regs:
+                        rows.append((memids.setdefault(("REG", r), len(memids)), 0, site.pos, 0, 1, 0, 1))
         if ins.opcode == "register_load" and ins.attrs.get("register") is not None:
             r = str(ins.attrs["register"])
             rows.append((memids.setdefault(("REG", r), len(memids)), 1, site.pos, 0, 1, 0, 1))
@@ -112,8 +120,8 @@ def find_deps(prog, physical=True):
         seen.add((a, b))
         sa, sb = prog.sites[a], prog.sites[b]
         deps.append(Dep(a, b, None))
-        common = [li for li in _common_loops(sa, sb) if li.kind == "loop"]
-        if common and (common[-1].trip or 0) > 1:
+        common = [li for li in _common_loops(sa, sb) if li.kind in REPEATING]
+        if common and (common[-1].kind == "while" or (common[-1].trip or 0) > 1):
             deps.append(Dep(b, a, common[-1]))
     return deps
 
@@ -133,18 +141,31 @@ def _iter_index(li):
     return (pel.const(li.start) - v) // (-li.step)
 
 
+def counter_register(li):
+    """Name of the register counting the executions (trips) of dynamic region ``li``."""
+    return "walrus_n%d" % li.dyn_index
+
+
 def signal_counts(prog, signalling):
-    """{pos: Expr} count of its stream's signals when that instance completes."""
+    """{pos: Expr} count of its stream's signals when that instance completes.
+
+    count = (signals of the static structure before it, affine in the loop
+    variables, dynamic regions counted as empty) + sum over dynamic regions R
+    of S_R(stream) * n_R, where S_R is one execution's signals of R's body
+    (its own dynamic regions excluded) and n_R the register counting R's
+    completed executions (cumulative over the whole run; during an execution
+    of R it is that execution's index).
+    """
     from neuronxcc.walrus.program import _block_kind
     pel = _pel()
     pos_of = {id(s.instr): s.pos for s in prog.sites}
     streams = {s.pos: stream_of(s.instr) for s in prog.sites}
-    per_iter_cache = {}
+    cache = {}
 
     def static_signals(body):
         key = id(body)
-        if key in per_iter_cache:
-            return per_iter_cache[key]
+        if key in cache:
+            return cache[key]
         acc = {}
         for node in body:
             if node.kind == "inst":
@@ -152,18 +173,12 @@ def signal_counts(prog, signalling):
                 if p in signalling:
                     acc[streams[p]] = acc.get(streams[p], 0) + 1
             elif node.kind == "loop":
-                inner = static_signals(node.body)
-                for s, n in inner.items():
-                    acc[s] = acc.get(s, 0) + n * node.trip_count
-            else:
-                for sub in _block_kind(node)[1]:
-                    if any(v for v in static_signals(sub).values()):
-                        raise errors.NotBuiltYetError(
-                            "anti_dependency_analyzer: cross-engine dependences inside %s bodies "
-                            "(node #%s)" % (node.kind, node.id))
-        per_iter_cache[key] = acc
+                for st, n in static_signals(node.body).items():
+                    acc[st] = acc.get(st, 0) + n * node.trip_count
+        cache[key] = acc
         return acc
 
+    loop_of = {id(li.node): li for li in prog.loops if li.kind == "loop"}
     out = {}
 
     def walk(body, prefix):
@@ -171,26 +186,34 @@ def signal_counts(prog, signalling):
             if node.kind == "inst":
                 p = pos_of[id(node)]
                 if p in signalling:
-                    s = streams[p]
-                    prefix[s] = prefix.get(s, pel.const(0)) + 1
-                    out[p] = prefix[s]
+                    st = streams[p]
+                    prefix[st] = prefix.get(st, pel.const(0)) + 1
+                    out[p] = prefix[st]
             elif node.kind == "loop":
                 per = static_signals(node.body)
-                if not per:
-                    continue
-                k = _iter_index(prog_loop[id(node)])
+                k = _iter_index(loop_of[id(node)])
                 inner = dict(prefix)
-                for s, n in per.items():
-                    inner[s] = inner.get(s, pel.const(0)) + k * n
+                for st, n in per.items():
+                    inner[st] = inner.get(st, pel.const(0)) + k * n
                 walk(node.body, inner)
-                for s, n in per.items():
-                    prefix[s] = prefix.get(s, pel.const(0)) + n * node.trip_count
+                for st, n in per.items():
+                    prefix[st] = prefix.get(st, pel.const(0)) + n * node.trip_count
             else:
                 for sub in _block_kind(node)[1]:
-                    static_signals(sub)
+                    walk(sub, dict(prefix))
 
-    prog_loop = {id(li.node): li for li in prog.loops}
     walk(prog.module.body, {})
+    glob = {}
+    for li in prog.loops:
+        if li.kind not in DYNAMIC:
+            continue
+        body = li.node.body if li.kind == "while" else (li.node.then_body if li.kind == "then" else li.node.else_body)
+        for st, n in static_signals(body).items():
+            glob[st] = glob.get(st, pel.const(0)) + pel.var(counter_register(li)) * n
+    for p in out:
+        g = glob.get(streams[p])
+        if g is not None:
+            out[p] = out[p] + g
     return out
 
 
@@ -199,20 +222,34 @@ def _last_value(li):
 
 
 def wait_value(prog, counts, dep):
-    """The Expr dst waits for: src's count at its latest instance before dst's instance."""
+    """The Expr dst waits for: src's count at its latest instance before dst's instance.
+
+    src's regions that do not hold dst: a Loop at its last iteration, a
+    dynamic region at its previous execution (n_R - 1). A loop-carried dep:
+    the carrying Loop's variable one step back, or the carrying While's
+    counter one trip back. The value never exceeds the count of the source
+    stream's signals that precede dst in program order (so no deadlock).
+    """
     pel = _pel()
     sa, sb = prog.sites[dep.src], prog.sites[dep.dst]
     common = set(id(li) for li in _common_loops(sa, sb))
     subs = {}
     for li in sa.loops:
-        if li.kind != "loop":
+        if id(li) in common:
             continue
-        if id(li) not in common:
+        if li.kind == "loop":
             if not li.trip:
                 return None      # the source never runs: nothing to wait for
             subs[li.var] = _last_value(li)
+        else:
+            r = counter_register(li)
+            subs[r] = pel.var(r) - 1
     if dep.carried is not None:
-        subs[dep.carried.var] = pel.var(dep.carried.var) - dep.carried.step
+        if dep.carried.kind == "loop":
+            subs[dep.carried.var] = pel.var(dep.carried.var) - dep.carried.step
+        else:
+            r = counter_register(dep.carried)
+            subs[r] = pel.var(r) - 1
     e = counts[dep.src]
     return e.subs(subs) if subs else e
 
@@ -267,30 +304,129 @@ def _dominant(vals):
 
 # -- reduction ------------------------------------------------------------------
 
+def _context(site):
+    """The innermost dynamic region holding the site (None at the top level)."""
+    for li in reversed(site.loops):
+        if li.kind in DYNAMIC:
+            return li
+    return None
+
+
 def reduce_deps(prog, deps):
     """Transitive reduction of the forward dependences.
 
     The graph: forward deps plus program order within each stream, over
     positions (edges go to higher positions, so paths stay inside the loop
-    bodies that hold both ends and keep instance semantics). A forward dep
-    implied by another path is dropped; loop-carried deps are kept.
+    bodies that hold both ends and keep instance semantics). Only sites of
+    one dynamic context (the same innermost While body / If branch, or the
+    top level) take part in one reduction: a path through a region that may
+    not run this time proves nothing. A forward dep implied by another path
+    is dropped; loop-carried and cross-context deps are kept.
     """
-    n = len(prog.sites)
-    fwd = [d for d in deps if d.carried is None]
-    carried = [d for d in deps if d.carried is not None]
-    last = {}
-    stream_edges = []
+    ctx_of = [_context(s) for s in prog.sites]
+    fwd = [d for d in deps if d.carried is None and ctx_of[d.src] is ctx_of[d.dst]]
+    kept_deps = [d for d in deps if not (d.carried is None and ctx_of[d.src] is ctx_of[d.dst])]
+    groups = {}
     for s in prog.sites:
-        k = stream_of(s.instr)
-        if k in last:
-            stream_edges.append((last[k], s.pos))
-        last[k] = s.pos
-    edges = sorted(set([(d.src, d.dst) for d in fwd] + stream_edges))
-    ptr = np.zeros(n + 1, np.int64)
-    for a, b in edges:
-        ptr[a + 1] += 1
-    ptr = np.cumsum(ptr)
-    idx = np.array([b for _, b in edges], np.int64)
-    keep = _sched.transitive_reduction(ptr, idx)
-    kept = {e for e, k in zip(edges, keep) if k}
-    return [d for d in fwd if (d.src, d.dst) in kept] + carried
+        groups.setdefault(id(ctx_of[s.pos]), []).append(s.pos)
+    by_group = {}
+    for d in fwd:
+        by_group.setdefault(id(ctx_of[d.src]), []).append(d)
+    for gid, ds in by_group.items():
+        members = groups[gid]
+        local = {p: i for i, p in enumerate(members)}
+        n = len(members)
+        last = {}
+        stream_edges = []
+        for p in members:
+            k = stream_of(prog.sites[p].instr)
+            if k in last:
+                stream_edges.append((local[last[k]], local[p]))
+            last[k] = p
+        edges = sorted(set([(local[d.src], local[d.dst]) for d in ds] + stream_edges))
+        ptr = np.zeros(n + 1, np.int64)
+        for a, b in edges:
+            ptr[a + 1] += 1
+        ptr = np.cumsum(ptr)
+        idx = np.array([b for _, b in edges], np.int64)
+        keep = _sched.transitive_reduction(ptr, idx)
+        kept = {e for e, k in zip(edges, keep) if k}
+        kept_deps += [d for d in ds if (local[d.src], local[d.dst]) in kept]
+    return kept_deps
+
+
+# -- counters and the whole synchronisation step ------------------------------------
+
+COUNTER_NAME = "walrus.counter"
+IOTA = "walrus.iota"
+MAX_COUNT = 1 << 20
+WHILE_TRIPS = 1 << 16
+
+
+def strip_sync(module):
+    """Remove every wait/signal and the counter instructions a previous run inserted."""
+    from neuronxcc.walrus.program import _block_kind
+
+    def clean(body):
+        body[:] = [n for n in body if not (n.kind == "inst" and n.name == COUNTER_NAME)]
+        for n in body:
+            if n.kind == "inst":
+                n.waits, n.signals = [], []
+            else:
+                for sub in _block_kind(n)[1]:
+                    clean(sub)
+    clean(module.body)
+    module.tensors.pop(IOTA, None)
+
+
+def insert_counters(module):
+    """Count the executions of every non-empty dynamic region in a register.
+
+    At the program start ``n_R <- iota[0]``; at the end of each execution of
+    R ``n_R <- iota[n_R + 1]`` (register_load on SP, clamped to the table).
+    Returns the number of regions counted.
+    """
+    B = birpy()
+    module.ensure_ids()
+    prog = Program(module)
+    regions = [li for li in prog.loops if li.kind in DYNAMIC and li.last is not None and li.last >= li.first]
+    if not regions:
+        return 0
+    cap = 1
+    for li in regions:
+        n = 1
+        for outer in prog.sites[li.first].loops:
+            if outer is li:
+                break
+            n *= (outer.trip or 1) if outer.kind == "loop" else \
+                ((getattr(outer.node, "max_trips", None) or WHILE_TRIPS) if outer.kind == "while" else 1)
+        n *= (getattr(li.node, "max_trips", None) or WHILE_TRIPS) if li.kind == "while" else 1
+        cap = max(cap, min(n, MAX_COUNT))
+    module.add_tensor(IOTA, "const", "int32", (cap + 2,), data=np.arange(cap + 2, dtype=np.int32))
+    init = []
+    for li in regions:
+        r = counter_register(li)
+        init.append(B.Instruction("register_load", "SP", [], [B.AccessPattern(IOTA, "int32", 0, [[1, 1]])],
+                                  {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
+        body = li.node.body if li.kind == "while" else (li.node.then_body if li.kind == "then" else li.node.else_body)
+        body.append(B.Instruction("register_load", "SP", [],
+                                  [B.AccessPattern(IOTA, "int32", _pel().var(r) + 1, [[1, 1]])],
+                                  {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
+    module.body[0:0] = init
+    module.renumber()
+    return len(regions)
+
+
+def synchronize(module, physical, reduce=False):
+    """Recompute every wait/signal of ``module`` from its current addresses.
+
+    Returns (dependences found, dependences enforced, waits written, counted regions).
+    """
+    strip_sync(module)
+    nreg = insert_counters(module)
+    module.ensure_ids()
+    prog = Program(module)
+    deps = find_deps(prog, physical=physical)
+    used = reduce_deps(prog, deps) if reduce else deps
+    n = materialize(prog, used)
+    return len(deps), len(used), n, nreg

@@ -85,7 +85,8 @@ def compute(prog):
             v.sites.append((site.pos, w, ap))
             if site.instr.engine == "PE":
                 v.pe = True
-    loops = [li for li in prog.loops if li.kind != "if" and li.first is not None and li.last >= li.first]
+    loops = [li for li in prog.loops if li.kind in ("loop", "while") and li.first is not None
+             and li.last >= li.first]
     for v in values.values():
         if not v.sites:
             continue

@@ -6,24 +6,29 @@ the loop nest around it, and computing the box of memory an operand touches
 over all iterations of its loops (pelican bounds of the offset over the loop
 ranges). Every walrus pass reads the program through this view.
 
-Invariants: positions are 0..n-1 in program text order; a loop covers the
-contiguous position range [first, last] of the instructions inside it; a
-``While`` is a loop with an unknown trip count and no variable; an operand
+Invariants: positions are 0..n-1 in program text order; a region (a
+``Loop``, a ``While`` body, each branch of an ``If``) covers the contiguous
+position range [first, last] of the instructions inside it and appears in
+the ``loops`` of every site inside; a ``While`` is a loop with an unknown
+trip count and no variable; the *dynamic* regions (While bodies and If
+branches) run a number of times known only at run time; an operand
 whose offset cannot be bounded (registers, unknown loops) touches its whole
 memory location or tensor.
 """
 from neuronxcc.walrus.bir import birpy
 
 HBM = "HBM"
+DYNAMIC = ("while", "then", "else")
+REPEATING = ("loop", "while")
 
 
 class LoopInfo:
     __slots__ = ("node", "var", "start", "stop", "step", "trip", "first", "last", "depth", "parent", "kind",
-                 "owner", "index")
+                 "owner", "index", "dyn_index")
 
     def __init__(self, node, kind, var, start, stop, step, trip, depth, parent, owner, index):
         self.node = node
-        self.kind = kind          # 'loop' | 'while' | 'if'
+        self.kind = kind          # 'loop' | 'while' | 'then' | 'else' (If branches)
         self.var = var
         self.start, self.stop, self.step, self.trip = start, stop, step, trip
         self.first = self.last = None
@@ -31,6 +36,7 @@ class LoopInfo:
         self.parent = parent
         self.owner = owner        # the python list holding the node
         self.index = index
+        self.dyn_index = None     # ordinal among the dynamic regions, program order
 
     def var_range(self):
         """Inclusive (lo, hi) of the loop variable, or None."""
@@ -77,6 +83,7 @@ class Program:
         self.loops = []
         self.memlocs = {m.name: m for m in _memlocs(module)}
         self.tensors = {t.name: t for t in _tensors(module)}
+        self._ndyn = 0
         self._walk(module.body, (), 0, None)
 
     def _walk(self, body, loops, depth, parent):
@@ -90,13 +97,25 @@ class Program:
                 start, stop, step = _int(node.start), _int(node.stop), _int(node.step)
                 li = LoopInfo(node, "loop", node.var, start, stop, step, trip_count(start, stop, step),
                               depth, parent, body, idx)
+                self._region(li, [node.body], loops, depth)
+            elif kind == "while":
+                li = LoopInfo(node, "while", None, None, None, None, None, depth, parent, body, idx)
+                self._region(li, [node.body], loops, depth)
             else:
-                li = LoopInfo(node, kind, None, None, None, None, None, depth, parent, body, idx)
-            self.loops.append(li)
-            first = len(self.sites)
-            for s in sub:
-                self._walk(s, loops + (li,) if kind != "if" else loops, depth + 1, li)
-            li.first, li.last = first, len(self.sites) - 1
+                # each branch is a region of its own (runs 0 or 1 times per execution of the If)
+                for bkind, bbody in (("then", node.then_body), ("else", node.else_body)):
+                    li = LoopInfo(node, bkind, None, None, None, None, None, depth, parent, body, idx)
+                    self._region(li, [bbody], loops, depth)
+
+    def _region(self, li, bodies, loops, depth):
+        if li.kind in DYNAMIC:
+            li.dyn_index = self._ndyn
+            self._ndyn += 1
+        self.loops.append(li)
+        first = len(self.sites)
+        for b in bodies:
+            self._walk(b, loops + (li,), depth + 1, li)
+        li.first, li.last = first, len(self.sites) - 1
 
     def __len__(self):
         return len(self.sites)
@@ -110,12 +129,14 @@ class Program:
         return out
 
     def dynamic_count(self, site):
-        """How many times the instruction runs (None if a While surrounds it)."""
+        """How many times the instruction runs (None if a While surrounds it; If
+        branches count as taken)."""
         n = 1
         for li in site.loops:
-            if li.trip is None:
+            if li.kind == "while":
                 return None
-            n *= li.trip
+            if li.kind == "loop":
+                n *= li.trip or 0
         return n
 
     # -- operands ------------------------------------------------------------

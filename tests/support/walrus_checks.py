@@ -51,8 +51,29 @@ def check_placement(values, capacity, num_partitions=128, align=1, bank_bytes=0)
 
 # -- dynamic checks over BIR modules (independent of walrus) -------------------------
 
+def recorded_instances(module, inputs, target="trn1"):
+    """[(instr, env)] executed by birsim in program order (registers included in env)."""
+    from neuronxcc.hwm import get_target
+    from neuronxcc.starfish.birsim.executor import Executor
+    from neuronxcc.starfish.birsim.state import MachineState
+
+    out = []
+
+    class Recorder(Executor):
+        def execute(self, instr):
+            out.append((instr, dict(self.env)))
+            return super().execute(instr)
+
+    module.ensure_ids()
+    st = MachineState(module, get_target(target), poison=True)
+    for name, v in zip(module.inputs, inputs):
+        st.set_input(name, v)
+    Recorder(module, st, _NoTimeline()).run()
+    return out
+
+
 def dynamic_instances(module):
-    """[(instr, env)] in program order, loops expanded (no While/If in test programs)."""
+    """[(instr, env)] in program order, loops expanded (no While/If: see recorded_instances)."""
     out = []
 
     def walk(body, env):
@@ -77,7 +98,8 @@ class _NoTimeline:
 
 def run_interleaved(module, inputs, seed, target="trn1"):
     """Execute ``module`` with its engine streams interleaved at random, honouring only
-    the semaphores: an engine issues its instructions in program order, each once
+    the semaphores (control decisions and register values as in a program-order
+    run): an engine issues its instructions in program order, each once
     its waits hold; a DMA issued by an engine runs later on its queue (queues in
     order); signals apply when an instruction (a DMA: its transfer) completes.
     Raises AssertionError on a deadlock. Returns the outputs.
@@ -97,7 +119,7 @@ def run_interleaved(module, inputs, seed, target="trn1"):
     ex = Executor(module, st, _NoTimeline())
     rnd = random.Random(seed)
     streams = collections.OrderedDict()
-    for ins, env in dynamic_instances(module):
+    for ins, env in recorded_instances(module, inputs, target):
         streams.setdefault(ins.engine, []).append((ins, env))
     heads = {e: 0 for e in streams}
     queues = collections.OrderedDict()

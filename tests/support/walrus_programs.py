@@ -15,7 +15,8 @@ from neuronxcc.starfish import birpy as B
 F = 16          # fp32 elements per partition in a buffer
 
 
-def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True):
+def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True, control=False):
+    """control=True adds an If (on an input flag) and a While (trip count from an input)."""
     rng = np.random.default_rng(seed)
     T = int(rng.integers(trips[0], trips[1] + 1))
     J = int(rng.integers(1, 3)) if nested else 1
@@ -23,6 +24,9 @@ def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True):
     m.add_tensor("x", "input", "float32", (128, T * J * F))
     m.add_tensor("y", "output", "float32", (128, T * J * F))
     m.add_tensor("z", "output", "float32", (nbuf, 128, F))
+    if control:
+        m.add_tensor("ctl", "input", "int32", (2,))      # [if flag, while trips]
+        m.add_memloc("cnt", "SBUF", 1, 4)
     bufs = ["b%d" % k for k in range(nbuf)]
     for b in bufs:
         m.add_memloc(b, "SBUF", 128, F * 4)
@@ -82,6 +86,26 @@ def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True):
                      [chip("ps", p0, np_, f0, nf)])
 
     nops = int(rng.integers(4, 9))
+    if control:
+        bld.inst("register_load", "SP", [], [B.AccessPattern("ctl", "int32", 0, [[1, 1]])], register="flag",
+                 min=0, max=1)
+        with bld.if_("flag"):
+            for _ in range(int(rng.integers(2, 5))):
+                op(pelican.const(0))
+        with bld.else_():
+            for _ in range(int(rng.integers(1, 4))):
+                op(pelican.const(1))
+        bld.inst("dma_copy", "SP", [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)],
+                 [B.AccessPattern("ctl", "int32", 1, [[1, 1]])], queue="q3")
+        bld.inst("register_load", "SP", [], [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)], register="w",
+                 min=0, max=8)
+        with bld.while_("w", max_trips=8):
+            for _ in range(int(rng.integers(2, 6))):
+                op(pelican.const(2))
+            bld.inst("tensor_scalar", "POOL", [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)],
+                     [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)], op0="add", operand0=-1.0)
+            bld.inst("register_load", "SP", [], [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)],
+                     register="w", min=0, max=8)
     with bld.loop("i", 0, T) as i:
         if J > 1:
             with bld.loop("j", 0, J) as j:
@@ -99,4 +123,10 @@ def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True):
 
 def inputs_for(module, seed=0):
     rng = np.random.default_rng(seed + 1000)
-    return [rng.integers(-4, 5, module.tensors[n].shape).astype(np.float32) for n in module.inputs]
+    out = []
+    for n in module.inputs:
+        if n == "ctl":
+            out.append(np.array([rng.integers(0, 2), rng.integers(1, 4)], np.int32))
+        else:
+            out.append(rng.integers(-4, 5, module.tensors[n].shape).astype(np.float32))
+    return out

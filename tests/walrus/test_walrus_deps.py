@@ -28,8 +28,8 @@ PIPELINES = {
 }
 
 
-def _compiled(seed, passes):
-    m = random_program(seed)
+def _compiled(seed, passes, control=False):
+    m = random_program(seed, control=control)
     x = inputs_for(m, seed)
     ref = run_module(B.from_json(m.to_json()), x)
     run_passes(m, passes, PassContext(get_target("trn1")))
@@ -37,11 +37,25 @@ def _compiled(seed, passes):
 
 
 @pytest.mark.parametrize("pipeline", sorted(PIPELINES))
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), order_seed=st.integers(0, 1000))
 def test_interleaved_streams_match_program_order(pipeline, seed, order_seed):
     m, x, ref = _compiled(seed, PIPELINES[pipeline])
     B.verify(m, "trn1")
+    for k in range(3):
+        got = run_interleaved(m, x, order_seed * 7 + k)
+        for a, b in zip(ref, got):
+            assert raw_equal(a, b), "seed %d interleaving %d differs from program order" % (seed, k)
+
+
+@pytest.mark.parametrize("pipeline", ["deps", "full"])
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), order_seed=st.integers(0, 1000))
+def test_while_and_if_regions_are_synchronised(pipeline, seed, order_seed):
+    # If branches and While bodies: waits count their executions in registers
+    m, x, ref = _compiled(seed, PIPELINES[pipeline], control=True)
+    B.verify(m, "trn1")
+    assert any(i.name == D.COUNTER_NAME for i in m.instructions())
     for k in range(3):
         got = run_interleaved(m, x, order_seed * 7 + k)
         for a, b in zip(ref, got):

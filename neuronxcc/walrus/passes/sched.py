@@ -191,8 +191,8 @@ class _Sched(WalrusPass):
         log.info("%s: reordered %d blocks, estimated gain %.3f us", self.name, n, gain * 1e6)
         ctx.metrics.setdefault("scheduling", {})[self.name] = {"blocks_reordered": n, "estimated_gain_s": gain}
         if n and had_waits:
-            prog = program(module, ctx)
-            D.materialize(prog, D.find_deps(prog, physical=physical))
+            D.synchronize(module, all(m.allocated for m in module.memlocs.values()))
+            ctx.analyses.clear()
         return n > 0
 
 

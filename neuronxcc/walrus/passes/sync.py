@@ -48,10 +48,8 @@ class ExperimentalLoopLSA(LoopStructureAnalysis):
     name = "experimental_loop_lsa"
 
 
-def _deps(module, ctx):
-    prog = program(module, ctx)
-    physical = all(m.allocated for m in module.memlocs.values())
-    return prog, D.find_deps(prog, physical=physical)
+def _physical(module):
+    return all(m.allocated for m in module.memlocs.values())
 
 
 @register
@@ -59,11 +57,13 @@ class AntiDependencyAnalyzer(WalrusPass):
     name = "anti_dependency_analyzer"
 
     def run(self, module, ctx):
-        prog, deps = _deps(module, ctx)
-        n = D.materialize(prog, deps)
-        ctx.metrics["dependences"] = len(deps)
+        found, used, n, nreg = D.synchronize(module, _physical(module), reduce=False)
+        ctx.analyses.clear()
+        ctx.metrics["dependences"] = found
         ctx.metrics["semaphore_waits"] = n
-        log.info("anti_dependency_analyzer: %d cross-stream dependences -> %d waits", len(deps), n)
+        ctx.metrics["counted_regions"] = nreg
+        log.info("anti_dependency_analyzer: %d cross-stream dependences -> %d waits (%d dynamic regions counted)",
+                 found, n, nreg)
         return True
 
 
@@ -72,10 +72,9 @@ class DepReduction(WalrusPass):
     name = "dep_reduction"
 
     def run(self, module, ctx):
-        prog, deps = _deps(module, ctx)
-        red = D.reduce_deps(prog, deps)
-        n = D.materialize(prog, red)
-        ctx.metrics["dependences_reduced"] = len(red)
+        found, used, n, nreg = D.synchronize(module, _physical(module), reduce=True)
+        ctx.analyses.clear()
+        ctx.metrics["dependences_reduced"] = used
         ctx.metrics["semaphore_waits"] = n
-        log.info("dep_reduction: %d -> %d dependences, %d waits", len(deps), len(red), n)
+        log.info("dep_reduction: %d -> %d dependences, %d waits", found, used, n)
         return True

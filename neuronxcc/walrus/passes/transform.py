@@ -203,9 +203,7 @@ class DmaOptimization(WalrusPass):
             ctx.analyses.clear()
             if had_waits:
                 from neuronxcc.walrus import deps as D
-                from neuronxcc.walrus.passes.sync import program
-                prog = program(module, ctx)
-                D.materialize(prog, D.find_deps(prog, physical=all(m.allocated for m in module.memlocs.values())))
+                D.synchronize(module, all(m.allocated for m in module.memlocs.values()))
         ctx.metrics["dma_coalesced"] = n
         log.info("dma_optimization: %d DMA pairs coalesced", n)
         return n > 0
