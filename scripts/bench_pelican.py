@@ -20,12 +20,16 @@ odd min clamp) in pelican and in sympy (integer symbols, ``floor``/``Mod``/
               sympy has no range rules, so this is the cost of "simplify")
 
 Prints ops/s for both and the ratio pelican/sympy (target: >= 100x for
-construct/subs/simplify). Every timing starts with one untimed warm-up call,
-so sympy runs with its cache warm (its best case). The values of both are
+construct/subs/simplify); for construct and subs also the ratio against sympy
+with its cache cleared before each pass (every expression new to it). Every timing starts with one untimed warm-up call,
+so sympy runs with its cache warm (its best case); each timed run loops
+long enough to measure throughput and runs with the cyclic GC off (as
+timeit does). The values of both are
 cross-checked and any disagreement is printed. Never asserts. ``--quick`` for
 a short run.
 """
 import argparse
+import gc
 import os
 import random
 import statistics
@@ -137,13 +141,29 @@ def build_sympy(t, env):
 
 # ---------------------------------------------------------------- timing
 
+MIN_RUN = 0.05      # seconds per timed run; fn is looped until a run takes this long
+
+
 def _median_time(fn, repeats):
+    """Median CPU time (process_time: robust on a shared, loaded machine) of
+    one fn() call. fn is looped so that each timed run
+    lasts MIN_RUN (short runs measure cold caches, not throughput); like
+    timeit, the cyclic GC is off while timing."""
+    gc.collect()
+    t0 = time.process_time()
     fn()                      # warm-up (sympy's cache, allocator pools), not timed
+    one = max(time.process_time() - t0, 1e-7)
+    loops = max(1, int(MIN_RUN / one))
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        gc.disable()
+        try:
+            t0 = time.process_time()
+            for _ in range(loops):
+                fn()
+            times.append((time.process_time() - t0) / loops)
+        finally:
+            gc.enable()
     return statistics.median(times)
 
 
@@ -156,6 +176,8 @@ def main(argv=None):
     if sympy is None:
         print("sympy is not installed: nothing to compare against")
         return 0
+    global MIN_RUN
+    MIN_RUN = 0.02 if args.quick else 0.1
     count = args.count or (40 if args.quick else 200)
     repeats = args.repeats or (3 if args.quick else 5)
     n_simplify = 5 if args.quick else 20
@@ -176,8 +198,16 @@ def main(argv=None):
     results = []
     mismatches = []
 
-    def record(name, n_ops, tp, ts):
-        results.append((name, n_ops / tp, n_ops / ts, ts / tp))
+    def record(name, n_ops, tp, ts, ts_cold=None):
+        results.append((name, n_ops / tp, n_ops / ts, ts / tp, None if ts_cold is None else ts_cold / tp))
+
+    def cold(fn):
+        # sympy with its cache cleared first: every expression is new to it,
+        # as in a compiler that builds each index expression once
+        def run():
+            sympy.core.cache.clear_cache()
+            return fn()
+        return run
 
     # construct: straight-line Python index code, as a user writes it
     pfun = [(compile_builder(names, t, min_), [pv[n] for n in names]) for names, t in recipes]
@@ -189,12 +219,14 @@ def main(argv=None):
             mismatches.append(("construct", str(pex[k]), "", ""))
     tp = _median_time(lambda: [f(*a) for f, a in pfun], repeats)
     ts = _median_time(lambda: [f(*a) for f, a in sfun], repeats)
-    record("construct", count, tp, ts)
+    tc = _median_time(cold(lambda: [f(*a) for f, a in sfun]), repeats)
+    record("construct", count, tp, ts, tc)
 
     # subs
     tp = _median_time(lambda: [e.subs(m) for e, m in zip(pex, sub_p)], repeats)
     ts = _median_time(lambda: [e.subs(m) for e, m in zip(sex, sub_s)], repeats)
-    record("subs", count, tp, ts)
+    tc = _median_time(cold(lambda: [e.subs(m) for e, m in zip(sex, sub_s)]), repeats)
+    record("subs", count, tp, ts, tc)
     for k, (e, s, m, ms) in enumerate(zip(pex, sex, sub_p, sub_s)):
         env = dict(assigns[k], i5=assigns[k].get("i5", 0))
         a = e.subs(m).eval(env)
@@ -251,7 +283,7 @@ def main(argv=None):
         return [_parse.parse(t) for t in texts]
     tp = _median_time(pel_parse, repeats)
     ts = _median_time(lambda: [sympy.sympify(t, locals=loc) for t in stexts[:n_simplify]], 1)
-    results.append(("parse", count / tp, n_simplify / ts, (count / tp) / (n_simplify / ts)))
+    results.append(("parse", count / tp, n_simplify / ts, (count / tp) / (n_simplify / ts), None))
     if [_parse.parse(t) for t in texts] != pex:
         mismatches.append(("parse", texts[0], "", ""))
 
@@ -264,9 +296,9 @@ def main(argv=None):
 
     print("pelican vs sympy %s: %d expressions, %d-6 loop variables, median of %d runs"
           % (sympy.__version__, count, 3, repeats))
-    print("%-18s %14s %14s %10s" % ("operation", "pelican op/s", "sympy op/s", "ratio"))
-    for name, p, s, r in results:
-        print("%-18s %14.0f %14.0f %9.0fx" % (name, p, s, r))
+    print("%-18s %14s %14s %10s %12s" % ("operation", "pelican op/s", "sympy op/s", "ratio", "vs cold sympy"))
+    for name, p, s, r, rc in results:
+        print("%-18s %14.0f %14.0f %9.0fx %12s" % (name, p, s, r, "" if rc is None else "%.0fx" % rc))
     print("example: %s" % pex[0])
     if mismatches:
         print("MISMATCHES between pelican and sympy: %d (first: %r)" % (len(mismatches), mismatches[0]))
