@@ -9,7 +9,10 @@ size budget that keeps big compiles fast.
     (loops multiplied out; a While counts ``max_trips`` or 1000 trips) or more
     than ``sim_budget_bytes`` of I/O tensors: skipped, with a log line; the
     check costs time proportional to the tensors, the compile must not;
-  * else ``birsim.simulate`` on inputs ``input{i}``; every output ``output{i}``
+  * else ``birsim.simulate`` on inputs ``input{i}`` (in the layout the module
+    stores them: ``module.attrs['io_transposes']`` permutations applied; a
+    golden of the same element count but another shape, e.g. a scalar as
+    [1], is reshaped); every output ``output{i}``
     must satisfy |got - want| <= atol + rtol * |want| (integers and bool:
     exactly; NaN matches NaN, inf matches the same inf); otherwise
     NumericalMismatchError naming the output, the worst element and the count.
@@ -68,7 +71,9 @@ def compare(name, got, want, dtype_name):
     got = np.asarray(got)
     want = np.asarray(want)
     if got.shape != want.shape:
-        return "%s has shape %s, the golden %s" % (name, list(got.shape), list(want.shape))
+        if got.size != want.size:
+            return "%s has shape %s, the golden %s" % (name, list(got.shape), list(want.shape))
+        got = got.reshape(want.shape)     # e.g. a scalar stored as [1]: same elements, same order
     rtol, atol = tolerance(dtype_name)
     if rtol == 0 and atol == 0:
         g = got.astype(np.int64) if got.dtype != np.uint64 else got
@@ -120,6 +125,18 @@ def random_inputs(module, seed=0):
     return out
 
 
+def _io_permutations(module):
+    """{tensor name: permutation} of I/O stored transposed (module.attrs['io_transposes'])."""
+    out = {}
+    attrs = module.attrs if isinstance(module.attrs, dict) else {}
+    for t in attrs.get("io_transposes", []) or []:
+        try:
+            out[t["name"]] = list(t["permutation"])
+        except (KeyError, TypeError):
+            continue
+    return out
+
+
 @register
 class BirSim(WalrusPass):
     name = "bir_sim"
@@ -156,6 +173,11 @@ class BirSim(WalrusPass):
                 if k not in keys:
                     raise errors.InputFileError("bir_sim: goldens lack %s" % k)
                 wants.append(g[k])
+        perms = _io_permutations(module)
+        inputs = [np.transpose(a, perms[n]) if n in perms else a for a, n in zip(inputs, module.inputs)]
+        wants = [np.transpose(a, perms[n]) if n in perms else a for a, n in zip(wants, module.outputs)]
+        inputs = [a.reshape(module.tensors[n].shape) if a.size == module.tensors[n].num_elements else a
+                  for a, n in zip(inputs, module.inputs)]
         from neuronxcc.starfish.birsim import simulate
         res = simulate(module, inputs, target=ctx.target)
         for i, (got, want, name) in enumerate(zip(res.outputs, wants, module.outputs)):
