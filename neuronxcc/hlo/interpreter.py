@@ -24,7 +24,7 @@ import functools
 
 import numpy as np
 
-from neuronxcc.errors import HloVerifyError, InternalCompilerError, TensorTooLargeError
+from neuronxcc.errors import CompilerError, HloVerifyError, InternalCompilerError, TensorTooLargeError
 from neuronxcc.hlo import ops as _ops
 from neuronxcc.hlo.interp_blas import single_threaded_blas
 from neuronxcc.hlo.interp_base import (HANDLERS, PREPARERS, TOKEN, NotLiftable, cast, dims_of, dtype_of,
@@ -195,14 +195,23 @@ class Evaluator(object):
         for slot, v in plan.consts:
             vals[slot] = v
         check = self.check and not plan.lifted
-        for slot, fn, opslots, inst, dead in plan.steps:
-            v = fn([vals[j] for j in opslots])
-            if check:
-                _check_value(inst, v)
-            vals[slot] = v
-            if not keep:
-                for j in dead:
-                    vals[j] = None
+        inst = None
+        try:
+            for slot, fn, opslots, inst, dead in plan.steps:
+                v = fn([vals[j] for j in opslots])
+                if check:
+                    _check_value(inst, v)
+                vals[slot] = v
+                if not keep:
+                    for j in dead:
+                        vals[j] = None
+        except (CompilerError, NotLiftable, RecursionError, MemoryError):
+            raise
+        except Exception as e:
+            # numpy refusing an operation here means the module and the handler disagree
+            raise InternalCompilerError("interpreter failed at instruction %s (%s) in %s: %s: %s"
+                                        % (getattr(inst, "name", "?"), getattr(inst, "opcode", "?"),
+                                           plan.comp.name, type(e).__name__, e)) from e
         return vals if keep else vals[plan.root]
 
     # --- plans ------------------------------------------------------------

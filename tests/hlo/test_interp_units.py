@@ -345,3 +345,16 @@ ENTRY e {
   ROOT f = f32[3] fusion(x, y), kind=kLoop, calls=fused
 }""", np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32))
     np.testing.assert_array_equal(r, [5, 12, 21])
+
+
+def test_unverified_nonsense_raises_compiler_error_naming_instruction():
+    from neuronxcc.errors import CompilerError
+    m = parse_hlo_text("""HloModule m
+ENTRY e {
+  p = f32[2] parameter(0)
+  q = f32[3] parameter(1)
+  ROOT bad = f32[3] add(p, q)
+}""", verify=False)
+    with pytest.raises(CompilerError) as ei:
+        evaluate(m, [np.zeros(2, np.float32), np.zeros(3, np.float32)])
+    assert "bad" in ei.value.one_line()
