@@ -102,3 +102,11 @@ def test_conv_pool_and_cumsum():
         p = jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
         return p, jnp.cumsum(x, axis=2)
     check(f, x, w)
+
+
+def test_full_reduction_spreads_over_partitions():
+    x = f32(1000, 300)
+    mod = check(lambda x: (jnp.sum(x), jnp.max(x), jnp.mean(x * x, axis=(0, 1))), x)
+    # the first stage reduces [<=128 partitions, free] tiles, not one partition
+    reds = [i for i in mod.instructions() if i.opcode == "tensor_reduce"]
+    assert max(i.srcs[0].num_partitions for i in reds) >= 100

@@ -27,6 +27,7 @@ RED_FREE = 1024
 PMAX = 128
 
 REDUCE_ALU = {"add": "add", "max": "max", "min": "min", "mul": "mult"}
+IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
 
 
 def _err(op, why):
@@ -117,16 +118,22 @@ class Kernels:
         for init in inits:
             if not isinstance(init, Splat):
                 raise _err(op, "reduction with a non-constant initial value")
+        targets = [self.cg.target_for(o.name) for o in outs]
+        self.reduce_into(vals, inits, dims, red, targets, op)
+        return [View.contiguous(t.base, o.dtype, o.shape) for t, o in zip(targets, outs)]
+
+    def reduce_into(self, vals, inits, dims, red, targets, op):
+        """Reduce expressions vals over dims into the HBM views targets (see module doc)."""
+        n = len(vals)
         src_shape = vals[0].shape
         kept = [d for d in range(len(src_shape)) if d not in dims]
-        targets = [self.cg.target_for(o.name) for o in outs]
         if not dims or all(src_shape[d] == 1 for d in dims):
             for v, t, init in zip(vals, targets, inits):
                 x = apply_view(v, lambda w: w.reshape(t.shape))
                 if x is None:
                     x = apply_view(self.cg.materialise(v, allow_views=False), lambda w: w.reshape(t.shape))
                 self.elementwise(x, t)
-            return targets
+            return
         perm = kept + dims
         vals = [apply_view(v, lambda w: w.transpose(perm)) for v in vals]
         # collapse kept and reduced groups separately
@@ -144,6 +151,8 @@ class Kernels:
         targets = [t.reshape(kshape) for t in targets]
         if any(v is None for v in vals) or any(t is None for t in targets):
             raise _err(op, "internal: reduce view collapse failed")
+        if self._two_stage(vals, inits, red, targets, kshape, rshape, op):
+            return
         K = len(kshape)
         p = max(range(K), key=lambda a: (min(kshape[a], PMAX), a))
         f = len(full) - 1
@@ -187,7 +196,33 @@ class Kernels:
                 self._store(te, a, t)
 
         em.nest(outer_axes, outer)
-        return [View.contiguous(t.base, o.dtype, o.shape) for t, o in zip(targets, outs)]
+
+    def _two_stage(self, vals, inits, red, targets, kshape, rshape, op):
+        """Few kept elements, many reduced: put 128 slices of the reduced axis on the partitions
+        (partial results), then reduce the partials."""
+        if len(vals) != 1 or red not in IDENTITY:
+            return False
+        ksize, rsize = _prod(kshape), _prod(rshape)
+        if ksize >= 32 or rsize < 8192:
+            return False
+        nk = len(kshape)
+        r0 = rshape[0]
+        pr = next((d for d in range(PMAX, 15, -1) if r0 % d == 0), None)
+        if pr is None:
+            return False
+        x = apply_view(vals[0], lambda w: w.split_axis(nk, r0 // pr))
+        if x is None:
+            return False
+        acc_dt = self._acc_dtype(vals[0].dtype, red)
+        pshape = tuple(kshape) + (pr,)
+        t = self.em.tensor("partial", "scratch", acc_dt, pshape)
+        part = View.contiguous(t, acc_dt, pshape)
+        ident = Splat(IDENTITY[red] if acc_dt == "float32" else int(IDENTITY[red] if abs(IDENTITY[red]) < 1e30 else
+                                                                    (2 ** 31 - 1 if IDENTITY[red] > 0 else -2 ** 31)),
+                      acc_dt, ())
+        self.reduce_into([x], [ident], list(range(nk + 1, len(x.shape))), red, [part], op)
+        self.reduce_into([part], inits, [nk], red, targets, op)
+        return True
 
     def _acc_dtype(self, dt, red):
         dt = onchip_dtype(dt)
