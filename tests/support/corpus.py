@@ -4,8 +4,10 @@ compiler tests run every entry.
 Each ``Program`` has a name, a function, an argument builder
 ``make_args(seed, size)`` and the dtypes it exercises. ``size`` is
 ``"small"`` (a few dozen elements per axis; interpreter tests) or ``"tiled"``
-(every main axis needs several 128-partition tiles, including sizes that are
-not multiples of 128). Argument builders return numpy arrays; index arguments
+(the feature, sequence, batch-of-rows and matmul axes need several
+128-partition tiles, mostly sizes that are not multiples of 128 such as 260,
+300, 130; head counts, conv spatial dims and kernel sizes stay small so a
+tiled program still compiles and simulates in seconds). Argument builders return numpy arrays; index arguments
 hold valid indices.
 
 Helpers: ``lower(program, args)`` -> (HloModuleProto bytes, HLO text) as
