@@ -358,3 +358,24 @@ ENTRY e {
     with pytest.raises(CompilerError) as ei:
         evaluate(m, [np.zeros(2, np.float32), np.zeros(3, np.float32)])
     assert "bad" in ei.value.one_line()
+
+
+def test_tokens_ids_barriers_and_copies():
+    outs = run("""HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  t0 = token[] after-all()
+  t1 = token[] after-all(t0)
+  d = f32[3] add-dependency(x, t1)
+  pid = u32[] partition-id()
+  rid = u32[] replica-id()
+  c = f32[3] copy(d)
+  tp = (f32[3], u32[]) tuple(c, pid)
+  b = (f32[3], u32[]) opt-barrier(tp)
+  y = f32[3] get-tuple-element(b), index=0
+  ROOT r = (f32[3], u32[], u32[], token[]) tuple(y, pid, rid, t1)
+}""", np.array([1, 2, 3], np.float32))
+    # tokens carry no data and are dropped from the flattened outputs
+    assert len(outs) == 3
+    np.testing.assert_array_equal(outs[0], [1, 2, 3])
+    assert outs[1] == 0 and outs[1].dtype == np.uint32 and outs[2] == 0
