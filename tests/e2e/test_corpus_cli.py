@@ -16,7 +16,6 @@ from support.cli import run_ncc
 
 # corpus programs whose lowering is not built yet -> (size -> the op named in the error)
 NOT_YET = {
-    "conv_grads": {"small": "convolution", "tiled": "convolution"},     # batch_group_count (weight grad)
 }
 
 TOL = {"float32": (1e-4, 1e-5), "bfloat16": (2e-2, 2e-2), "float16": (2e-3, 2e-3)}

@@ -221,7 +221,7 @@ class WindowMixin:
         cin = X.shape[d["in_feature"]]
         cout = Kv.shape[d["k_out"]]
         depthwise = fgc > 1 and fgc == cin == cout and Kv.shape[d["k_in"]] == 1
-        if bgc != 1 or (fgc != 1 and not depthwise):
+        if (bgc != 1 and fgc != 1) or (fgc != 1 and not depthwise):
             raise _err(op, "grouped convolution (feature_group_count=%d, batch_group_count=%d)" % (fgc, bgc))
         Xp = self._conv_input(X, d, w)
         Kp = Kv.transpose(list(d["k_spatial"]) + [d["k_in"], d["k_out"]])
@@ -243,16 +243,28 @@ class WindowMixin:
                 acc = term if acc is None else Node("add", [acc, term], {}, o.dtype, Op.shape, op.loc)
             self.elementwise(acc, Op)
             return [View.contiguous(out.base, o.dtype, o.shape)]
+        # batch groups G: input batch (G, B/G), output features (G, Cout/G); G = 1 for a plain conv.
+        # matmul batch loops over (G, B/G, out spatial[:-1]); M = last out spatial; K = Cin; N = Cout/G
+        G = bgc
+        B = Xp.shape[0]
+        cog = cout // G
+        XG = Xp.split_axis(0, B // G)
+        OG = Op.split_axis(ns + 1, cog)                       # (B/G, o.., G, Cog)
+        OG = OG.transpose([ns + 1, 0] + list(range(1, ns + 1)) + [ns + 2])
         terms = []
         for pos in positions:
-            L = self._window_view(Xp, pos, w, osz)
-            kpos = [(s - 1 - p) if rv else p for p, s, rv in zip(pos, w["size"], w["reversal"])]
+            starts = [0, 0] + [p * wd for p, wd in zip(pos, w["window_dilation"])] + [0]
+            limits = list(XG.shape[:2]) + [st + (n - 1) * s_ + 1 for st, n, s_ in
+                                           zip(starts[2:-1], osz, w["stride"])] + [cin]
+            L = XG.slice(starts, limits, [1, 1] + list(w["stride"]) + [1])
+            kpos = [(s_ - 1 - p) if rv else p for p, s_, rv in zip(pos, w["size"], w["reversal"])]
             R = Kp.slice(kpos + [0, 0], [p + 1 for p in kpos] + list(Kp.shape[-2:]), [1] * (ns + 2))
-            R = R.reshape(Kp.shape[-2:])
-            # batch loops over (B, spatial[:-1]); R broadcast over them
-            Rb = View(R.base, R.dtype, tuple(L.shape[:ns]) + R.shape, (0,) * ns + R.strides, R.offset)
+            R = R.reshape(Kp.shape[-2:]).split_axis(1, cog)   # (Cin, G, Cog)
+            nbt = ns + 1
+            Rb = View(R.base, R.dtype, tuple(L.shape[:nbt]) + (cin, cog),
+                      (R.strides[1],) + (0,) * (nbt - 1) + (R.strides[0], R.strides[2]), R.offset)
             terms.append((L, Rb, cin))
-        self.matmul_terms(terms, Op, ns, Op.shape[ns], Op.shape[-1])
+        self.matmul_terms(terms, OG, ns + 1, OG.shape[ns + 1], cog)
         return [View.contiguous(out.base, o.dtype, o.shape)]
 
     def op_select_and_scatter(self, op, args, outs):
