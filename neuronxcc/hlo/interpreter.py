@@ -368,6 +368,7 @@ def _literal(inst):
         else:
             raise HloVerifyError("constant %s: value has shape %s, expected %s"
                                  % (inst.name, a.shape, _shape_str(inst.shape)))
+    a = a.view()                  # read-only view; the model's own array is left alone
     a.flags.writeable = False
     return a
 
