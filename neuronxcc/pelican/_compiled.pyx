@@ -312,5 +312,8 @@ cdef class CompiledExpr:
             self.eval_rows(base, n, stride, &o[0])
         return out
 
+    def __reduce__(self):
+        return (CompiledExpr, (self.expr, self.var_order))
+
     def __repr__(self):
         return "CompiledExpr(%r, %r)" % (str(self.expr), self.var_order)

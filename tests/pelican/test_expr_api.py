@@ -129,6 +129,13 @@ def test_compiled_forms():
     assert list(nl.eval_many(rows)) == want
 
 
+def test_compiled_pickles():
+    import pickle
+    ce = (x * 3 + y // 4).compile(["x", "y"])
+    back = pickle.loads(pickle.dumps(ce))
+    assert back.expr == ce.expr and back.var_order == ("x", "y") and back([5, 9]) == 17
+
+
 def test_compiled_deep_program_uses_heap_stack():
     e = x
     for n in range(100):
