@@ -14,15 +14,11 @@ import pathlib
 
 from neuronxcc.driver import CompileState as files
 from neuronxcc.driver.Job import Job
-from neuronxcc.errors import InternalCompilerError
+from neuronxcc.errors import CustomOpError
 
 CUSTOM_OP_PREFIX = "libbuiltincustomop_cpu"
 NUM_BUILTIN_CUSTOM_OP_LIBS = 8
 builtin_libnames = ["%s%d.so" % (CUSTOM_OP_PREFIX, i) for i in range(NUM_BUILTIN_CUSTOM_OP_LIBS)]
-
-
-class CustomOpDataDirNotFound(InternalCompilerError):
-    code = "NCC_ICOP001"
 
 
 def stageBuiltinCustomOps():
@@ -31,7 +27,7 @@ def stageBuiltinCustomOps():
 
     data_dir = findCustomOpDataDir()
     if not os.path.isdir(data_dir):
-        raise CustomOpDataDirNotFound("Custom op data directory not found: %s" % data_dir)
+        raise CustomOpError("Custom op data directory not found: %s" % data_dir)
     staged = []
     for libname in builtin_libnames:
         p = pathlib.Path(data_dir) / libname
