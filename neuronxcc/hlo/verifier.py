@@ -138,6 +138,8 @@ def _check_shape(instr, comp):
         if _dims(l) != _dims(r) or _dims(l) != _dims(shape):
             _fail(instr, comp, "%s operand shapes %s and %s and result %s do not agree"
                   % (op, l.to_text(False), r.to_text(False), shape.to_text(False)))
+        if op == "compare" and shape.element_type != "pred":
+            _fail(instr, comp, "compare must give pred, not %s" % shape.element_type)
         if op != "compare" and op != "complex" and not (l.element_type == r.element_type == shape.element_type):
             _fail(instr, comp, "%s mixes element types %s, %s -> %s"
                   % (op, l.element_type, r.element_type, shape.element_type))
@@ -246,6 +248,33 @@ def _check_shape(instr, comp):
             _fail(instr, comp, "conditional has %d branches and %d operands" % (len(branches), len(ops)))
         for b, o in zip(branches, ops[1:]):
             _check_callee(instr, comp, b, [o.shape], "branch")
+    elif op == "pad":
+        o, pads = ops[0].shape, a.get("padding", ())
+        if len(pads) != o.rank:
+            _fail(instr, comp, "pad has %d padding entries for rank %d" % (len(pads), o.rank))
+        want = [lo + hi + d + max(d - 1, 0) * it for (lo, hi, it), d in zip(pads, o.dims)]
+        if any(it < 0 for _, _, it in pads) or want != _dims(shape):
+            _fail(instr, comp, "pad of %s gives %s, not %s" % (o.to_text(False), want, shape.to_text(False)))
+    elif op == "iota":
+        if not 0 <= a.get("iota_dimension", -1) < max(shape.rank, 1) or not shape.is_array:
+            _fail(instr, comp, "iota_dimension %s out of range for %s" % (a.get("iota_dimension"), shape.to_text(False)))
+    elif op == "dynamic-slice":
+        o, sizes = ops[0].shape, tuple(a.get("dynamic_slice_sizes", ()))
+        if len(ops) != 1 + o.rank or len(sizes) != o.rank or sizes != shape.dims or \
+                any(sz > d for sz, d in zip(sizes, o.dims)):
+            _fail(instr, comp, "dynamic-slice of %s with sizes %s and %d indices gives %s"
+                  % (o.to_text(False), list(sizes), len(ops) - 1, shape.to_text(False)))
+    elif op == "dynamic-update-slice":
+        o, u = ops[0].shape, ops[1].shape
+        if len(ops) != 2 + o.rank or u.rank != o.rank or _dims(o) != _dims(shape) or \
+                any(x > d for x, d in zip(u.dims, o.dims)):
+            _fail(instr, comp, "dynamic-update-slice of %s with update %s does not fit"
+                  % (o.to_text(False), u.to_text(False)))
+    elif op in ("reverse", "clamp", "map") or (op == "sort" and not shape.is_tuple):
+        main = ops[1] if op == "clamp" else ops[0]
+        if _dims(main.shape) != _dims(shape):
+            _fail(instr, comp, "%s result %s does not match its operand %s"
+                  % (op, shape.to_text(False), main.shape.to_text(False)))
     elif op == "constant":
         lit = instr.literal
         if shape.is_array and (lit is None or tuple(lit.shape) != shape.dims):

@@ -194,3 +194,24 @@ ENTRY main {
 """
     with pytest.raises(HloVerifyError, match="calls itself"):
         parse_hlo_text(text)
+
+
+@pytest.mark.parametrize("line,match", [
+    ("bad = f32[2,5]{1,0} pad(p0, z), padding=0_0x1_0", "pad of"),
+    ("bad = f32[2,3]{1,0} iota(), iota_dimension=2", "iota_dimension"),
+    ("bad = f32[1,2]{1,0} dynamic-slice(p0, i, i), dynamic_slice_sizes={1,3}", "dynamic-slice"),
+    ("bad = f32[2,3]{1,0} dynamic-update-slice(p0, p1, i)", "dynamic-update-slice"),
+    ("bad = f32[3,2]{1,0} reverse(p0), dimensions={0}", "reverse"),
+    ("bad = f32[2,3]{1,0} compare(p0, p1), direction=LT", "pred"),
+    ("bad = f32[2,3]{1,0} reshape(z)", "element count"),
+    ("bad = f32[3,2]{1,0} transpose(p0), dimensions={0,1}", "transpose"),
+    ("bad = f32[2,3]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "dot"),
+    ("bad = f32[2,3]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}", "dot"),
+    ("bad = f32[2,3]{1,0} slice(p0), slice={[0:2], [0:4]}", "out of bounds"),
+    ("bad = f32[2,3]{1,0} broadcast(z), dimensions={0}", "broadcast"),
+    ("bad = (f32[2,3]{1,0}) tuple(p0, p1)", "tuple"),
+])
+def test_shape_errors(line, match):
+    text = GOOD.replace("  ROOT add", "  z = f32[] constant(0)\n  i = s32[] constant(0)\n  %s\n  ROOT add" % line)
+    with pytest.raises(HloVerifyError, match=match):
+        parse_hlo_text(text)
