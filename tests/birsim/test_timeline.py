@@ -112,3 +112,59 @@ def test_trace_json_shape(tmp_path):
         assert e["dur"] > 0 and e["ts"] >= 0 and e["pid"] == 1
     assert xs[1]["ts"] == pytest.approx(DMA * 1e6) and xs[1]["dur"] == pytest.approx(DVE * 1e6)
     assert doc["otherData"]["total_s"] == pytest.approx(res.total_s)
+
+
+def test_streams_order_matches_program_order_when_synchronised():
+    x = rand((128, 64), 3)
+    a = simulate(_chain(), [x])
+    b = simulate(_chain(), [x], order="streams")
+    np.testing.assert_array_equal(b.outputs[0], np.exp(x))
+    assert b.total_s == pytest.approx(a.total_s, rel=1e-12) and b.races == []
+
+
+def test_streams_order_runs_a_body_that_is_not_sequential():
+    m = _chain()
+    ins = m.instructions()
+    m.body = [ins[0], ins[3], ins[1], ins[2]]      # the store first: program order cannot run it
+    x = rand((128, 64), 4)
+    with pytest.raises(BirSimError, match="deadlock"):
+        simulate(m, [x])
+    np.testing.assert_array_equal(simulate(m, [x], order="streams").outputs[0], np.exp(x))
+
+
+def test_streams_order_missing_wait_reads_stale_data():
+    x = rand((128, 64), 5)
+    y = simulate(_chain(drop_wait=True), [x], order="streams").outputs[0]
+    assert np.isnan(y).all()                       # DVE copied the poisoned tile before the DMA landed
+    m = _chain()
+    m.instructions()[2].waits = []                 # ACT no longer waits for DVE
+    with pytest.raises(BirSimError, match="deadlock: no engine"):
+        m.instructions()[3].waits = [("ACT", 2)]   # and the store waits for a signal that never comes
+        simulate(m, [x], order="streams")
+
+
+def test_streams_order_loops_and_registers():
+    m = B.Module("loopreg")
+    m.add_tensor("x", "input", "float32", (4, 128, 8))
+    m.add_tensor("sel", "input", "int32", (1,))
+    m.add_tensor("y", "output", "float32", (128, 8))
+    m.add_memloc("a", "SBUF", 128, 4 * 32)
+    m.add_memloc("r", "SBUF", 1, 4)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("r", dtype="int32")], [b.ap("sel")], queue="q1", signals=[("q1", 1)])
+    b.inst("register_load", "ACT", [], [b.ap("r", dtype="int32")], register="k", min=0, max=3,
+           waits=[("q1", 1)], signals=[("R", 1)])
+    with b.loop("i", 0, 4) as i:
+        t = b.ap("a", free=8, offset=i * 8)
+        b.inst("dma_copy", "SP", [t], [B.AccessPattern("x", "float32", i * 1024, [[8, 128], [1, 8]])],
+               queue="q0", signals=[("q0", 1)])
+        b.inst("activation", "ACT", [t], [t], func="square", waits=[("q0", i + 1)], signals=[("ACT", 1)])
+    from neuronxcc.pelican import var
+    b.inst("dma_copy", "SP", [b.ap("y")], [b.ap("a", free=8, offset=var("k") * 8)], queue="q1",
+           waits=[("ACT", 4), ("R", 1)])
+    b.finish()
+    B.verify(m)
+    x = rand((4, 128, 8), 6)
+    for k in (0, 2, 3):
+        y = simulate(m, [x, np.array([k], np.int32)], order="streams", strict=True).outputs[0]
+        np.testing.assert_array_equal(y, x[k] * x[k])

@@ -43,6 +43,7 @@ class Executor:
         self.st = state
         self.tl = timeline
         self.env = {}
+        self.regs = self.env      # register file; the same dict as env in program order
         self.custom_op_libs = custom_op_libs
         self._attrs = {}
         self._indirect = {}
@@ -82,7 +83,7 @@ class Executor:
 
     def _reg(self, name, node):
         try:
-            return self.env[name]
+            return self.regs[name]
         except KeyError:
             raise BirSimError("%s #%s reads register %r before any register_load" % (node.kind, node.id, name))
 
@@ -391,7 +392,9 @@ class Executor:
             v = max(v, int(attrs["min"]))
         if attrs.get("max") is not None:
             v = min(v, int(attrs["max"]))
-        self.env[attrs["register"]] = v
+        self.regs[attrs["register"]] = v
+        if self.env is not self.regs:
+            self.env[attrs["register"]] = v
 
     def op_nop(self, instr, attrs):
         pass

@@ -55,11 +55,15 @@ def _inputs_list(module, inputs):
 
 
 def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_dir=None, custom_op_libs=None,
-             sync="auto", strict=False):
+             sync="auto", strict=False, order="program"):
     """Run MODULE on INPUTS (list in module.inputs order, or dict by name).
 
     sync/strict: see ``timeline`` (semaphore races are recorded, or raised
-    with strict=True; "dependencies" orders by memory conflicts instead)."""
+    with strict=True; "dependencies" orders by memory conflicts instead).
+    order: "program" executes the body in program order (the default; needs
+    body order to be a valid sequential order, which every layer keeps);
+    "streams" runs each engine's stream on its own, interleaved by time, so
+    data moves only as the semaphores allow (see ``streams``)."""
     tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
     module.ensure_ids()
     state = MachineState(module, tm, poison=poison)
@@ -76,7 +80,17 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
                 cache.extend(load_libraries(custom_op_dir))
             return cache
     ex = Executor(module, state, tl, libs)
-    ex.run()
+    if order == "streams":
+        import numpy as _np
+
+        from neuronxcc.starfish.birsim.blas import single_threaded
+        from neuronxcc.starfish.birsim.streams import run_streams
+        with _np.errstate(all="ignore"), single_threaded():
+            run_streams(ex, module)
+    elif order == "program":
+        ex.run()
+    else:
+        raise ValueError("order must be 'program' or 'streams'")
     outs = [state.get_tensor(n) for n in module.outputs]
     return SimResult(outs, tl)
 

@@ -111,9 +111,9 @@ class Timeline:
             t = self._track_ids[track] = len(self._track_ids)
         return t
 
-    def step(self, instr, env, regions=()):
-        """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
-        Returns (start, end) seconds."""
+    def _issue_time(self, instr, env):
+        """(time INSTR's engine can issue it, None) or (None, (sem, value, have)) when a wait
+        cannot be satisfied by the signals recorded so far."""
         t = self.free.get(instr.engine, 0.0)
         for sem, v in instr.waits:
             if not isinstance(v, int):
@@ -121,11 +121,30 @@ class Timeline:
             s = self.sems.get(sem)
             at = s.time_reaching(v) if s is not None else (0.0 if v <= 0 else None)
             if at is None:
-                raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede it "
-                                  "in program order" % (instr.id, instr.opcode, instr.engine, sem, v,
-                                                        s.value if s else 0))
+                return None, (sem, v, s.value if s else 0)
             if at > t:
                 t = at
+        return t, None
+
+    def end_time(self, instr, env):
+        """When INSTR would complete if issued now (engine or DMA queue free, waits met), or
+        None when a wait is not yet satisfied. (Memory-dependence timing is not included.)"""
+        t, _ = self._issue_time(instr, env)
+        if t is None:
+            return None
+        c = self._cost(instr)
+        if c.track == instr.engine:
+            return t + c.busy_s
+        return max(t, self.free.get(c.track, 0.0)) + c.latency_s + c.busy_s
+
+    def step(self, instr, env, regions=()):
+        """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
+        Returns (start, end) seconds."""
+        t, blocked = self._issue_time(instr, env)
+        if t is None:
+            sem, v, have = blocked
+            raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede it "
+                              "in program order" % (instr.id, instr.opcode, instr.engine, sem, v, have))
         cost = self._cost(instr)
         tid = self._track_id(cost.track)
         dep = self._acc.conflict_time(tid, regions) if regions else 0.0

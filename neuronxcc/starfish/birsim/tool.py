@@ -1,7 +1,7 @@
 """The ``birsim`` tool: run a NEFF's BIR program on the simulator.
 
     birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json] [--target trn1] [--summary S.json]
-           [--sync auto|semaphores|dependencies] [--strict]
+           [--sync auto|semaphores|dependencies] [--strict] [--order program|streams]
 
 IN.npz holds ``input{i}`` in parameter order; OUT.npz gets ``output{i}`` in
 flattened result order. ``--trace`` writes Chrome trace-event JSON (one track
@@ -31,6 +31,8 @@ def _parser():
     p.add_argument("--sync", default="auto", choices=("auto", "semaphores", "dependencies"),
                    help="timing by semaphores or by memory dependences (default: semaphores if the program has any)")
     p.add_argument("--strict", action="store_true", help="a semaphore race is an error (exit 70)")
+    p.add_argument("--order", default="program", choices=("program", "streams"),
+                   help="execute in program order, or each engine's stream on its own interleaved by time")
     return p
 
 
@@ -66,7 +68,7 @@ def run(args):
         tmp = tempfile.TemporaryDirectory(prefix="birsim-customop-")
         libs = load_libraries(paths=neff.extract_custom_op_libraries(tmp.name))
     res = simulate(module, inputs, target=args.target, trace=bool(args.trace), custom_op_libs=libs,
-                   sync=args.sync, strict=args.strict)
+                   sync=args.sync, strict=args.strict, order=args.order)
     tmp_out = args.output + ".tmp.npz"
     np.savez(tmp_out, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
     os.replace(tmp_out, args.output)
