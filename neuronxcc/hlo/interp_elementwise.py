@@ -66,7 +66,6 @@ def _popcnt(x):
 def _clz(x):
     bits = x.dtype.itemsize * 8
     u = x.astype(np.dtype("u%d" % x.dtype.itemsize)).astype(np.uint64)
-    n = np.zeros(u.shape, np.int64)
     # binary search for the highest set bit
     length = np.zeros(u.shape, np.int64)
     v = u.copy()
@@ -78,8 +77,7 @@ def _clz(x):
         v = np.where(has, hi, v)
         step //= 2
     length = np.where(u != 0, length + 1, 0)
-    n = bits - length
-    return n
+    return bits - length
 
 
 def _real(x):

@@ -139,7 +139,6 @@ def windows(x, w, pad_value):
         out = [max((n - e) // st + 1, 0) if n >= e else 0 for n, e, st in zip(xp.shape, ext, w["stride"])]
         return np.empty(tuple(out) + tuple(w["size"]), x.dtype)
     v = np.lib.stride_tricks.sliding_window_view(xp, ext) if xp.ndim else xp
-    nd = x.ndim
     sl = tuple(slice(None, None, st) for st in w["stride"]) + tuple(slice(None, None, wd) for wd in
                                                                    w["window_dilation"])
     return v[sl]
