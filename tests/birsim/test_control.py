@@ -215,3 +215,12 @@ def test_dma_gather_and_scatter_add_with_clamped_indices():
     m.instructions()[2].attrs["index_max"] = 50
     with pytest.raises(CompilerError, match="reaches elements"):
         B.verify(m)
+
+
+def test_result_exposes_final_memlocs_and_tensors():
+    x = rand((128, 64), 2)
+    m = _add_zero_module((64, 2048))
+    res = simulate(m, [x])
+    np.testing.assert_array_equal(res.memloc("A"), x)
+    assert (res.memloc("Z")[:, :64] == 0).all()
+    np.testing.assert_array_equal(res.tensor("x"), x)

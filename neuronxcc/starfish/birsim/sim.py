@@ -22,9 +22,10 @@ __all__ = ["SimResult", "simulate", "run_module", "run_neff", "simulate_neff"]
 class SimResult:
     """outputs (list, flattened result order), timing summary, trace."""
 
-    def __init__(self, outputs, timeline):
+    def __init__(self, outputs, timeline, state=None):
         self.outputs = outputs
         self.timeline = timeline
+        self.state = state
         s = timeline.summary()
         self.total_s = s["total_s"]
         self.instructions = s["instructions"]
@@ -34,6 +35,17 @@ class SimResult:
 
     def summary(self):
         return self.timeline.summary()
+
+    def memloc(self, name, dtype="float32"):
+        """Final contents of memloc NAME as [partitions, bytes_per_partition / itemsize] (debugging)."""
+        from neuronxcc.starfish.birpy import dtypes as _dt
+        t = self.state.targets[name]
+        rows = t.buf.reshape(-1, t.row_bytes)[t.row0:t.row0 + t.nrows, t.byte0:t.byte0 + t.nbytes]
+        return np.ascontiguousarray(rows).view(_dt.np_dtype(dtype)).copy()
+
+    def tensor(self, name):
+        """Final contents of HBM tensor NAME (inputs, scratch and consts included)."""
+        return self.state.get_tensor(name)
 
     def trace_json(self):
         return self.timeline.trace_json()
@@ -92,7 +104,7 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
     else:
         raise ValueError("order must be 'program' or 'streams'")
     outs = [state.get_tensor(n) for n in module.outputs]
-    return SimResult(outs, tl)
+    return SimResult(outs, tl, state)
 
 
 def run_module(module, inputs, target=None, **kw):
