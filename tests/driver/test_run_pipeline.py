@@ -52,6 +52,19 @@ def test_end_to_end_compile_gives_a_neff_or_the_not_built_line(tmp_path, inp):
     assert r.stdout.startswith(".")
     workdirs = glob.glob(str(tmp_path / "neuronxcc-*"))
     assert len(workdirs) == (0 if outcome == "pass" else 1)  # removed on success, kept on failure
+    if outcome == "pass":
+        # the NEFF computes (x + y) * 2 on the bundled simulator (f32: exact for these small integers)
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        x = rng.integers(-50, 50, (4, 8)).astype(np.float32)
+        y = rng.integers(-50, 50, (4, 8)).astype(np.float32)
+        np.savez(tmp_path / "in.npz", input0=x, input1=y)
+        s = run_tool("birsim", [str(out), "--inputs", "in.npz", "--output", "res.npz"], cwd=tmp_path)
+        if s.returncode == 0:
+            np.testing.assert_array_equal(np.load(tmp_path / "res.npz")["output0"], (x + y) * 2)
+        else:  # the simulator is another layer; only its clear not-built line is acceptable
+            assert s.returncode == 70 and NOT_BUILT.match(_lines(s.stderr)[0]), s.stderr
 
 
 def _callers(work):
