@@ -198,3 +198,23 @@ def test_no_reference_leaks():
     tracemalloc.stop()
     assert (sys.getrefcount(x), sys.getrefcount(y)) == before
     assert m2 - m1 < 64 * 1024      # nothing per iteration stays behind
+
+
+def test_text_form_does_not_depend_on_hash_seed():
+    # canonical order uses names and structure, never hashes: NEFF bytes stay reproducible
+    import os
+    import subprocess
+    import sys
+
+    import neuronxcc
+    code = ("from neuronxcc.pelican import var, min_\n"
+            "v = [var(n) for n in ('zeta', 'a', 'mid', 'b0', 'q.r')]\n"
+            "e = sum(((k + 1) * x for k, x in enumerate(v)), 0) + (v[0] + 3 * v[2]) // 8 + min_(v[1], v[3], v[4] % 5)\n"
+            "print(e)\n")
+    root = os.path.dirname(os.path.dirname(neuronxcc.__file__))
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                capture_output=True, text=True).stdout)
+    assert len(outs) == 1
