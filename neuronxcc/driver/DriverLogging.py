@@ -6,7 +6,8 @@ Invariants:
     pass as ``--verbose=35``;
   * on the console, DEBUG/INFO go to stdout and WARNING and above to stderr;
   * records marked ``FILE_ONLY`` (tracebacks, the status lines the driver
-    prints itself) reach the log file but never the console;
+    prints itself) and Python warnings captured from libraries reach the log
+    file but never the console;
   * handlers installed by ``setup_logging`` are removed again by
     ``teardown_logging`` so the driver can run many times in one process.
 """
@@ -58,7 +59,8 @@ class _ConsoleFilter(logging.Filter):
         self.high = high
 
     def filter(self, record):
-        if getattr(record, "ncc_file_only", False):
+        if getattr(record, "ncc_file_only", False) or record.name == "py.warnings":
+            # tracebacks, status lines, and Python warnings from libraries (captureWarnings)
             return False
         return self.low <= record.levelno < self.high
 
