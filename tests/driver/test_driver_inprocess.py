@@ -69,3 +69,30 @@ def test_main_exits_with_the_status(tmp_path, monkeypatch, capsys, restore_proce
 def test_no_subcommand_prints_usage(capsys):
     assert CommandDriver().run(["neuronx-cc"]) == os.EX_USAGE
     assert "<subcommand>" in capsys.readouterr().out
+
+
+def test_console_filters_keep_file_only_records_and_library_warnings_off_the_console(tmp_path, capsys):
+    import warnings
+
+    from neuronxcc.driver.DriverLogging import FILE_ONLY, setup_logging, teardown_logging
+
+    log = tmp_path / "l.txt"
+    state = setup_logging(logging.INFO, str(log), logging.DEBUG)
+    logging.captureWarnings(True)
+    try:
+        lg = logging.getLogger("neuronxcc.test")
+        lg.info("to stdout")
+        lg.warning("to stderr")
+        lg.error("file only", extra=FILE_ONLY)
+        warnings.warn("a library warning")
+        lg.debug("debug to the file")
+    finally:
+        logging.captureWarnings(False)
+        teardown_logging(state)
+    cap = capsys.readouterr()
+    assert "to stdout" in cap.out and "to stderr" not in cap.out
+    assert "to stderr" in cap.err and "to stdout" not in cap.err
+    assert "file only" not in cap.out + cap.err and "library warning" not in cap.out + cap.err
+    text = log.read_text()
+    for msg in ("to stdout", "to stderr", "file only", "a library warning", "debug to the file"):
+        assert msg in text
