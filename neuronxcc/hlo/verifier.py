@@ -277,5 +277,6 @@ def _check_shape(instr, comp):
                   % (op, shape.to_text(False), main.shape.to_text(False)))
     elif op == "constant":
         lit = instr.literal
-        if shape.is_array and (lit is None or tuple(lit.shape) != shape.dims):
+        if shape.is_array and (lit is None or not hasattr(lit, "shape") or tuple(lit.shape) != shape.dims
+                               or lit.dtype != shape.numpy_dtype()):
             _fail(instr, comp, "constant literal does not match its shape %s" % shape.to_text(False))
