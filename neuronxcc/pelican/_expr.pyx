@@ -653,6 +653,9 @@ cdef Expr mod_const(Expr a, int64_t k):
     return mk_div(K_MOD, ye, k)
 
 
+cdef int64_t BIG = (<int64_t>1) << 62
+
+
 cdef bint _const_diff(Expr a, Expr b, int64_t* d) except -1:
     # True (and d = a - b) when a - b is a constant
     cdef Py_ssize_t i, n = nterms(a)
@@ -661,6 +664,8 @@ cdef bint _const_diff(Expr a, Expr b, int64_t* d) except -1:
     for i in range(n):
         if term_coef(a, i) != term_coef(b, i) or not expr_eq(term_atom(a, i), term_atom(b, i)):
             return False
+    if not (-BIG < const_of(a) < BIG and -BIG < const_of(b) < BIG):
+        return False                      # keep the difference clear of overflow
     d[0] = const_of(a) - const_of(b)
     return True
 
