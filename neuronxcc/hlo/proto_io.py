@@ -608,39 +608,43 @@ def module_from_proto(mp):
         by_id = {}
         pending = []
         for ip in cp.instructions:
-            if not ip.opcode:
-                raise HloParseError("instruction %r in %s has no opcode" % (ip.name, cp.name))
+            name, opcode = ip.name, ip.opcode  # each field read builds a new Python object: read once
+            if not opcode:
+                raise HloParseError("instruction %r in %s has no opcode" % (name, cp.name))
             if not ip.HasField("shape"):
-                raise HloParseError("instruction %s has no shape" % ip.name)
-            if ip.name in inames:
-                raise HloParseError("instruction name %s used twice" % ip.name)
-            inames.add(ip.name)
+                raise HloParseError("instruction %s has no shape" % name)
+            if name in inames:
+                raise HloParseError("instruction name %s used twice" % name)
+            inames.add(name)
             shape = shape_from_proto(ip.shape)
             try:
                 operands = [by_id[o] for o in ip.operand_ids]
             except KeyError as e:
                 raise HloVerifyError("instruction %s uses unknown operand id %s (operands must come first)"
-                                     % (ip.name, e.args[0])) from None
+                                     % (name, e.args[0])) from None
             called = []
             for cid in ip.called_computation_ids:
                 if cid not in comps_by_id:
-                    raise HloVerifyError("instruction %s calls unknown computation id %d" % (ip.name, cid))
+                    raise HloVerifyError("instruction %s calls unknown computation id %d" % (name, cid))
                 called.append(comps_by_id[cid])
-            instr = HloInstruction(ip.name, ip.opcode, shape, operands, attrs_from_proto(ip, ip.opcode), called,
-                                   metadata=_metadata_from_proto(ip.metadata, frames),
-                                   frontend_attributes=dict(ip.frontend_attributes.map), id=ip.id)
-            if ip.opcode == "parameter":
+            fattrs = ip.frontend_attributes.map
+            instr = HloInstruction(name, opcode, shape, operands, attrs_from_proto(ip, opcode), called,
+                                   metadata=_metadata_from_proto(ip.metadata, frames) if ip.HasField("metadata")
+                                   else None,
+                                   frontend_attributes=dict(fattrs) if len(fattrs) else None, id=ip.id)
+            if opcode == "parameter":
                 instr.parameter_number = ip.parameter_number
-            elif ip.opcode == "constant":
+            elif opcode == "constant":
                 if not ip.HasField("literal"):
-                    raise HloParseError("constant %s has no literal" % ip.name)
+                    raise HloParseError("constant %s has no literal" % name)
                 instr.literal = literal_from_proto(ip.literal, shape)
             assign_called_attrs(instr)
             fill_attr_defaults(instr)
-            if ip.id in by_id:
-                raise HloParseError("instruction id %d used twice in %s" % (ip.id, cp.name))
-            by_id[ip.id] = instr
-            pending.append((instr, ip))
+            if instr.id in by_id:
+                raise HloParseError("instruction id %d used twice in %s" % (instr.id, cp.name))
+            by_id[instr.id] = instr
+            if len(ip.control_predecessor_ids):
+                pending.append((instr, ip))
             c.add(instr)
         for instr, ip in pending:
             try:
