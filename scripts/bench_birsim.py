@@ -82,7 +82,33 @@ def bench_per_instruction(runs, n):
     m.instructions()[-1].dsts[0].num_partitions = 64
     t = _median_time(lambda: simulate(m, []), runs)
     rows.append(("matmul bf16 128x64x128", t / n * 1e6))
+    # a synchronised tile loop (DMA in, ACT, DVE, DMA out per iteration), both execution orders
+    iters = max(n // 4, 8)
+    lm, x = _loop_module(iters)
+    for order in ("program", "streams"):
+        t = _median_time(lambda: simulate(lm, [x], order=order), runs)
+        rows.append(("tile loop, %s order" % order, t / (4 * iters) * 1e6))
     return rows
+
+
+def _loop_module(iters):
+    m = B.Module("loop")
+    m.add_tensor("x", "input", "float32", (iters, 128, 32))
+    m.add_tensor("y", "output", "float32", (iters, 128, 32))
+    m.add_memloc("a", "SBUF", 128, 2 * 32 * 4)
+    m.add_memloc("b", "SBUF", 128, 32 * 4)
+    b = B.Builder(m)
+    with b.loop("i", 0, iters) as i:
+        t = B.AccessPattern("a", "float32", (i % 2) * 32, [[1, 32]], 0, 128)
+        b.inst("dma_copy", "SP", [t], [B.AccessPattern("x", "float32", i * 4096, [[32, 128], [1, 32]])],
+               queue="q0", signals=[("q0", 1)])
+        b.inst("activation", "ACT", [b.ap("b")], [t], func="exp", waits=[("q0", i + 1)], signals=[("A", 1)])
+        b.inst("tensor_scalar", "DVE", [t], [b.ap("b")], op0="mult", operand0=2.0, waits=[("A", i + 1)],
+               signals=[("D", 1)])
+        b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", i * 4096, [[32, 128], [1, 32]])], [t],
+               queue="q1", waits=[("D", i + 1)], signals=[("S", 1)])
+    b.finish()
+    return m, np.random.default_rng(0).standard_normal((iters, 128, 32)).astype(np.float32)
 
 
 def bench_large(runs, parts, free, reps):

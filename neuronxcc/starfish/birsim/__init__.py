@@ -14,7 +14,10 @@ goes through fp32 (as the hardware does). See ``executor`` for the rules and
 ``alu`` for the op definitions.
 
 Timing: per-engine in-order issue, semaphore waits, per-queue DMA, costs from
-``birpy.cost`` (``neuronxcc.hwm`` numbers); see ``timeline``.
+``birpy.cost`` (``neuronxcc.hwm`` numbers); see ``timeline``. Execution order:
+program order by default; ``order="streams"`` runs every engine's stream on its
+own, interleaved by completion time (``streams``), so a missing semaphore wait
+reads stale data as on the device.
 
 API::
 
@@ -23,6 +26,7 @@ API::
     outs = run_module(module, [x, y], target="trn1")
     res = simulate(module, [x, y], trace=True)    # .outputs .total_s .busy_s .utilisation
     res.write_trace("trace.json")                 # Chrome trace-event JSON (Perfetto)
+    res.memloc("t0", "bfloat16"); res.tensor("x") # final memory contents (debugging)
 
 Tool: ``birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json]``
 (``neuronxcc.starfish.birsim.tool``).
