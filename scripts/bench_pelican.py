@@ -12,6 +12,9 @@ odd min clamp) in pelican and in sympy (integer symbols, ``floor``/``Mod``/
               ``subs`` + ``int``)
 * eval_point  one assignment at a time: pelican ``CompiledExpr(values)`` vs
               sympy ``lambdify(..., "math")`` on Python ints
+* eval_point(cython)  the same from a Cython loop calling the nogil
+              ``eval_ptr`` per point (the simulator's path; built at run time
+              in a temp dir, skipped without a compiler)
 * eval_batch  many assignments: pelican ``CompiledExpr.eval_many`` vs sympy
               ``lambdify(..., "numpy")`` over the columns, per point
 * parse       text -> expression: pelican ``parse`` (cache cleared) vs
@@ -167,6 +170,49 @@ def _median_time(fn, repeats):
     return statistics.median(times)
 
 
+_RUNNER_SRC = """
+# cython: language_level=3, boundscheck=False, wraparound=False
+from libc.stdint cimport int64_t
+from neuronxcc.pelican._compiled cimport CompiledExpr
+
+def run(CompiledExpr ce, const int64_t[:, ::1] rows):
+    cdef Py_ssize_t r
+    cdef int64_t acc = 0
+    with nogil:
+        for r in range(rows.shape[0]):
+            acc += ce.eval_ptr(&rows[r, 0])
+    return acc
+"""
+
+
+def _cython_point_runner():
+    """Build (once, in a temp dir) a tiny Cython loop calling eval_ptr per
+    point; None when no compiler is around."""
+    import importlib.util
+    import subprocess
+    import tempfile
+    import neuronxcc
+    root = os.path.dirname(os.path.dirname(os.path.abspath(neuronxcc.__file__)))
+    d = tempfile.mkdtemp(prefix="bench_pelican_")
+    with open(os.path.join(d, "pelrun.pyx"), "w") as fh:
+        fh.write(_RUNNER_SRC)
+    with open(os.path.join(d, "setup.py"), "w") as fh:
+        fh.write("from setuptools import setup, Extension\n"
+                 "from Cython.Build import cythonize\n"
+                 "setup(ext_modules=cythonize([Extension('pelrun', ['pelrun.pyx'], extra_compile_args=['-O2'])],"
+                 " include_path=[%r], quiet=True))\n" % root)
+    try:
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=d, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        so = [f for f in os.listdir(d) if f.startswith("pelrun") and f.endswith(".so")][0]
+        spec = importlib.util.spec_from_file_location("pelrun", os.path.join(d, so))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.run
+    except Exception:
+        return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer expressions and repeats")
@@ -260,6 +306,17 @@ def main(argv=None):
         if any(c(p) != int(f(*p)) for p in few[:50]):
             mismatches.append(("eval_point", str(c.expr), "", ""))
 
+    # eval_point from Cython: what the simulator does (CompiledExpr.eval_ptr,
+    # nogil, one assignment at a time), against the same lambdify baseline
+    runner = _cython_point_runner()
+    if runner is None:
+        results.append(("eval_point(cython)", None, None, None, None))
+    else:
+        tp = _median_time(lambda: [runner(c, pts) for c in compiled], repeats)
+        p_ops = k_fast * n_points / tp
+        s_ops = k_fast * len(few) / _median_time(lambda: [f(*p) for f in scal for p in few], repeats)
+        results.append(("eval_point(cython)", p_ops, s_ops, p_ops / s_ops, None))
+
     # eval_batch: many assignments at once; pelican eval_many (column-wise C)
     # vs lambdify with numpy over the columns
     lambdas = [sympy.lambdify(arglist, sex[k], modules="numpy") for k in range(k_fast)]
@@ -298,6 +355,9 @@ def main(argv=None):
           % (sympy.__version__, count, 3, repeats))
     print("%-18s %14s %14s %10s %12s" % ("operation", "pelican op/s", "sympy op/s", "ratio", "vs cold sympy"))
     for name, p, s, r, rc in results:
+        if p is None:
+            print("%-18s %14s" % (name, "skipped (no C compiler)"))
+            continue
         print("%-18s %14.0f %14.0f %9.0fx %12s" % (name, p, s, r, "" if rc is None else "%.0fx" % rc))
     print("example: %s" % pex[0])
     if mismatches:
