@@ -23,13 +23,14 @@ odd min clamp) in pelican and in sympy (integer symbols, ``floor``/``Mod``/
               sympy has no range rules, so this is the cost of "simplify")
 
 Prints ops/s for both and the ratio pelican/sympy (target: >= 100x for
-construct/subs/simplify); for construct and subs also the ratio against sympy
-with its cache cleared before each pass (every expression new to it). Every timing starts with one untimed warm-up call,
-so sympy runs with its cache warm (its best case); each timed run loops
-long enough to measure throughput and runs with the cyclic GC off (as
-timeit does). The values of both are
-cross-checked and any disagreement is printed. Never asserts. ``--quick`` for
-a short run.
+construct/subs/simplify); for construct and subs also the ratio against
+sympy with its cache cleared before each pass (every expression new to it).
+Every timing starts with one untimed warm-up call, so sympy runs with its
+cache warm (its best case); each timed run loops long enough to measure
+throughput, counts CPU time (process_time, robust on a loaded machine) and
+runs with the cyclic GC off (as timeit does). The values of both are
+cross-checked and any disagreement is printed. Never asserts. ``--quick``
+for a short run.
 """
 import argparse
 import gc
