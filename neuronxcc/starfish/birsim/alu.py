@@ -82,8 +82,8 @@ _ACT = {
 
 
 def act(func, x, alpha=0.01):
-    with np.errstate(all="ignore"):
-        return np.asarray(_ACT[func](x.astype(_F, copy=False), alpha), dtype=_F)
+    """func(x) in fp32; callers run under np.errstate(all="ignore") (Executor.run)."""
+    return np.asarray(_ACT[func](x.astype(_F, copy=False), alpha), dtype=_F)
 
 
 def compare_f(op, a, b):
@@ -220,19 +220,19 @@ def alu_i(op, a, b, width=32):
 
 
 def reduce_f(op, x, axis):
-    with np.errstate(all="ignore"):
-        if op == "add":
-            return np.sum(x, axis=axis, dtype=_F)
-        if op == "max":
-            return np.max(x, axis=axis)
-        if op == "min":
-            return np.min(x, axis=axis)
-        if op == "mult":
-            return np.prod(x, axis=axis, dtype=_F)
-        if op == "logical_and":
-            return np.all(x != 0, axis=axis).astype(_F)
-        if op == "logical_or":
-            return np.any(x != 0, axis=axis).astype(_F)
+    # callers run under np.errstate(all="ignore") (Executor.run)
+    if op == "add":
+        return np.sum(x, axis=axis, dtype=_F)
+    if op == "max":
+        return np.max(x, axis=axis)
+    if op == "min":
+        return np.min(x, axis=axis)
+    if op == "mult":
+        return np.prod(x, axis=axis, dtype=_F)
+    if op == "logical_and":
+        return np.all(x != 0, axis=axis).astype(_F)
+    if op == "logical_or":
+        return np.any(x != 0, axis=axis).astype(_F)
     raise KeyError("reduce op %s is not defined on fp32 data" % op)
 
 

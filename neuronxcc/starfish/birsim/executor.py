@@ -190,8 +190,11 @@ class Executor:
         k = 1
         bias, k = self._scalar(attrs, "bias", "bias_ap", instr.srcs, k, False)
         scale, k = self._scalar(attrs, "scale", "scale_ap", instr.srcs, k, False)
-        with np.errstate(all="ignore"):
-            pre = np.add(np.multiply(x, scale, dtype=_F), bias, dtype=_F)
+        pre = x
+        if attrs.get("scale_ap") or scale != 1:
+            pre = np.multiply(pre, scale, dtype=_F)
+        if attrs.get("bias_ap") or bias != 0:
+            pre = np.add(pre, bias, dtype=_F)
         y = alu.act(attrs["func"], pre, attrs.get("alpha", 0.01))
         self.wf(out, y)
         if attrs.get("reduce"):
