@@ -235,3 +235,15 @@ def test_negative_and_zero_steps(dt):
     r1, r2 = p.run()
     np.testing.assert_array_equal(r1.astype(np.float32), x[:, ::-1])
     np.testing.assert_array_equal(r2.astype(np.float32), np.tile(x[:, 2:5], (1, 4)))
+
+
+def test_bool_outputs_come_back_as_numpy_bool():
+    a = rand((8, 8), 1)
+    p = Prog()
+    ta = p.load("a", a)
+    o = p.tile("o", 8, 8, "bool")
+    p.inst("tensor_scalar", "DVE", [o], [ta], op0="gt", operand0=0.0)
+    p.store(o)
+    r = p.run1()
+    assert r.dtype == np.bool_
+    np.testing.assert_array_equal(r, a > 0)

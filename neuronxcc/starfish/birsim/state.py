@@ -88,7 +88,10 @@ class MachineState:
     def get_tensor(self, name):
         t = self.module.tensors[name]
         buf = self.targets[name].buf[:t.nbytes]
-        return buf.view(_dt.np_dtype(t.dtype)).reshape(t.shape).copy()
+        arr = buf.view(_dt.np_dtype(t.dtype)).reshape(t.shape)
+        if t.dtype == "bool":
+            return arr != 0          # numpy bool, like an HLO pred result
+        return arr.copy()
 
     # -- access patterns ----------------------------------------------------
     def _static(self, ap):
