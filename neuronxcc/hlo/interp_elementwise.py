@@ -124,28 +124,48 @@ _FLOAT_ONLY = {"exponential", "exponential-minus-one", "log", "log-plus-one", "l
                "round-nearest-afz", "round-nearest-even"}
 
 
+# Transcendentals XLA:CPU evaluates to (about) correct rounding in f32: numpy's own f32
+# kernels are off by up to ~1 ulp (f32 power by more), which a rotary embedding's
+# position * inv_freq amplifies past the f32 tolerance. These run in f64 and round once.
+_VIA_F64 = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt", "cbrt",
+            "tanh", "sine", "cosine", "tan", "power", "atan2"}
+_F64 = np.dtype(np.float64)
+
+
+def _f64_then(fn, dt):
+    """fn evaluated in f64 on f32-or-narrower floats, rounded to f32 and then to ``dt``."""
+    if dt == _F32:
+        return lambda *xs: fn(*[x.astype(_F64) for x in xs]).astype(_F32)
+    return lambda *xs: fn(*[x.astype(_F64) for x in xs]).astype(_F32).astype(dt)
+
+
+def _unary_fn(opc, in_dt, dt):
+    fn = UNARY[opc]
+    if opc in _VIA_F64 and is_float(in_dt) and in_dt.itemsize <= 4:
+        return _f64_then(fn, dt)
+    if is_low_float(in_dt):
+        return lambda x: fn(x.astype(_F32))
+    return fn
+
+
 @handler("unary")
 def h_unary(ev, inst, args):
-    x = args[0]
-    fn = UNARY[inst.opcode]
+    x = np.asarray(args[0])
     dt = dtype_of(inst.shape)
-    xc = upcast(x)
-    if inst.opcode in _FLOAT_ONLY and xc.dtype.kind in "iub":
+    if inst.opcode in _FLOAT_ONLY and x.dtype.kind in "iub":
         if inst.opcode in ("ceil", "floor", "round-nearest-afz", "round-nearest-even"):
-            return cast(xc, dt)
+            return cast(x, dt)
         raise HloVerifyError("%s %s: operand must be floating point, got %s" % (inst.opcode, inst.name, x.dtype))
-    return cast(fn(xc), dt)
+    return as_array(_unary_fn(inst.opcode, x.dtype, dt)(x), dt)
 
 
 @preparer("unary")
 def p_unary(ev, inst):
-    fn = UNARY[inst.opcode]
     dt = dtype_of(inst.shape)
     in_dt = dtype_of(inst.operands[0].shape)
     if inst.opcode in _FLOAT_ONLY and in_dt.kind in "iub":
         return None
-    if is_low_float(in_dt):
-        return lambda args: as_array(fn(args[0].astype(_F32)), dt)
+    fn = _unary_fn(inst.opcode, in_dt, dt)
     return lambda args: as_array(fn(args[0]), dt)
 
 
@@ -291,26 +311,28 @@ _BOOL_ARITH = {"add": np.logical_or, "multiply": np.logical_and, "subtract": np.
                "maximum": np.logical_or, "minimum": np.logical_and}
 
 
+def _binary_fn(opc, in_dt, dt):
+    if in_dt == np.bool_ and opc in _BOOL_ARITH:
+        return _BOOL_ARITH[opc]
+    fn = BINARY[opc]
+    if opc in _VIA_F64 and is_float(in_dt) and in_dt.itemsize <= 4:
+        return _f64_then(fn, dt)
+    if is_low_float(in_dt):
+        return lambda x, y: fn(x.astype(_F32), y.astype(_F32))
+    return fn
+
+
 @handler("binary")
 def h_binary(ev, inst, args):
-    x, y = upcast(args[0]), upcast(args[1])
-    opc = inst.opcode
-    if x.dtype == np.bool_ and opc in _BOOL_ARITH:
-        return np.asarray(_BOOL_ARITH[opc](x, y))
-    return cast(BINARY[opc](x, y), dtype_of(inst.shape))
+    x, y = np.asarray(args[0]), np.asarray(args[1])
+    dt = dtype_of(inst.shape)
+    return as_array(_binary_fn(inst.opcode, x.dtype, dt)(x, y), dt)
 
 
 @preparer("binary")
 def p_binary(ev, inst):
-    opc = inst.opcode
     dt = dtype_of(inst.shape)
-    in_dt = dtype_of(inst.operands[0].shape)
-    if in_dt == np.bool_ and opc in _BOOL_ARITH:
-        bf = _BOOL_ARITH[opc]
-        return lambda args: as_array(bf(args[0], args[1]), dt)
-    fn = BINARY[opc]
-    if is_low_float(in_dt):
-        return lambda args: as_array(fn(args[0].astype(_F32), args[1].astype(_F32)), dt)
+    fn = _binary_fn(inst.opcode, dtype_of(inst.operands[0].shape), dt)
     return lambda args: as_array(fn(args[0], args[1]), dt)
 
 
