@@ -133,6 +133,7 @@ cdef class CompiledExpr:
 
     cdef int64_t eval_ptr(self, const int64_t* values) noexcept nogil:
         cdef Py_ssize_t i, sp = 0
+        cdef int64_t op
         cdef uint64_t acc
         cdef int64_t x, k
         cdef int64_t buf[STACK]
@@ -149,26 +150,27 @@ cdef class CompiledExpr:
                 return 0
         for i in range(self.ncode):
             c = self.code + 3 * i
-            if c[0] == OP_CONST:
+            op = c[0]
+            if op == OP_CONST:
                 st[sp] = c[1]
                 sp += 1
-            elif c[0] == OP_VAR:
+            elif op == OP_VAR:
                 st[sp] = values[c[1]]
                 sp += 1
-            elif c[0] == OP_ACCVAR:
+            elif op == OP_ACCVAR:
                 st[sp - 1] = <int64_t>(<uint64_t>st[sp - 1] + <uint64_t>c[2] * <uint64_t>values[c[1]])
-            elif c[0] == OP_MULADD:
+            elif op == OP_MULADD:
                 sp -= 1
                 st[sp - 1] = <int64_t>(<uint64_t>st[sp - 1] + <uint64_t>c[2] * <uint64_t>st[sp])
-            elif c[0] == OP_FDIV:
+            elif op == OP_FDIV:
                 st[sp - 1] = fdiv(st[sp - 1], c[1])
-            elif c[0] == OP_MOD:
+            elif op == OP_MOD:
                 st[sp - 1] = fmod(st[sp - 1], c[1])
-            elif c[0] == OP_SHR:
+            elif op == OP_SHR:
                 st[sp - 1] = st[sp - 1] >> c[1]
-            elif c[0] == OP_AND:
+            elif op == OP_AND:
                 st[sp - 1] = st[sp - 1] & c[1]
-            elif c[0] == OP_MIN:
+            elif op == OP_MIN:
                 sp -= 1
                 if st[sp] < st[sp - 1]:
                     st[sp - 1] = st[sp]
@@ -195,7 +197,7 @@ cdef class CompiledExpr:
         cdef int64_t* t
         cdef int64_t* u
         cdef const int64_t* c
-        cdef int64_t a, k
+        cdef int64_t a, k, op
         if self.is_affine:
             b0 = 0
             while b0 < nrows:
@@ -222,39 +224,40 @@ cdef class CompiledExpr:
                 c = self.code + 3 * i
                 a = c[1]
                 k = c[2]
-                if c[0] == OP_CONST:
+                op = c[0]
+                if op == OP_CONST:
                     t = st + sp * CHUNK
                     for r in range(m):
                         t[r] = a
                     sp += 1
-                elif c[0] == OP_VAR:
+                elif op == OP_VAR:
                     t = st + sp * CHUNK
                     for r in range(m):
                         t[r] = values[(b0 + r) * stride + a]
                     sp += 1
-                elif c[0] == OP_ACCVAR:
+                elif op == OP_ACCVAR:
                     t = st + (sp - 1) * CHUNK
                     for r in range(m):
                         t[r] = <int64_t>(<uint64_t>t[r] + <uint64_t>k * <uint64_t>values[(b0 + r) * stride + a])
-                elif c[0] == OP_MULADD:
+                elif op == OP_MULADD:
                     sp -= 1
                     t = st + (sp - 1) * CHUNK
                     u = st + sp * CHUNK
                     for r in range(m):
                         t[r] = <int64_t>(<uint64_t>t[r] + <uint64_t>k * <uint64_t>u[r])
-                elif c[0] == OP_FDIV:
+                elif op == OP_FDIV:
                     t = st + (sp - 1) * CHUNK
                     for r in range(m):
                         t[r] = fdiv(t[r], a)
-                elif c[0] == OP_MOD:
+                elif op == OP_MOD:
                     t = st + (sp - 1) * CHUNK
                     for r in range(m):
                         t[r] = fmod(t[r], a)
-                elif c[0] == OP_SHR:
+                elif op == OP_SHR:
                     t = st + (sp - 1) * CHUNK
                     for r in range(m):
                         t[r] = t[r] >> a
-                elif c[0] == OP_AND:
+                elif op == OP_AND:
                     t = st + (sp - 1) * CHUNK
                     for r in range(m):
                         t[r] = t[r] & a
@@ -262,7 +265,7 @@ cdef class CompiledExpr:
                     sp -= 1
                     t = st + (sp - 1) * CHUNK
                     u = st + sp * CHUNK
-                    if c[0] == OP_MIN:
+                    if op == OP_MIN:
                         for r in range(m):
                             if u[r] < t[r]:
                                 t[r] = u[r]
