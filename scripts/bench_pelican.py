@@ -14,7 +14,7 @@ odd min clamp) in pelican and in sympy (integer symbols, ``floor``/``Mod``/
               sympy ``lambdify(..., "math")`` on Python ints
 * eval_point(cython)  the same from a Cython loop calling the nogil
               ``eval_ptr`` per point (the simulator's path; built at run time
-              in a temp dir, skipped without a compiler)
+              in a temp dir; skipped with --quick or without a compiler)
 * eval_batch  many assignments: pelican ``CompiledExpr.eval_many`` vs sympy
               ``lambdify(..., "numpy")`` over the columns, per point
 * parse       text -> expression: pelican ``parse`` (cache cleared) vs
@@ -194,24 +194,27 @@ def _cython_point_runner():
     import tempfile
     import neuronxcc
     root = os.path.dirname(os.path.dirname(os.path.abspath(neuronxcc.__file__)))
+    import shutil
     d = tempfile.mkdtemp(prefix="bench_pelican_")
-    with open(os.path.join(d, "pelrun.pyx"), "w") as fh:
-        fh.write(_RUNNER_SRC)
-    with open(os.path.join(d, "setup.py"), "w") as fh:
-        fh.write("from setuptools import setup, Extension\n"
-                 "from Cython.Build import cythonize\n"
-                 "setup(ext_modules=cythonize([Extension('pelrun', ['pelrun.pyx'], extra_compile_args=['-O2'])],"
-                 " include_path=[%r], quiet=True))\n" % root)
     try:
+        with open(os.path.join(d, "pelrun.pyx"), "w") as fh:
+            fh.write(_RUNNER_SRC)
+        with open(os.path.join(d, "setup.py"), "w") as fh:
+            fh.write("from setuptools import setup, Extension\n"
+                     "from Cython.Build import cythonize\n"
+                     "setup(ext_modules=cythonize([Extension('pelrun', ['pelrun.pyx'], extra_compile_args=['-O2'])],"
+                     " include_path=[%r], quiet=True))\n" % root)
         subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=d, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         so = [f for f in os.listdir(d) if f.startswith("pelrun") and f.endswith(".so")][0]
         spec = importlib.util.spec_from_file_location("pelrun", os.path.join(d, so))
         mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        spec.loader.exec_module(mod)      # loaded: the files can go
         return mod.run
     except Exception:
         return None
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main(argv=None):
@@ -309,9 +312,9 @@ def main(argv=None):
 
     # eval_point from Cython: what the simulator does (CompiledExpr.eval_ptr,
     # nogil, one assignment at a time), against the same lambdify baseline
-    runner = _cython_point_runner()
+    runner = None if args.quick else _cython_point_runner()
     if runner is None:
-        results.append(("eval_point(cython)", None, None, None, None))
+        results.append(("eval_point(cython)", None, "--quick" if args.quick else "no C compiler", None, None))
     else:
         tp = _median_time(lambda: [runner(c, pts) for c in compiled], repeats)
         p_ops = k_fast * n_points / tp
@@ -354,12 +357,16 @@ def main(argv=None):
 
     print("pelican vs sympy %s: %d expressions, %d-6 loop variables, median of %d runs"
           % (sympy.__version__, count, 3, repeats))
-    print("%-18s %14s %14s %10s %12s" % ("operation", "pelican op/s", "sympy op/s", "ratio", "vs cold sympy"))
+    # One row per operation: "name  pelican  sympy  ratio x" (scripts/bench.py parses these rows).
+    print("%-18s %14s %14s %10s" % ("operation", "pelican op/s", "sympy op/s", "ratio"))
     for name, p, s, r, rc in results:
         if p is None:
-            print("%-18s %14s" % (name, "skipped (no C compiler)"))
+            print("%-18s %s" % (name, "skipped: %s" % s))
             continue
-        print("%-18s %14.0f %14.0f %9.0fx %12s" % (name, p, s, r, "" if rc is None else "%.0fx" % rc))
+        print("%-18s %14.0f %14.0f %9.0fx" % (name, p, s, r))
+    colds = ["%s %.0fx" % (name, rc) for name, p, s, r, rc in results if rc is not None]
+    if colds:
+        print("against sympy with its cache cleared before each pass: " + ", ".join(colds))
     print("example: %s" % pex[0])
     if mismatches:
         print("MISMATCHES between pelican and sympy: %d (first: %r)" % (len(mismatches), mismatches[0]))
