@@ -47,6 +47,8 @@ class Codegen:
         self.iota_extent = 0
         self._arange = None
         self.users = graph.users()
+        self.fused = set()              # ids of ops already emitted as a matmul epilogue
+        self.fuse_epilogues = True
 
     # -- driver -----------------------------------------------------------------------
     def run(self):
@@ -63,14 +65,25 @@ class Codegen:
             self.em.tensor(tn, "output", v.dtype, v.shape, exact_name=True)
             self.out_tensor[n] = tn
         self.check_hbm()
-        for op in g.ops:
-            self.em.label = op.loc.get("hlo") or (op.outputs[0] if op.outputs else None)
-            self.lower(op)
+        self.lower_ops(g.ops)
         for n in g.outputs:
             self.em.label = n
             self.finish_output(n)
         self.finish_tables()
         return self.m.renumber()
+
+    def lower_ops(self, ops):
+        # constants and iotas first: they cost nothing until used, and matmul epilogues may need them
+        for op in ops:
+            if op.kind in ("constant", "iota") and not any(o in self.out_tensor for o in op.outputs):
+                self.em.label = op.loc.get("hlo")
+                self.lower(op)
+                self.fused.add(id(op))
+        for op in ops:
+            if id(op) in self.fused:
+                continue
+            self.em.label = op.loc.get("hlo") or (op.outputs[0] if op.outputs else None)
+            self.lower(op)
 
     def lower_subgraph(self, sg, inputs):
         """Lower a nested region (while body/cond, branch) at the current point; returns its output exprs."""
@@ -78,13 +91,101 @@ class Codegen:
         self.g, self.env, self.users, self.out_tensor = sg, dict(zip(sg.inputs, inputs)), sg.users(), {}
         label = self.em.label
         try:
-            for op in sg.ops:
-                self.em.label = op.loc.get("hlo") or label
-                self.lower(op)
+            self.lower_ops(sg.ops)
             return [self.env[o] for o in sg.outputs]
         finally:
             self.g, self.env, self.users, self.out_tensor = saved
             self.em.label = label
+
+    # -- matmul epilogues -------------------------------------------------------------
+    def plan_epilogue(self, dot_op):
+        """The elementwise chain a dot's result flows into, to run on the evicted PSUM tile.
+
+        Grows a set S from the dot's output over later elementwise ops whose operands are in S
+        or already lowered (same shape as the dot output, no views in between). Fusable when
+        exactly one member of S is used outside S (the sink) and it is not the dot itself.
+        Returns (sink value, expression of the sink, the leaf standing for the dot) or None."""
+        if not self.fuse_epilogues:
+            return None
+        g = self.g
+        d = dot_op.outputs[0]
+        shape = g.values[d].shape
+        ops = g.ops
+        k = ops.index(dot_op)
+        member = {d: None}
+        chain = []
+        for op in ops[k + 1:]:
+            if op.kind not in ir.ELEMENTWISE or len(op.outputs) != 1:
+                continue
+            o = op.outputs[0]
+            if g.values[o].shape != shape:
+                continue
+            if not any(i in member for i in op.inputs):
+                continue
+            if not all(i in member or self._available(i) for i in op.inputs):
+                continue
+            member[o] = op
+            chain.append(op)
+            if len(chain) >= 24:
+                break
+        if not chain:
+            return None
+        outs = set(g.outputs)
+        sinks = [v for v in member if v in outs or any(u.outputs[0] not in member if u.outputs else True
+                                                       for u in self.users.get(v, []))]
+        if len(sinks) != 1 or sinks[0] == d:
+            return None
+        sink = sinks[0]
+        dv = g.values[d]
+        leaf = View("__dot__%d" % id(dot_op), dv.dtype, dv.shape, row_major_strides(dv.shape), 0)
+        built = {d: leaf}
+        for op in chain:
+            o = op.outputs[0]
+            args = [built[i] if i in built else self.env[i] for i in op.inputs]
+            built[o] = Node(op.kind, args, op.attrs, g.values[o].dtype, g.values[o].shape, op.loc)
+            if o == sink:
+                break
+        if sink not in built:
+            return None
+        return sink, built[sink], leaf
+
+    def _available(self, name, depth=0):
+        """True if value NAME is lowered or is a pure view chain of lowered values (lowered now)."""
+        if name in self.env:
+            return True
+        prod = self._producers().get(name)
+        if prod is None or prod.kind not in ir.VIEWS or depth > 8:
+            return False
+        if not all(self._available(i, depth + 1) for i in prod.inputs):
+            return False
+        label = self.em.label
+        self.em.label = prod.loc.get("hlo")
+        try:
+            self.lower(prod)
+        finally:
+            self.em.label = label
+        self.fused.add(id(prod))
+        return True
+
+    def _producers(self):
+        if getattr(self, "_prod_graph", None) is not self.g:
+            self._prod_graph, self._prod_map = self.g, self.g.producers()
+        return self._prod_map
+
+    def commit_epilogue(self, dot_op, sink):
+        """Mark the chain's ops as emitted (they are lowered inside the matmul's evict step)."""
+        g = self.g
+        d = dot_op.outputs[0]
+        member = {d}
+        k = g.ops.index(dot_op)
+        for op in g.ops[k + 1:]:
+            if op.kind in ir.ELEMENTWISE and len(op.outputs) == 1 and any(i in member for i in op.inputs) \
+                    and all(i in member or i in self.env for i in op.inputs) and \
+                    g.values[op.outputs[0]].shape == g.values[d].shape:
+                member.add(op.outputs[0])
+                self.fused.add(id(op))
+                if op.outputs[0] == sink:
+                    break
 
     def check_hbm(self):
         total = sum(t.nbytes for t in self.m.tensors.values())

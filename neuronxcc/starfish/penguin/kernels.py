@@ -303,6 +303,20 @@ class Kernels:
         R3 = Rp.reshape(tuple(B) + (K, N))
         if R3 is None:
             R3 = self.cg.materialise(Rp, allow_views=False).reshape(tuple(B) + (K, N))
+        epi = self.cg.plan_epilogue(op)
+        if epi is not None:
+            sink, expr, leaf = epi
+            memo = {}
+            e3 = apply_view(expr, lambda w: w.reshape(tuple(B) + (M, N)), memo)
+            l3 = memo.get(id(leaf))
+            if e3 is not None and l3 is not None:
+                sv = self.cg.g.values[sink]
+                out = self.cg.target_for(sink)
+                O3 = out.reshape(tuple(B) + (M, N))
+                self.cg.commit_epilogue(op, sink)
+                self.matmul_terms([(L3, R3, K)], O3, len(B), M, N, epilogue=(e3, l3, outs[0].dtype))
+                self.cg.env[sink] = View.contiguous(out.base, sv.dtype, sv.shape)
+                return [None]
         out = self.cg.target_for(outs[0].name)
         O3 = out.reshape(tuple(B) + (M, N))
         self.matmul(L3, R3, O3, len(B), M, K, N)
@@ -311,8 +325,11 @@ class Kernels:
     def matmul(self, L, R, O, nb, M, K, N):
         self.matmul_terms([(L, R, K)], O, nb, M, N)
 
-    def matmul_terms(self, terms, O, nb, M, N):
-        """O[b, m, n] = sum over terms (L, R, K) of sum_k L[b, m, k] R[b, k, n] (one PSUM group)."""
+    def matmul_terms(self, terms, O, nb, M, N, epilogue=None):
+        """O[b, m, n] = sum over terms (L, R, K) of sum_k L[b, m, k] R[b, k, n] (one PSUM group).
+
+        epilogue = (expr, leaf, dot dtype): O gets expr evaluated on the tile instead, with the
+        evicted product tile standing for ``leaf`` (fused bias/activation chains)."""
         em = self.em
         P = self.P
         lowp = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
@@ -360,13 +377,19 @@ class Kernels:
                         kstep(L, R, iv * TK, TK)
                 if rem:
                     kstep(L, R, P.const(nfull * TK), rem)
-            odt = onchip_dtype(em.m.tensors[O.base].dtype)
+            odt = onchip_dtype(epilogue[2] if epilogue else em.m.tensors[O.base].dtype)
             ev = em.sbuf("evict", mn, nn, odt)
             ev_ap = em.chip(ev, odt, mn, [[1, nn]])
             if bdt.is_int(odt):
                 em.inst("tensor_copy", "DVE", [ev_ap], [ps_ap])
             else:
                 em.inst("activation", "ACT", [ev_ap], [ps_ap], func="identity")
+            if epilogue:
+                expr, leaf, _ = epilogue
+                te = TileEval(self.cg, Space(nb, nb + 1, list(bs) + [m0, n0], [1] * nb + [mn, nn]))
+                te.memo[id(leaf)] = TV("tile", odt, ap=ev_ap)
+                self._store(te, te.value(expr), O)
+                return
             em.dma(em.hbm(O.base, offs(O, bs + [m0, n0]), [[O.strides[nb], mn], [O.strides[nb + 1], nn]]), ev_ap)
 
         em.nest(axes, body)

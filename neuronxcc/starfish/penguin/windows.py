@@ -388,7 +388,8 @@ class WindowMixin:
         return res
 
     def _permute_rows(self, x, axis, I, rows, n, odt):
-        """out[r, j] = x[r, I[r, j]] (a payload carried through a sort): one DMA per element."""
+        """out[r, j] = x[r, I[r, j]] (a payload carried through a sort): one indirect DMA (dma_gather)
+        per 128 elements of a row, the indices one per partition."""
         em = self.em
         P = self.P
         src, _, _, _ = self._rows_view(x, axis)
@@ -396,14 +397,19 @@ class WindowMixin:
         st = src.dtype
 
         def body(starts, sizes):
-            r, j = starts
-            name = em.fresh("r")
-            em.inst("register_load", "SP", [], [em.hbm(I.base, r * n + j, [[1, 1]])], register=name, min=0,
-                    max=n - 1)
+            r, j0 = starts
+            pn = sizes[1]
+            idx = em.chip(em.sbuf("pidx", pn, 1, "int32"), "int32", pn, [[1, 1]])
+            ioff = (P.const(I.offset) if isinstance(I.offset, int) else I.offset) + r * I.strides[0] + \
+                j0 * I.strides[1]
+            em.dma(idx, em.hbm(I.base, ioff, [[I.strides[1], pn], [1, 1]]))
+            got = em.chip(em.sbuf("pval", pn, 1, st), st, pn, [[1, 1]])
             off = (P.const(src.offset) if isinstance(src.offset, int) else src.offset) + r * src.strides[0]
-            em.dma(em.hbm(t, r * n + j, [[1, 1]]), em.hbm(src.base, off + P.var(name) * src.strides[1], [[1, 1]]))
+            em.inst("dma_gather", "SP", [got], [em.hbm(src.base, off, [[1, 1]]), idx], queue="q0",
+                    index_stride=int(src.strides[1]), index_min=0, index_max=n - 1)
+            em.dma(em.hbm(t, r * n + j0, [[1, pn], [1, 1]]), got)
 
-        em.nest([Axis(rows, 1, "r"), Axis(n, 1, "c")], body)
+        em.nest([Axis(rows, 1, "r"), Axis(n, choose_tile(n, 128), "c")], body)
         r = View.contiguous(t, st, (rows, n))
         return r if st == odt else Node("convert", [r], {}, odt, (rows, n))
 
