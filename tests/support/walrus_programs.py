@@ -94,14 +94,14 @@ def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True, contro
                 op(pelican.const(0))
         with bld.else_():
             for _ in range(int(rng.integers(1, 4))):
-                op(pelican.const(1))
+                op(pelican.const(min(1, T * J - 1)))
         bld.inst("dma_copy", "SP", [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)],
                  [B.AccessPattern("ctl", "int32", 1, [[1, 1]])], queue="q3")
         bld.inst("register_load", "SP", [], [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)], register="w",
                  min=0, max=8)
         with bld.while_("w", max_trips=8):
             for _ in range(int(rng.integers(2, 6))):
-                op(pelican.const(2))
+                op(pelican.const(T * J - 1))
             bld.inst("tensor_scalar", "POOL", [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)],
                      [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)], op0="add", operand0=-1.0)
             bld.inst("register_load", "SP", [], [B.AccessPattern("cnt", "int32", 0, [[1, 1]], 0, 1)],

@@ -136,3 +136,29 @@ def test_one_value_larger_than_sbuf_is_out_of_memory():
     m = _pressure_module(t.sbuf_usable_bytes - 400)
     with pytest.raises(errors.OutOfMemoryError, match="cannot help"):
         run_passes(m, ["linear_scan_allocator"], PassContext(t))
+
+
+def test_small_values_share_bytes_in_other_quadrants():
+    # four 32-partition tiles live at once: legal starts 0/32/64/96, one byte range
+    m = B.Module("quadrants")
+    m.add_tensor("x", "input", "float32", (32, 64))
+    m.add_tensor("y", "output", "float32", (32, 64))
+    for k in range(4):
+        m.add_memloc("t%d" % k, "SBUF", 32, 256)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("t0")], [B.AccessPattern("x", "float32", 0, [[64, 32], [1, 64]])])
+    for k in range(1, 4):
+        b.inst("tensor_scalar", ["DVE", "ACT", "POOL"][k - 1], [b.ap("t%d" % k)], [b.ap("t%d" % (k - 1))],
+               op0="add", operand0=float(k))
+    for k, eng in ((0, "DVE"), (1, "POOL"), (2, "DVE")):
+        b.inst("tensor_tensor", eng, [b.ap("t3")], [b.ap("t3"), b.ap("t%d" % k)], op="add")
+    b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", 0, [[64, 32], [1, 64]])], [b.ap("t3")])
+    b.finish()
+    x = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
+    ref = run_module(B.from_json(m.to_json()), [x])
+    ctx = PassContext(get_target("trn1"))
+    run_passes(m, ["coloring_allocator", "anti_dependency_analyzer", "birverifier"], ctx)
+    assert sorted(ml.start_partition for ml in m.memlocs.values()) == [0, 32, 64, 96]
+    assert ctx.metrics["allocation"]["coloring"]["SBUF"]["peak_bytes_per_partition"] == 256
+    assert check_no_clobber(m) == []
+    assert all(raw_equal(a, b) for a, b in zip(ref, run_module(m, [x])))

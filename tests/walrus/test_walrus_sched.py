@@ -17,19 +17,20 @@ from support.walrus_checks import dynamic_instances, raw_equal
 from support.walrus_programs import inputs_for, random_program
 
 
-def _cells(ins, env, dst):
-    out = set()
+def _cells(ins, env, dst, names):
+    """Exact byte cells an instance touches, as int64 keys (target, partition, byte)."""
+    keys = []
     for ap in (ins.dsts if dst else ins.srcs):
-        idx = np.array([ap.offset.eval(env)])
+        idx = np.array([ap.offset.eval(env)], np.int64)
         for st, n in ap.pattern:
             idx = (idx[:, None] + st * np.arange(n)[None, :]).reshape(-1)
-        parts = range(ap.start_partition, ap.start_partition + ap.num_partitions) if ap.num_partitions else [0]
         isz = B.dtypes.itemsize(ap.dtype)
-        for p in parts:
-            for e in idx.tolist():
-                for k in range(isz):
-                    out.add((ap.target, p, e * isz + k))
-    return out
+        byts = (idx[:, None] * isz + np.arange(isz)[None, :]).reshape(-1)
+        parts = np.arange(ap.start_partition, ap.start_partition + ap.num_partitions) if ap.num_partitions \
+            else np.zeros(1, np.int64)
+        t = names.setdefault(ap.target, len(names))
+        keys.append(((t * 256 + parts[:, None]) << 32) + byts[None, :])
+    return np.unique(np.concatenate([k.reshape(-1) for k in keys])) if keys else np.zeros(0, np.int64)
 
 
 def _blocks(body, out, path=()):
@@ -46,15 +47,20 @@ def _blocks(body, out, path=()):
 
 
 def _conflicting_pairs(m):
-    reads, writes, block = {}, {}, {}
+    reads, writes, tnames = {}, {}, {}
     for ins, env in dynamic_instances(m):
-        reads.setdefault(ins.name, set()).update(_cells(ins, env, False))
-        writes.setdefault(ins.name, set()).update(_cells(ins, env, True))
+        reads.setdefault(ins.name, []).append(_cells(ins, env, False, tnames))
+        writes.setdefault(ins.name, []).append(_cells(ins, env, True, tnames))
+    reads = {k: np.unique(np.concatenate(v)) for k, v in reads.items()}
+    writes = {k: np.unique(np.concatenate(v)) for k, v in writes.items()}
+
+    def meet(x, y):
+        return np.intersect1d(x, y, assume_unique=True).size > 0
     pairs = []
     for _, names in _blocks(m.body, []):
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                if writes[a] & (reads[b] | writes[b]) or reads[a] & writes[b]:
+                if meet(writes[a], reads[b]) or meet(writes[a], writes[b]) or meet(reads[a], writes[b]):
                     pairs.append((a, b))
     return pairs
 
