@@ -132,19 +132,32 @@ def real_modules(quick):
     except Exception as e:  # noqa: BLE001
         mods.append(("random programs", "fails: %s" % e))
     try:
-        mods.append(("examples/mlp", _compile_example()))
+        with open(os.path.join(REPO, "examples", "mlp", "model.hlo_module.pb"), "rb") as f:
+            mods.append(("examples/mlp", _to_bir(f.read())))
     except Exception as e:  # noqa: BLE001
         mods.append(("examples/mlp", "fails: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:120])))
+    for name in ([] if quick else ["mlp_gelu_softmax", "layernorm", "causal_attention", "transformer_block"]):
+        label = "%s-tiled" % name
+        try:
+            from support import corpus
+            prog = corpus.get(name)
+            proto, _ = corpus.lower(prog, prog.make_args(0, "tiled"))
+            mods.append((label, _to_bir(proto)))
+        except Exception as e:  # noqa: BLE001
+            mods.append((label, "fails: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:120])))
     return mods
 
 
-def _compile_example():
+def _to_bir(proto):
+    """HLO proto bytes -> the Penguin codegen's (unallocated) BIR module."""
     import tempfile
     from neuronxcc.starfish import birpy as B
     from neuronxcc.starfish.penguin.frontend import run_frontend
     from neuronxcc.starfish.tools import run_tool
     d = tempfile.mkdtemp(prefix="bench-alloc-")
-    model = os.path.join(REPO, "examples", "mlp", "model.hlo_module.pb")
+    model = os.path.join(d, "model.hlo_module.pb")
+    with open(model, "wb") as f:
+        f.write(proto)
     if run_tool("hlo2penguin", [model, "--output", os.path.join(d, "penguin.json")]) != 0:
         raise RuntimeError("hlo2penguin failed")
     run_frontend(os.path.join(d, "penguin.json"), os.path.join(d, "sg00"))
@@ -206,12 +219,12 @@ def main(argv):
     print("## BIR modules (SBUF/PSUM peak/lower-bound (ratio), allocation pass time)")
     for name, m in real_modules(a.quick):
         if isinstance(m, str):
-            print("%-22s %s" % (name, m))
+            print("%-24s %s" % (name, m))
             report["modules"].append({"module": name, "result": m})
             continue
         r = bench_module(name, m)
         report["modules"].append(r)
-        print("%-22s %5d instr  coloring SBUF %-20s PSUM %-18s %.4fs | linear-scan SBUF %-20s PSUM %-18s %.4fs" % (
+        print("%-24s %5d instr  coloring SBUF %-20s PSUM %-18s %.4fs | linear-scan SBUF %-20s PSUM %-18s %.4fs" % (
             name, r["instructions"], r.get("coloring_allocator_SBUF", "-"), r.get("coloring_allocator_PSUM", "-"),
             r.get("coloring_allocator_s", float("nan")), r.get("linear_scan_allocator_SBUF", "-"),
             r.get("linear_scan_allocator_PSUM", "-"), r.get("linear_scan_allocator_s", float("nan"))))
