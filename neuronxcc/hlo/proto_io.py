@@ -739,7 +739,8 @@ def module_to_proto(module):
 
 
 def module_to_proto_bytes(module):
-    return module_to_proto(module).SerializeToString()
+    # deterministic: map fields (frontend attributes) in key order, so equal modules give equal bytes
+    return module_to_proto(module).SerializeToString(deterministic=True)
 
 
 def _computation_order(module):
