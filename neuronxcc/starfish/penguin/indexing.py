@@ -165,8 +165,41 @@ class IndexingMixin:
         P = self.P
         axes = [Axis(U.shape[k], 1, "s") for k in upd_scatter]
         odt = onchip_dtype(out.dtype)
+        # XLA skips update windows that fall out of bounds: one vectorised in-bounds flag per
+        # update position, tested with If inside the loop
+        bshape = tuple(I.shape[k] for k in idx_batch)
+        ok = None
+        for j, od in enumerate(sdod):
+            if ivd < len(I.shape):
+                st = [0] * len(I.shape)
+                li = list(I.shape)
+                st[ivd], li[ivd] = j, j + 1
+                comp = I.slice(st, li, [1] * len(I.shape)).reshape(bshape)
+            else:
+                comp = I
+            lo = Node("compare", [comp, Splat(0, "int32", bshape)], {"direction": "GE"}, "bool", bshape)
+            hi = Node("compare", [comp, Splat(out.shape[od] - wsize[od], "int32", bshape)], {"direction": "LE"},
+                      "bool", bshape)
+            both = Node("and", [lo, hi], {}, "bool", bshape)
+            ok = both if ok is None else Node("and", [ok, both], {}, "bool", bshape)
+        flags = None
+        if ok is not None:
+            flags = self.cg.materialise(Node("convert", [ok], {}, "int32", bshape), allow_views=False)
 
         def body(starts, _sizes):
+            if flags is not None:
+                foff = P.const(flags.offset)
+                for k, s0 in enumerate(starts):
+                    foff = foff + s0 * flags.strides[k]
+                fname = em.fresh("inb")
+                em.inst("register_load", "SP", [], [em.hbm(flags.base, foff, [[1, 1]])], register=fname,
+                        min=0, max=1)
+                with em.b.if_(fname):
+                    update(starts)
+            else:
+                update(starts)
+
+        def update(starts):
             regs = []
             for j, od in enumerate(sdod):
                 ioff = P.const(I.offset)
