@@ -39,6 +39,11 @@ a batch (``nogil``, column-wise over chunks). Affine expressions evaluate as
 and ``ce.eval_many(rows)`` are the Python entry points. ``//`` and ``%`` by
 powers of two compile to shifts and masks.
 
+Modules: ``_expr`` (node type, canonical rules, operators, ``subs``),
+``_walks`` (eval, bounds, free variables, text form, ``simplify(ranges)``),
+``_parse`` (text -> Expr), ``_compiled`` (``CompiledExpr``), and the inline
+headers ``_intmath.pxd`` / ``_interval.pxd``.
+
 Limits: int64 everywhere (construction raises OverflowError; the compiled
 path wraps); products of two non-constant expressions raise ValueError;
 tree walks are C recursion, so nesting depth (not size) should stay in the

@@ -15,6 +15,12 @@ Owns the ``Expr`` node type and every rewrite rule. Invariants:
   (Python floor semantics). Range-dependent rules run only in
   ``simplify(ranges)``, which must not leak: its result carries no ranges.
 * Integers are int64; construction raises OverflowError rather than wrap.
+
+The operators call the rules here at C level, so the node type, the linear
+combination builder (``Lin``) and the rules share this module; read-only
+walks (eval, bounds, text, range simplification) live in ``_walks.pyx``,
+intervals and integer helpers in the inline headers ``_interval.pxd`` and
+``_intmath.pxd``.
 """
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
