@@ -107,22 +107,35 @@ def _common_loops(a, b):
 
 
 def find_deps(prog, physical=True):
-    """Cross-stream dependences (list of Dep), deduplicated."""
+    """Cross-stream dependences (list of Dep), deduplicated and pruned.
+
+    Forward deps into one instruction from one stream keep only the latest
+    source when all of them share the destination's dynamic context (no
+    While/If region between): its count dominates the others'.
+    """
     mem, write, site, plo, phi, blo, bhi = accesses(prog, physical)
     ia, ib = _sched.conflicts(mem, write, site, plo, phi, blo, bhi)
-    seen = set()
-    deps = []
     streams = [stream_of(s.instr) for s in prog.sites]
+    ctx_of = [_context(s) for s in prog.sites]
+    pairs = set()
     for x, y in zip(site[ia].tolist(), site[ib].tolist()):
         a, b = (x, y) if x < y else (y, x)
-        if (a, b) in seen or streams[a] == streams[b]:
-            continue
-        seen.add((a, b))
+        if streams[a] != streams[b]:
+            pairs.add((a, b))
+    latest = {}
+    deps = []
+    for a, b in sorted(pairs):
         sa, sb = prog.sites[a], prog.sites[b]
-        deps.append(Dep(a, b, None))
+        if ctx_of[a] is ctx_of[b]:
+            k = (b, streams[a])
+            if k not in latest or latest[k] < a:
+                latest[k] = a
+        else:
+            deps.append(Dep(a, b, None))
         common = [li for li in _common_loops(sa, sb) if li.kind in REPEATING]
         if common and (common[-1].kind == "while" or (common[-1].trip or 0) > 1):
             deps.append(Dep(b, a, common[-1]))
+    deps.extend(Dep(a, b, None) for (b, _), a in latest.items())
     return deps
 
 

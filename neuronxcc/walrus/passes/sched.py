@@ -44,13 +44,15 @@ def blocks(prog):
 
 
 def all_conflicts(prog, physical):
-    """Set of (a, b) positions a < b whose accesses conflict (any streams)."""
+    """{block id: set of (a, b)} positions a < b in one block whose accesses conflict."""
     mem, write, site, plo, phi, blo, bhi = D.accesses(prog, physical)
     ia, ib = _sched.conflicts(mem, write, site, plo, phi, blo, bhi)
-    pairs = set()
+    out = {}
+    sites = prog.sites
     for x, y in zip(site[ia].tolist(), site[ib].tolist()):
-        pairs.add((x, y) if x < y else (y, x))
-    return pairs
+        if sites[x].owner is sites[y].owner:
+            out.setdefault(id(sites[x].owner), set()).add((x, y) if x < y else (y, x))
+    return out
 
 
 class Costs:
@@ -83,12 +85,10 @@ def _block_graph(bsites, pairs, costs, streams):
     busy = np.array([costs(s.instr)[0] for s in bsites], np.float64)
     lat_of = [costs(s.instr)[1] for s in bsites]
     edges = []
-    lo, hi = bsites[0].pos, bsites[-1].pos
     for (a, b) in pairs:
-        if lo <= a <= hi and lo <= b <= hi:
-            ia, ib = local[a], local[b]
-            lat = lat_of[ia] if eng[ia] != eng[ib] else 0.0
-            edges.append((ia, ib, lat))
+        ia, ib = local[a], local[b]
+        lat = lat_of[ia] if eng[ia] != eng[ib] else 0.0
+        edges.append((ia, ib, lat))
     edges.sort(key=lambda e: (e[1], e[0]))
     pred_ptr = np.zeros(n + 1, np.int64)
     for a, b, _ in edges:
@@ -117,7 +117,9 @@ def schedule(module, ctx, physical):
     for owner, bsites in blocks(prog):
         if len(bsites) < 2:
             continue
-        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, pairs, costs, streams)
+        lo, hi = bsites[0].pos, bsites[-1].pos
+        bp = [(a, b) for a, b in pairs.get(id(owner), ()) if lo <= a <= hi and lo <= b <= hi]
+        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, bp, costs, streams)
         prio = _sched.critical_path(sp, si, sl, busy)
         order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne)
         if len(order) != len(bsites):
@@ -169,7 +171,9 @@ def estimate_time(module, ctx):
     total = 0.0
     per_engine = {}
     for owner, bsites in blocks(prog):
-        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, pairs, costs, streams)
+        lo, hi = bsites[0].pos, bsites[-1].pos
+        bp = [(a, b) for a, b in pairs.get(id(owner), ()) if lo <= a <= hi and lo <= b <= hi]
+        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, bp, costs, streams)
         t = _replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
         reps = 1
         for li in bsites[0].loops:
