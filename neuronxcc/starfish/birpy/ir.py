@@ -21,20 +21,32 @@ __all__ = ["Tensor", "MemLoc", "AccessPattern", "Instruction", "Loop", "While", 
 TENSOR_KINDS = ("input", "output", "const", "scratch")
 
 
+_PEL = None
+_CONSTS = {}
+
+
 def _pelican():
-    from neuronxcc import pelican
-    return pelican
+    global _PEL
+    if _PEL is None:
+        from neuronxcc import pelican
+        _PEL = pelican
+    return _PEL
 
 
 def to_expr(x):
     """An int, a str (pelican text) or an Expr -> Expr."""
-    pel = _pelican()
+    pel = _PEL or _pelican()
     if isinstance(x, pel.Expr):
         return x
     if isinstance(x, bool):
         raise TypeError("offset must be an int or Expr, not bool")
     if isinstance(x, int):
-        return pel.const(int(x))
+        e = _CONSTS.get(x)
+        if e is None:
+            e = pel.const(int(x))
+            if len(_CONSTS) < 4096:
+                _CONSTS[x] = e
+        return e
     if hasattr(x, "__index__"):
         return pel.const(int(x))
     if isinstance(x, str):

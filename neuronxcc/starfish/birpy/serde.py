@@ -34,7 +34,8 @@ import numpy as np
 
 from neuronxcc.errors import BirFormatError
 from neuronxcc.starfish.birpy import dtypes as _dt
-from neuronxcc.starfish.birpy.ir import AccessPattern, If, Instruction, Loop, MemLoc, Module, Tensor, While, _pelican
+from neuronxcc.starfish.birpy.ir import (AccessPattern, If, Instruction, Loop, MemLoc, Module, Tensor, While, _pelican,
+                                         to_expr)
 
 __all__ = ["module_to_json", "module_from_json", "save", "load", "dumps", "loads", "node_to_json",
            "node_from_json", "split_by_engine", "merge_engine_streams", "stream_to_json", "stream_from_json"]
@@ -52,11 +53,11 @@ def _expr_to_json(e):
 
 
 def _expr_from_json(obj):
-    pel = _pelican()
     if isinstance(obj, bool):
         raise BirFormatError("expected an integer or pelican expression, got %r" % (obj,))
     if isinstance(obj, int):
-        return pel.const(obj)
+        return to_expr(obj)
+    pel = _pelican()
     if isinstance(obj, str):
         return pel.parse(obj)
     return pel.Expr.from_json(obj)
