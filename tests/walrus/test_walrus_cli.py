@@ -178,3 +178,15 @@ def test_bugpoint_birsim_mismatch_check(tmp_path):
     inp = _write(m, tmp_path / "ok.json")
     r = run_tool("walrus_bugpoint_driver", [inp, "--predicate", "birsim-mismatch", "--check"])
     assert r.returncode == 0 and "does not hold" in r.stdout, r.stdout + r.stderr
+
+
+def test_verifier_between_passes_names_the_step():
+    from neuronxcc import errors
+    from neuronxcc.hwm import get_target
+    from neuronxcc.walrus.registry import PassContext, run_passes
+    m = _module_with_verifier_error()
+    with pytest.raises(errors.CompilerError) as ei:
+        run_passes(m, ["lsa", "unroll", "coloring_allocator"],
+                   PassContext(get_target("trn1"), options={"verify_between_passes": True, "unroll_max_trip": 8,
+                                                            "unroll_max_instructions": 1000}))
+    assert "Failed in walrus pipeline (step: unroll)" in str(ei.value)

@@ -13,7 +13,8 @@ _NOOPS = {
     "bir_splitter": "the Penguin codegen emits hardware-sized instructions; nothing to split",
     "vn_splitter": "on-chip values are memory locations, not value numbers; live ranges "
                    "are split only by the allocators' spilling",
-    "tensorcopy_accel": "not implemented: tensor copies stay on the engine codegen chose",
+    "tensorcopy_accel": "not done: DVE and GpSimd share the SBUF port (v2/v3), so moving copies between "
+                        "them gains nothing, and ScalarE copies go through fp32 (not bit-exact)",
     "experimental_loop_shift_left": "not implemented (experimental in the original)",
     "shift_left": "not implemented: pre_sched/post_sched already order each stream",
 }
