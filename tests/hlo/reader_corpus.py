@@ -142,6 +142,24 @@ def _constants(x):
     return tuple(outs) + (x + jnp.asarray(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)),)
 
 
+def _dtypes(h, i8, u8, u32, f8a, f8b):
+    return (h * h + 1, (i8 * 3).astype(jnp.int16), u8 // 3, u32 >> 3, f8a.astype(jnp.float32) + 1,
+            (f8b.astype(jnp.bfloat16) * 2).astype(ml_dtypes.float8_e5m2), h.astype(ml_dtypes.float8_e4m3fn))
+
+
+def _misc(x, idx):
+    oh = jax.nn.one_hot(idx, 5)
+    ss = jnp.searchsorted(jnp.sort(x[0]), x[1])
+    cm = jax.lax.cummax(x, axis=1)
+    rem = jax.checkpoint(lambda v: jnp.sin(v) * 2)(x)
+    sc = jax.lax.associative_scan(jnp.add, x, axis=1)
+    return oh, ss, cm, rem, sc
+
+
+def _fft(x):
+    return jnp.fft.fft(x.astype(jnp.complex64)), jnp.fft.rfft(x)
+
+
 def _f(*shape, dtype=np.float32, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
@@ -166,6 +184,11 @@ PROGRAMS = {
                                np.tril(np.ones((3, 3), bool))[None].repeat(2, 0))),
     "train": (_train, (_f(4, 3), _f(5, 4, seed=1), _f(5, 3, seed=2))),
     "constants": (_constants, (_f(3, 4),)),
+    "dtypes": (_dtypes, (_f(3, dtype=np.float16), np.array([-7, 0, 9], np.int8), np.array([0, 7, 255], np.uint8),
+                         np.array([1, 2 ** 31, 2 ** 32 - 1], np.uint32), _f(3, dtype=ml_dtypes.float8_e4m3fn),
+                         _f(3, dtype=ml_dtypes.float8_e5m2))),
+    "misc": (_misc, (_f(2, 6), np.array([0, 4, 2], np.int32))),
+    "fft": (_fft, (_f(8),)),
 }
 
 _CACHE = {}
