@@ -18,8 +18,7 @@ evaluation.
 Known limits: reducers are applied as a balanced tree (exact for the
 associative reducers XLA requires; a non-associative one can differ from
 XLA:CPU's sequential order); sorts are always stable (an is_stable=false sort
-with ties may order equal keys differently from XLA:CPU); rng-bit-generator
-supports Philox (rng_default/rng_philox), not rng_three_fry; a computation
+with ties may order equal keys differently from XLA:CPU); a computation
 that cannot be lifted runs element by element (slow).
 
 API (docs/INTERFACES.md section 3)::

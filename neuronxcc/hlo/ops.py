@@ -128,7 +128,7 @@ _ROWS = [
     ("while", CONTROL, "while_loop"),
     ("conditional", CONTROL, "conditional"),
     # --- random -------------------------------------------------------------
-    ("rng-bit-generator", RNG, "rng_bit_generator"),   # Philox (rng_default/rng_philox) only
+    ("rng-bit-generator", RNG, "rng_bit_generator"),   # algorithms in RNG_ALGORITHMS
     # --- custom calls (targets below) ---------------------------------------
     ("custom-call", CUSTOM, "custom_call"),
 ]
@@ -143,7 +143,7 @@ CUSTOM_CALL_TARGETS = collections.OrderedDict([
 
 
 # rng-bit-generator algorithms supported (XLA:CPU's rng_default is Philox).
-RNG_ALGORITHMS = ("rng_default", "rng_philox")
+RNG_ALGORITHMS = ("rng_default", "rng_philox", "rng_three_fry")
 
 
 def supported_opcodes():

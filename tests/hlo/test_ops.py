@@ -79,17 +79,19 @@ ENTRY e {
     assert "FancyAttention" in ei.value.one_line() and ei.value.one_line().startswith("[NCC_EVRF015]")
 
 
-def test_rng_bit_generator_threefry_rejected():
+def test_rng_bit_generator_unknown_algorithm_rejected():
     m = parse_hlo_text("""HloModule m
 ENTRY e {
   s = u64[2] parameter(0)
   ROOT r = (u64[2], u32[4]) rng-bit-generator(s), algorithm=rng_three_fry
 }""")
+    m.entry.root.attrs["algorithm"] = "rng_future"
     with pytest.raises(UnsupportedOperatorError) as ei:
         ops.check_supported(m)
-    assert "rng_three_fry" in ei.value.one_line()
+    assert "rng_future" in ei.value.one_line()
     from neuronxcc.hlo.interpreter import evaluate
     import numpy as np
     with pytest.raises(UnsupportedOperatorError):
         evaluate(m, [np.zeros(2, np.uint64)])
-    ops.check_supported(parse_hlo_text(m.to_text().replace("rng_three_fry", "rng_default")))
+    m.entry.root.attrs["algorithm"] = "rng_three_fry"
+    ops.check_supported(m)
