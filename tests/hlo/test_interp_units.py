@@ -379,3 +379,33 @@ ENTRY e {
     assert len(outs) == 3
     np.testing.assert_array_equal(outs[0], [1, 2, 3])
     assert outs[1] == 0 and outs[1].dtype == np.uint32 and outs[2] == 0
+
+
+@pytest.mark.parametrize("direction, ctype, want", [
+    ("EQ", "SIGNED", [False, True, False]), ("NE", "SIGNED", [True, False, True]),
+    ("LT", "SIGNED", [True, False, False]), ("LE", "SIGNED", [True, True, False]),
+    ("GT", "SIGNED", [False, False, True]), ("GE", "SIGNED", [False, True, True]),
+    ("LT", "UNSIGNED", [False, False, True]), ("GT", "UNSIGNED", [True, False, False]),
+])
+def test_compare_directions_and_integer_types(direction, ctype, want):
+    (r,) = run("""HloModule m
+ENTRY e {
+  a = s32[3] parameter(0)
+  b = s32[3] parameter(1)
+  ROOT c = pred[3] compare(a, b), direction=%s, type=%s
+}""" % (direction, ctype), np.array([-1, 5, 7], np.int32), np.array([1, 5, -2], np.int32))
+    np.testing.assert_array_equal(r, want)
+
+
+def test_compare_float_vs_totalorder_on_nan_and_signed_zero():
+    x = np.array([np.nan, -0.0, 1.0], np.float32)
+    y = np.array([np.nan, 0.0, np.nan], np.float32)
+    text = """HloModule m
+ENTRY e {
+  a = f32[3] parameter(0)
+  b = f32[3] parameter(1)
+  ROOT c = pred[3] compare(a, b), direction=%s, type=%s
+}"""
+    np.testing.assert_array_equal(run(text % ("EQ", "FLOAT"), x, y)[0], [False, True, False])
+    np.testing.assert_array_equal(run(text % ("EQ", "TOTALORDER"), x, y)[0], [True, False, False])
+    np.testing.assert_array_equal(run(text % ("LT", "TOTALORDER"), x, y)[0], [False, True, True])
