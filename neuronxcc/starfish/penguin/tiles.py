@@ -91,6 +91,7 @@ class TileEval:
         self.em = cg.em
         self.s = space
         self.memo = {}
+        self.nloads = 0
 
     # -- storage -----------------------------------------------------------------
     def new_tile(self, dtype, prefix="t"):
@@ -127,7 +128,9 @@ class TileEval:
         t = self.em.m.tensors[v.base]
         out = self.new_tile(v.dtype if v.dtype == t.dtype else t.dtype, "ld")
         src = self.em.hbm(v.base, self.leaf_offset(v), self.leaf_pattern(v))
-        self.em.dma(out.ap, src)
+        # independent loads of one tile go to different DMA queues so their latencies overlap
+        self.em.dma(out.ap, src, queue="q%d" % (1 + self.nloads % 3))
+        self.nloads += 1
         if v.dtype != t.dtype:           # bitcast views keep the base dtype
             out.dtype = t.dtype
         return out
