@@ -450,6 +450,14 @@ class HloModule:
     def entry_computation_layout(self):
         return "(%s)->%s" % (", ".join(s.to_text() for s in self.parameter_shapes), self.result_shape.to_text())
 
+    def clone(self):
+        """An independent copy (through the proto form); weights are shared, not copied."""
+        from neuronxcc.hlo.proto_io import module_from_proto_bytes
+        copy = module_from_proto_bytes(self.to_proto_bytes(), verify=False)
+        copy.weights = dict(self.weights)
+        copy.weight_parameters = dict(self.weight_parameters)
+        return copy
+
     def to_proto_bytes(self):
         from neuronxcc.hlo.proto_io import module_to_proto_bytes
         return module_to_proto_bytes(self)

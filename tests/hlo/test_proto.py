@@ -112,3 +112,12 @@ def test_bundled_example_proto_and_text_agree():
     assert diff_modules(a, b, metadata=False) == []
     assert [p.shape.dims for p in a.entry.parameters] == [(64, 256), (256, 512), (512,), (512, 128), (128,)]
     assert a.entry.root.shape.dims == (64, 128)
+
+
+def test_clone_is_independent():
+    m = load_module(rc.lowered("mlp")[0])
+    c = m.clone()
+    assert diff_modules(m, c) == []
+    c.entry.root.name = "changed"
+    c.entry.instructions[0].attrs["x"] = 1
+    assert m.entry.root.name != "changed" and "x" not in m.entry.instructions[0].attrs
