@@ -302,19 +302,22 @@ def compile_inproc(model, base, extra=()):
     return _result(d, tmp, rc, err, time.perf_counter() - t0, _cpu_now() - c0)
 
 
-def median_compile(compile_fn, model, base, repeats, extra=()):
-    """Median wall and median per-job times over ``repeats`` compiles; stops at the first failure."""
-    walls, cpus, jobs = [], [], {}
-    for _ in range(max(1, repeats)):
+def median_compile(compile_fn, model, base, repeats, extra=(), first=None):
+    """Median wall, CPU and per-job times over ``repeats`` compiles (``first``, an earlier passing
+    compile of the same model, counts as one); returns the first failing compile instead."""
+    runs = [first] if first is not None and first.ok else []
+    while len(runs) < max(1, repeats):
         r = compile_fn(model, base, extra=extra)
         if not r.ok:
             return r
-        walls.append(r.wall)
-        cpus.append(r.cpu)
+        runs.append(r)
+    jobs = {}
+    for r in runs:
         for k, v in r.job_times.items():
             jobs.setdefault(k, []).append(v)
-    return CompileResult(True, statistics.median(walls), {k: statistics.median(v) for k, v in jobs.items()},
-                         neff=r.neff, cpu=statistics.median(cpus))
+    return CompileResult(True, statistics.median(r.wall for r in runs),
+                         {k: statistics.median(v) for k, v in jobs.items()}, neff=runs[-1].neff,
+                         walrus=runs[-1].walrus, cpu=statistics.median(r.cpu for r in runs))
 
 
 def count_instructions(neff_path):
