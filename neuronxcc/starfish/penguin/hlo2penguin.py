@@ -110,6 +110,14 @@ class Converter:
         self._convert_body(g, comp, env)
         g.outputs = self._flatten(env[id(comp.root)])
         g.outputs = self._materialise_outputs(g, g.outputs)
+        names = [p.frontend_attributes.get("neff_input_names") for p in comp.parameters
+                 if not p.shape.is_tuple]
+        if names and all(names) and len(names) == len(g.inputs):
+            g.attrs["input_names"] = names
+        out_names = (getattr(self.module, "frontend_attributes", None) or {}).get("neff_output_names") or \
+            (getattr(comp.root, "frontend_attributes", None) or {}).get("neff_output_names")
+        if out_names:
+            g.attrs["output_names"] = out_names
         g.dce()
         g.verify()
         return g
