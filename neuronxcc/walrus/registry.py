@@ -120,8 +120,11 @@ class PassContext:
     """
 
     DEFAULT_OPTIONS = {
-        "unroll_max_trip": 4,            # unroll: loops with at most this many iterations ...
-        "unroll_max_instructions": 64,   # ... and at most this many instructions once unrolled
+        # unroll: loops with at most this many iterations and instructions once unrolled.
+        # Default 1: only degenerate loops go, so the instruction count never depends on
+        # tensor sizes (a loop of 2 tiles at one size is a loop of 32 at another).
+        "unroll_max_trip": 1,
+        "unroll_max_instructions": 64,
         "sim_budget_instructions": 200_000,  # bir_sim: skip above this many dynamic instructions
         "sim_budget_bytes": 64 << 20,    # bir_sim: skip when I/O tensors exceed this many bytes
         "verify_between_passes": False,

@@ -32,7 +32,7 @@ def _compiled(seed, passes, control=False):
     m = random_program(seed, control=control)
     x = inputs_for(m, seed)
     ref = run_module(B.from_json(m.to_json()), x)
-    run_passes(m, passes, PassContext(get_target("trn1")))
+    run_passes(m, passes, PassContext(get_target("trn1"), options={"unroll_max_trip": 4}))
     return m, x, ref
 
 

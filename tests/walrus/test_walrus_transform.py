@@ -57,9 +57,30 @@ def test_unroll_small_loops_only():
     m = _split_transfers()
     x = np.random.default_rng(1).standard_normal((256, 64)).astype(np.float32)
     ref = run_module(B.from_json(m.to_json()), [x])
-    run_passes(m, ["unroll"], PassContext(get_target("trn1"), options={"unroll_max_trip": 1}))
+    run_passes(m, ["unroll"], PassContext(get_target("trn1")))        # default: 1-trip loops only
     assert any(n.kind == "loop" for n in m.walk())
-    run_passes(m, ["unroll"], PassContext(get_target("trn1")))
+    run_passes(m, ["unroll"], PassContext(get_target("trn1"), options={"unroll_max_trip": 4}))
     assert not any(n.kind == "loop" for n in m.walk())
     assert len(m.instructions()) == 10
     assert all(raw_equal(a, b) for a, b in zip(ref, run_module(m, [x])))
+
+
+def test_default_unroll_keeps_instruction_count_independent_of_trip_counts():
+    # the same program with 2 and with 32 tiles: same number of instructions after unroll
+    counts = []
+    for tiles in (2, 32):
+        m = B.Module("t%d" % tiles)
+        m.add_tensor("x", "input", "float32", (128, 64 * tiles))
+        m.add_tensor("y", "output", "float32", (128, 64 * tiles))
+        m.add_memloc("a", "SBUF", 128, 256)
+        b = B.Builder(m)
+        with b.loop("one", 0, 1):
+            b.inst("memset", "DVE", [b.ap("a", free=64)], value=0.0)
+        with b.loop("i", 0, tiles) as i:
+            b.inst("dma_copy", "SP", [b.ap("a", free=64)], [B.AccessPattern("x", "float32", i * 64, [[64 * tiles, 128], [1, 64]])])
+            b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", i * 64, [[64 * tiles, 128], [1, 64]])], [b.ap("a", free=64)])
+        b.finish()
+        run_passes(m, ["unroll"], PassContext(get_target("trn1")))
+        assert sum(1 for n in m.walk() if n.kind == "loop") == 1      # the 1-trip loop went
+        counts.append(len(m.instructions()))
+    assert counts[0] == counts[1] == 3

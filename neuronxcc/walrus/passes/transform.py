@@ -4,7 +4,10 @@ unroll: a ``Loop`` whose trip count is at most ``unroll_max_trip`` and whose
 unrolled size (instructions) is at most ``unroll_max_instructions`` is
 replaced by copies of its body with the loop variable substituted by each
 value (offsets, wait values). Innermost loops first. ``full_unroll`` (the
-tool) unrolls every ``Loop``. ``While``/``If`` are never unrolled.
+tool) unrolls every ``Loop``. ``While``/``If`` are never unrolled. The default
+threshold (1 trip) removes only degenerate loops, so that the instruction
+count of a program does not depend on its tensor sizes (``--unroll-max-trip``
+raises it).
 
 dma_optimization: two DMA instructions adjacent in a block, on the same
 engine and queue, with the same source/destination targets and dtypes, are
@@ -94,7 +97,7 @@ class Unroll(WalrusPass):
     name = "unroll"
 
     def run(self, module, ctx):
-        max_trip = int(ctx.options.get("unroll_max_trip", 4))
+        max_trip = int(ctx.options.get("unroll_max_trip", 1))
         max_ins = int(ctx.options.get("unroll_max_instructions", 64))
         n = unroll_body(module.body, lambda lp: lp.trip_count <= max_trip and _size(lp.body) * lp.trip_count <= max_ins)
         if n:
