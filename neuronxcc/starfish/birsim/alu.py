@@ -200,13 +200,13 @@ def alu_i(op, a, b, width=32):
     if op == "bitwise_xor":
         return a ^ b
     if op in ("arith_shift_left", "logical_shift_left"):
-        sh = np.clip(b, 0, 63)
+        sh = np.minimum(np.maximum(b, 0), 63)
         return np.where(b >= width, 0, (a << sh) & mask)
     if op == "arith_shift_right":
-        sh = np.clip(b, 0, 63)
+        sh = np.minimum(np.maximum(b, 0), 63)
         return np.where(b >= width, np.where(a < 0, -1, 0), a >> sh)
     if op == "logical_shift_right":
-        sh = np.clip(b, 0, 63)
+        sh = np.minimum(np.maximum(b, 0), 63)
         return np.where(b >= width, 0, (a & mask) >> sh)
     if op in ("eq", "ne", "lt", "le", "gt", "ge"):
         return compare_f(op, a, b).astype(np.int64)

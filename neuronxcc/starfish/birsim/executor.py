@@ -29,8 +29,14 @@ DEFAULT_MAX_TRIPS = 1000000
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
 
+_INT_NAMES = frozenset(d.name for d in _dt.DTYPES.values() if d.is_int)
+
+
 def _all_int(aps):
-    return all(_dt.get(a.dtype).is_int for a in aps)
+    for a in aps:
+        if a.dtype not in _INT_NAMES:
+            return False
+    return True
 
 
 def _width(ap):
@@ -156,9 +162,7 @@ class Executor:
         return _F(v), k
 
     def _int_domain(self, instr):
-        if instr.engine == "POOL" and _all_int(instr.operands):
-            return True
-        return False
+        return instr.engine == "POOL" and _all_int(instr.dsts) and _all_int(instr.srcs)
 
     # -- PE -----------------------------------------------------------------------
     def op_matmul(self, instr, attrs):
