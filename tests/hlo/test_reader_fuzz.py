@@ -89,3 +89,55 @@ def test_text_with_a_line_cut_out(name, pos, length):
     text = rc.lowered(name)[2]
     pos %= len(text)
     _read((text[:pos] + text[pos + length:]).encode())
+
+
+# -- structured mutations: valid protos with one field of one instruction changed -------------------------
+
+def _mutate_fields(pb, picks):
+    from neuronxcc.hlo import schema
+    mp = schema.HloModuleProto()
+    mp.ParseFromString(pb)
+    instrs = [ip for cp in mp.computations for ip in cp.instructions]
+    for which, kind, val in picks:
+        ip = instrs[which % len(instrs)]
+        if kind == 0:
+            ip.opcode = ["add", "tuple", "dot", "reduce", "while", "custom-call", "gather", "nonsense", ""][val % 9]
+        elif kind == 1 and len(ip.operand_ids):
+            ip.operand_ids[val % len(ip.operand_ids)] = instrs[val % len(instrs)].id + (val % 3)
+        elif kind == 2:
+            ip.shape.dimensions.append(val % 5)
+        elif kind == 3 and len(ip.shape.dimensions):
+            ip.shape.dimensions[val % len(ip.shape.dimensions)] = (val % 7) - 1
+        elif kind == 4:
+            ip.shape.element_type = val % 40
+        elif kind == 5:
+            ip.shape.layout.minor_to_major.append(val % 4)
+        elif kind == 6:
+            ip.dimensions.append(val % 6 - 1)
+        elif kind == 7:
+            ip.parameter_number = val % 4
+        elif kind == 8:
+            ip.called_computation_ids.append(val % 8)
+        elif kind == 9 and ip.HasField("literal"):
+            ip.literal.f32s.append(1.0)
+        elif kind == 10:
+            ip.tuple_index = val % 5 - 1
+        elif kind == 11:
+            del ip.operand_ids[:]
+        elif kind == 12:
+            ip.slice_dimensions.add(start=val % 3, limit=val % 5, stride=val % 2)
+        elif kind == 13:
+            ip.gather_dimension_numbers.index_vector_dim = val % 4
+        elif kind == 14:
+            mp.entry_computation_id = val % 9
+    return mp.SerializeToString()
+
+
+FIELD_EDITS = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 14), st.integers(0, 1000)), min_size=1,
+                       max_size=3)
+
+
+@SETTINGS
+@given(st.sampled_from(["mlp", "while", "cond", "gather_scatter", "sort", "conv", "shapes"]), FIELD_EDITS)
+def test_field_mutated_protos(name, picks):
+    _read(_mutate_fields(rc.lowered(name)[0], picks))
