@@ -57,3 +57,45 @@ def test_random_patterns_match_numpy(prog):
     idx = np.array([off + sum(i * s for i, (s, _) in zip(ix, pat)) for ix in np.ndindex(*[k for _, k in pat])])
     want = src[sp:sp + parts][:, idx]
     np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+@st.composite
+def looped(draw):
+    start = draw(st.integers(0, 3))
+    trips = draw(st.integers(1, 4))
+    step = draw(st.integers(1, 3))
+    a = draw(st.integers(-3, 5))
+    c = draw(st.integers(-4, 12))
+    s = draw(st.integers(-2, 3))
+    k = draw(st.integers(1, 4))
+    width = draw(st.integers(4, 24))
+    return start, start + trips * step, step, a, c, s, k, width
+
+
+@settings(max_examples=80, deadline=None)
+@given(looped())
+def test_verifier_bounds_agree_with_the_simulator(prog):
+    """Static bounds (pelican over all loop iterations) reject exactly the programs that go
+    out of bounds when run."""
+    from neuronxcc.errors import BirSimError, BirVerifyError
+    from neuronxcc.pelican import var
+    start, stop, step, a, c, s, k, width = prog
+    m = B.Module("bounds")
+    m.add_memloc("t", "SBUF", 4, width * 4)
+    b = B.Builder(m)
+    b.inst("memset", "DVE", [B.AccessPattern("t", "float32", 0, [[1, width]], 0, 4)], [], value=0.0)
+    with b.loop("i", start, stop, step):
+        ap = B.AccessPattern("t", "float32", var("i") * a + c, [[s, k]], 0, 4)
+        b.inst("tensor_scalar", "DVE", [ap], [ap], op0="add", operand0=1.0)
+    b.finish()
+    try:
+        B.verify(m)
+        static_ok = True
+    except BirVerifyError:
+        static_ok = False
+    try:
+        simulate(m, [])
+        dynamic_ok = True
+    except BirSimError:
+        dynamic_ok = False
+    assert static_ok == dynamic_ok, prog
