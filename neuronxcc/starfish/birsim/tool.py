@@ -80,6 +80,9 @@ def run(args):
             json.dump(s, f, indent=1)
     sys.stdout.write("birsim: %d instructions, estimated %.3f us%s\n" % (
         s["instructions"], s["total_s"] * 1e6, ", %d semaphore races" % len(s["races"]) if s["races"] else ""))
+    if s["utilisation"]:
+        sys.stdout.write("birsim: busy " + ", ".join("%s %.1f%%" % (k, 100 * v) for k, v in s["utilisation"].items())
+                         + "\n")
     return 0
 
 
