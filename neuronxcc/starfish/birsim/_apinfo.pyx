@@ -114,3 +114,8 @@ cdef class APInfo:
         if self.has_fixed:
             self.fixed_region = reg
         return reg
+
+    cpdef tuple region_w(self, dict env, bint write):
+        """region(env) + (write,) -- the timeline's access record."""
+        cdef tuple r = self.region(env)
+        return r + (write,)

@@ -96,20 +96,27 @@ class Executor:
     def execute(self, instr):
         a = self._attrs.get(id(instr))
         if a is None or a[0] is not instr:
-            a = (instr, full_attrs(instr), self._handlers.get(instr.opcode))
-            if a[2] is None:
+            h = self._handlers.get(instr.opcode)
+            if h is None:
                 raise BirSimError("instruction #%s: unknown opcode %r" % (instr.id, instr.opcode))
+            infos = None
+            if instr.opcode not in ("dma_gather", "dma_scatter"):
+                try:
+                    infos = [(self.st._static(ap), 1) for ap in instr.dsts] + \
+                        [(self.st._static(ap), 0) for ap in instr.srcs]
+                except BirSimError as e:
+                    raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
+            a = (instr, full_attrs(instr), h, infos)
             self._attrs[id(instr)] = a
         try:
             a[2](instr, a[1])
         except BirSimError as e:
             raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
-        st, env = self.st, self.env
-        if instr.opcode in ("dma_gather", "dma_scatter"):
+        env = self.env
+        if a[3] is None:
             regions = self._indirect_regions(instr, a[1])
         else:
-            regions = [st.region(ap, env) + (True,) for ap in instr.dsts] + \
-                [st.region(ap, env) + (False,) for ap in instr.srcs]
+            regions = [info.region_w(env, w) for info, w in a[3]]
         self.tl.step(instr, env, regions)
 
     def _indirect_regions(self, instr, attrs):
