@@ -4,7 +4,8 @@
     python scripts/bench_alloc.py [--quick] [--json out.json]
 
 Quality: allocator peak bytes per partition against the max-live lower bound
-(``_alloc.max_live_lower_bound``: no allocation can do better), as a ratio
+(``_alloc.max_live_lower_bound``: no allocation under the same placement
+rules -- partition starts, PE values at partition 0 -- can do better), as a ratio
 (1.00 = optimal), for the interference-graph colouring and the linear-scan
 allocators, on
   * random interval sets shaped like tiled programs (tiles of 512 B..64 KiB on
@@ -90,7 +91,7 @@ def bench_intervals(n, with_python):
     from neuronxcc.walrus.passes.alloc import MAX_INTERFERENCE_EDGES as MAX_EDGES
     start, end, size, nparts, pin = random_intervals(n)
     cap = 1 << 50
-    lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128)
+    lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin)
     row = {"values": n, "lower_bound": int(lb)}
 
     def col():

@@ -288,14 +288,18 @@ def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
 
 
 def max_live_lower_bound(const i64[::1] start, const i64[::1] end, const i64[::1] size,
-                         const i64[::1] nparts, i64 num_partitions):
-    """A lower bound on any allocation's peak bytes per partition.
+                         const i64[::1] nparts, i64 num_partitions, pin_zero=None):
+    """A lower bound on the peak bytes per partition of any allocation that obeys
+    the same placement rules (partition starts at multiples of 32 by size; values
+    in ``pin_zero`` and values over half the partitions start at partition 0).
 
-    max over positions t of max(ceil(sum size*nparts / num_partitions),
-    sum of size over live values that need more than half the partitions
-    (they all share partition 0..64)), and at least the largest value.
+    At every position t, with q(v) = ceil(nparts/32) quarters taken by v:
+      * the quarters hold sum size*q between them: >= ceil(sum size*q / nq);
+      * every value starting at partition 0 for sure shares quarter 0: >= their sum;
+    and no allocation is below the largest value.
     """
     cdef Py_ssize_t n = start.shape[0], i, v
+    cdef i64 nq = (num_partitions + 31) // 32
     ev_pos = np.concatenate([np.asarray(start), np.asarray(end) + 1])
     ev_kind = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])  # 0 = start
     ev_val = np.concatenate([np.arange(n), np.arange(n)]).astype(np.int64)
@@ -303,23 +307,22 @@ def max_live_lower_bound(const i64[::1] start, const i64[::1] end, const i64[::1
     cdef cnp.int64_t[::1] o = order.astype(np.int64)
     cdef cnp.int64_t[::1] kind = ev_kind
     cdef cnp.int64_t[::1] val = ev_val
-    cdef i64 area = 0, wide = 0, best = 0, cur
+    cdef cnp.int64_t[::1] pin = (np.zeros(n, np.int64) if pin_zero is None
+                                 else np.ascontiguousarray(pin_zero, dtype=np.int64))
+    cdef i64 area = 0, zero = 0, best = 0, cur, q, sgn
     for v in range(n):
         if size[v] > best:
             best = size[v]
     for i in range(2 * n):
         v = val[o[i]]
-        if kind[o[i]] == 0:
-            area += size[v] * nparts[v]
-            if nparts[v] > num_partitions // 2:
-                wide += size[v]
-        else:
-            area -= size[v] * nparts[v]
-            if nparts[v] > num_partitions // 2:
-                wide -= size[v]
-        cur = (area + num_partitions - 1) // num_partitions
-        if wide > cur:
-            cur = wide
+        sgn = 1 if kind[o[i]] == 0 else -1
+        q = (nparts[v] + 31) // 32
+        area += sgn * size[v] * q
+        if nparts[v] > num_partitions // 2 or pin[v]:
+            zero += sgn * size[v]
+        cur = (area + nq - 1) // nq
+        if zero > cur:
+            cur = zero
         if cur > best:
             best = cur
     return best

@@ -54,7 +54,7 @@ def test_random_intervals_never_overlap(method, bank, vals):
         if pin[i]:
             assert ps[i] == 0
     peak = int((off + size).max())
-    lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128)
+    lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin)
     assert lb <= peak
 
 

@@ -7,8 +7,9 @@ when SBUF is short; ``OutOfMemoryError`` when spilling cannot help.
 
   coloring              builds live intervals (``liveness``) and the interference
                         graph per memory; logs its size (an analysis)
-  coloring_allocator    places values in decreasing size order against their
-                        placed neighbours (typed core: ``_alloc.color_allocate``)
+  coloring_allocator    places values against their placed neighbours, once in
+                        decreasing size order and once in start order, and keeps
+                        the lower peak (typed core: ``_alloc.color_allocate``)
   linear_scan_allocator places values in start order against the active set
                         (``_alloc.linear_scan_allocate``)
 
@@ -81,9 +82,17 @@ def place(vals, method, target, memory, pack=True, graph=None):
         if graph is None:
             graph = _alloc.interference_graph(start, end)
         indptr, ind = graph
-        order = np.lexsort((start, -(size * nparts))).astype(np.int64)
-        failed = _alloc.color_allocate(indptr, ind, order, size, nparts, pin, cap, align, bank,
-                                       target.num_partitions, off, ps)
+        # two colouring orders (largest first; by start, i.e. interval-graph order) -> the lower peak
+        best = None
+        for order in (np.lexsort((start, -(size * nparts))), np.lexsort((-(size * nparts), start))):
+            o2 = np.zeros(n, np.int64)
+            p2 = np.zeros(n, np.int64)
+            f = _alloc.color_allocate(indptr, ind, order.astype(np.int64), size, nparts, pin, cap, align, bank,
+                                      target.num_partitions, o2, p2)
+            peak = int((o2 + size).max()) if f < 0 else None
+            if best is None or (peak is not None and (best[3] is None or peak < best[3])):
+                best = (o2, p2, f, peak)
+        off, ps, failed = best[0], best[1], best[2]
     else:
         failed = _alloc.linear_scan_allocate(start, end, size, nparts, pin, cap, align, bank,
                                              target.num_partitions, off, ps)
@@ -189,8 +198,8 @@ def allocate(module, ctx, method):
             peak = int((off + np.array([v.size for v in vals], np.int64)).max()) if vals else 0
             lb = 0
             if vals:
-                s, e, size, nparts, _ = _arrays(vals, pack)
-                lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions))
+                s, e, size, nparts, pin = _arrays(vals, pack)
+                lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin))
             stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb}
         if retry:
             continue
