@@ -10,12 +10,26 @@ from neuronxcc.pelican._interval cimport Bnd
 # total order on expressions (constants < variables < sums < // < % < min < max).
 cdef enum:
     K_CONST = 0      # val = the integer
-    K_VAR = 1        # name = the variable (loop variable or register)
+    K_VAR = 1        # name = the variable (loop variable or register); val = hash(name)
     K_ADD = 2        # val = constant term; ch = atoms (>= 1); cf = their nonzero coefficients
     K_FLOORDIV = 3   # ch = [dividend]; val = divisor (>= 2)
     K_MOD = 4        # ch = [dividend]; val = modulus (>= 2)
     K_MIN = 5        # ch = sorted, deduplicated operands (>= 2)
     K_MAX = 6        # ch = sorted, deduplicated operands (>= 2)
+
+
+cdef enum:
+    SM_MAX = 8       # substitutions held in a SubsMap's arrays (more: the dict itself)
+
+
+cdef struct SubsMap:
+    # a substitution {name: Expr} for subs_rec: names compared by hash, then identity/equality
+    Py_ssize_t n
+    uint64_t mask            # OR of the names' variable bits (see Expr.vmask)
+    Py_hash_t h[SM_MAX]
+    PyObject* k[SM_MAX]      # names (borrowed from the caller's dict)
+    PyObject* v[SM_MAX]      # replacements (owned)
+    PyObject* big            # the dict itself when it holds more than SM_MAX names
 
 
 cdef class Expr:
@@ -38,7 +52,6 @@ cdef Expr mul_const(Expr a, int64_t k)
 cdef Expr floordiv_const(Expr a, int64_t k)
 cdef Expr mod_const(Expr a, int64_t k)
 cdef Expr mk_var(str name, Bnd b)
-cdef uint64_t var_bit(str name) except? 0
-cdef Expr subs_rec(Expr e, dict m, uint64_t mask)
+cdef Expr subs_dict(Expr e, dict mapping)   # {name: int | Expr}, canonical result
 cdef bint expr_eq(Expr a, Expr b) except -1
 cdef int expr_cmp(Expr a, Expr b) except -2

@@ -69,17 +69,15 @@ cdef Expr mk_const(int64_t v):
     return _new_const(v)
 
 
-cdef uint64_t var_bit(str name) except? 0:
-    return (<uint64_t>1) << (<uint64_t>hash(name) & 63)
-
-
 cdef Expr mk_var(str name, Bnd b):
     cdef Expr e = Expr.__new__(Expr)
+    cdef Py_hash_t h = hash(name)
     e.kind = K_VAR
     e.name = name
-    e.hsh = h_fix(h_mix(<uint64_t>K_VAR, <uint64_t>hash(name)))
+    e.val = h               # the name's hash (substitution lookups compare it first)
+    e.hsh = h_fix(h_mix(<uint64_t>K_VAR, <uint64_t>h))
     e.ib = b
-    e.vmask = var_bit(name)
+    e.vmask = (<uint64_t>1) << (<uint64_t>h & 63)
     return e
 
 
@@ -760,24 +758,83 @@ cdef Expr as_expr_c(object x):
 
 # ---------------------------------------------------------------- tree walks
 
-cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
-    # Rebuild e with variables replaced (m: name -> Expr or int); subtrees
-    # without a replaced variable (by the vmask filter, then by identity) are
-    # returned as they are.
+cdef Expr sm_get(SubsMap* sm, Expr v):
+    # the replacement for variable v, or None
+    cdef Py_ssize_t j
+    cdef object x
+    if sm.big != NULL:
+        x = (<dict>sm.big).get(v.name)
+        return None if x is None else as_expr_c(x)
+    for j in range(sm.n):
+        if sm.h[j] == v.val and (sm.k[j] == <PyObject*>v.name or (<str>sm.k[j]) == v.name):
+            return <Expr>sm.v[j]
+    return None
+
+
+cdef int sm_fill(SubsMap* sm, dict mapping) except -1:
+    # sm from {name: int | Expr}; the caller releases it with sm_clear (also on error)
+    cdef Py_hash_t h
+    cdef Expr ev
+    sm.n = 0
+    sm.mask = 0
+    sm.big = NULL
+    if len(mapping) > SM_MAX:
+        for k in mapping:
+            if not isinstance(k, str):
+                raise TypeError("pelican: subs keys are variable names, got %r" % (k,))
+            sm.mask |= (<uint64_t>1) << (<uint64_t>hash(k) & 63)
+        sm.big = <PyObject*>mapping
+        return 0
+    for k, v in mapping.items():
+        if not isinstance(k, str):
+            raise TypeError("pelican: subs keys are variable names, got %r" % (k,))
+        h = hash(k)
+        ev = as_expr_c(v)
+        Py_INCREF(ev)
+        sm.v[sm.n] = <PyObject*>ev
+        sm.k[sm.n] = <PyObject*>k      # borrowed: the mapping outlives the call
+        sm.h[sm.n] = h
+        sm.n += 1
+        sm.mask |= (<uint64_t>1) << (<uint64_t>h & 63)
+    return 0
+
+
+cdef void sm_clear(SubsMap* sm) noexcept:
+    cdef Py_ssize_t j
+    for j in range(sm.n):
+        Py_XDECREF(sm.v[j])
+    sm.n = 0
+
+
+cdef Expr subs_dict(Expr e, dict mapping):
+    """e with the variables in mapping ({name: int | Expr}) replaced, canonical."""
+    cdef SubsMap sm
+    sm.n = 0
+    try:
+        sm_fill(&sm, mapping)
+        if sm.mask == 0:
+            return e
+        return subs_rec(e, &sm)
+    finally:
+        sm_clear(&sm)
+
+
+cdef Expr subs_rec(Expr e, SubsMap* sm):
+    # Rebuild e with variables replaced; subtrees without a replaced variable
+    # (by the vmask filter, then by identity) are returned as they are.
     cdef Expr s, a
     cdef Py_ssize_t i, n
     cdef list new
     cdef bint changed = False
     cdef Lin lin, ch
-    cdef object v
-    if (e.vmask & mask) == 0:
+    if (e.vmask & sm.mask) == 0:
         return e
     if e.kind == K_VAR:
-        v = m.get(e.name)
-        return e if v is None else as_expr_c(v)
+        s = sm_get(sm, e)
+        return e if s is None else s
     if e.kind == K_FLOORDIV or e.kind == K_MOD:
         a = <Expr>e.ch[0]
-        s = subs_rec(a, m, mask)
+        s = subs_rec(a, sm)
         if s is a:
             return e
         return floordiv_const(s, e.val) if e.kind == K_FLOORDIV else mod_const(s, e.val)
@@ -788,7 +845,7 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
         ch = None
         for i in range(n):
             a = <Expr>e.ch[i]
-            s = subs_rec(a, m, mask)
+            s = subs_rec(a, sm)
             if s is a:
                 lin.push(a, e.cf[i])
             else:
@@ -802,15 +859,15 @@ cdef Expr subs_rec(Expr e, dict m, uint64_t mask):
             lin.add_term(<Expr>ch.at[i], ch.cf[i])
         return lin.build()
     if n == 2:
-        a = subs_rec(<Expr>e.ch[0], m, mask)
-        s = subs_rec(<Expr>e.ch[1], m, mask)
+        a = subs_rec(<Expr>e.ch[0], sm)
+        s = subs_rec(<Expr>e.ch[1], sm)
         if a is <Expr>e.ch[0] and s is <Expr>e.ch[1]:
             return e
         return minmax2(e.kind, a, s)
     new = []
     for i in range(n):
         a = <Expr>e.ch[i]
-        s = subs_rec(a, m, mask)
+        s = subs_rec(a, sm)
         if s is not a:
             changed = True
         new.append(s)
@@ -1023,16 +1080,9 @@ cdef class Expr:
 
     def subs(self, mapping):
         """Replace variables by ints or Exprs ({name: value}); the result is canonical."""
-        cdef uint64_t mask = 0
         if not isinstance(mapping, dict):
             mapping = dict(mapping)
-        for k in mapping:
-            if not isinstance(k, str):
-                raise TypeError("pelican: subs keys are variable names, got %r" % (k,))
-            mask |= var_bit(<str>k)
-        if mask == 0:
-            return self
-        return subs_rec(self, <dict>mapping, mask)
+        return subs_dict(self, <dict>mapping)
 
     def eval(self, values):
         """The integer value with every variable given in values ({name: int})."""

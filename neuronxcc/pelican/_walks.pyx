@@ -13,7 +13,7 @@ itself evaluates it the same (with min/max).
 from libc.stdint cimport int64_t, uint64_t
 
 from neuronxcc.pelican._expr cimport (Expr, K_ADD, K_CONST, K_FLOORDIV, K_MAX, K_MIN, K_MOD, K_VAR,
-                                      mk_var, subs_rec, var_bit)
+                                      mk_var, subs_dict)
 from neuronxcc.pelican._interval cimport (Bnd, b_add, b_floordiv, b_make, b_max, b_meet, b_min, b_mod,
                                           b_scale, b_unbounded)
 from neuronxcc.pelican._intmath cimport ck_add, ck_mul, fdiv, fmod
@@ -190,19 +190,14 @@ def expr_free_vars(Expr e):
 
 def expr_simplify(Expr e, ranges):
     cdef dict rng, bounded, plain
-    cdef uint64_t mask = 0
-    cdef Expr r
     if not ranges:
         return e
     rng = norm_ranges(ranges)
     bounded = {n: mk_var(n, b_make(<int64_t>t[0], <int64_t>t[1], True, True)) for n, t in rng.items()}
     plain = {n: mk_var(n, b_unbounded()) for n in rng}
-    for n in rng:
-        mask |= var_bit(n)
     # rebuild with range-carrying variables (the rules see the ranges), then
     # with plain ones, so that no range fact stays attached to the result
-    r = subs_rec(e, bounded, mask)
-    return subs_rec(r, plain, mask)
+    return subs_dict(subs_dict(e, bounded), plain)
 
 
 def expr_bounds(Expr e, ranges):
