@@ -61,10 +61,10 @@ def _instr_time(module, reps):
     state = MachineState(module, tm)
     ex = Executor(module, state, Timeline(module, tm))
     insts = module.instructions()
-    for i in insts[:-1]:
-        ex.execute(i)
-    ex.execute(insts[-1])          # warm-up (first-touch page faults)
     with single_threaded(), np.errstate(all="ignore"):      # as Executor.run does
+        for i in insts[:-1]:
+            ex.execute(i)
+        ex.execute(insts[-1])          # warm-up (first-touch page faults)
         return _median_time(lambda: ex.execute(insts[-1]), reps)
 
 
