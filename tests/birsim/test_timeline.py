@@ -168,3 +168,21 @@ def test_streams_order_loops_and_registers():
     for k in (0, 2, 3):
         y = simulate(m, [x, np.array([k], np.int32)], order="streams", strict=True).outputs[0]
         np.testing.assert_array_equal(y, x[k] * x[k])
+
+
+def test_dma_queues_serialise_and_overlap():
+    def module(queues):
+        m = B.Module("q")
+        m.add_tensor("x", "input", "float32", (128, 64))
+        for k in range(3):
+            m.add_memloc("t%d" % k, "SBUF", 128, 256)
+        b = B.Builder(m)
+        for k, q in enumerate(queues):
+            b.inst("dma_copy", "SP", [b.ap("t%d" % k)], [b.ap("x")], queue=q, signals=[(q, 1)])
+        return b.finish()
+    x = rand((128, 64), 7)
+    same = simulate(module(["q0", "q0", "q0"]), [x])
+    assert same.total_s == pytest.approx(3 * DMA, rel=1e-12) and same.busy_s["DMA:q0"] == pytest.approx(3 * DMA)
+    spread = simulate(module(["q0", "q1", "q2"]), [x])
+    assert spread.total_s == pytest.approx(DMA, rel=1e-12)
+    assert set(spread.busy_s) == {"DMA:q0", "DMA:q1", "DMA:q2"}
