@@ -80,3 +80,23 @@ def test_birsim_tool_errors_exit_70_one_line(tmp_path):
     r = run_tool("birsim", [str(tmp_path / "bad.neff"), "--output", str(tmp_path / "o.npz")])
     assert r.returncode == 70 and r.stderr.startswith("[NCC_") and "Traceback" not in r.stderr
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_run_neff_applies_io_transposes(tmp_path):
+    # the program stores its input and output transposed: y_stored[j, i] = 2 * x_stored[j, i]
+    m = B.Module("iot")
+    m.add_tensor("x", "input", "float32", (8, 4))          # stored = logical [4, 8] transposed
+    m.add_tensor("y", "output", "float32", (8, 4))
+    m.add_memloc("a", "SBUF", 8, 16)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("a")], [b.ap("x")])
+    b.inst("tensor_scalar", "DVE", [b.ap("a")], [b.ap("a")], op0="mult", operand0=2.0)
+    b.inst("dma_copy", "SP", [b.ap("y")], [b.ap("a")])
+    b.finish()
+    iot = {"version": 1, "transposes": [{"name": "x", "kind": "input", "shape": [4, 8], "permutation": [1, 0]},
+                                        {"name": "y", "kind": "output", "shape": [4, 8], "permutation": [1, 0]}]}
+    path = str(tmp_path / "t.neff")
+    neff.write_neff(path, m, io_transposes=iot)
+    x = rand((4, 8), 3)
+    (y,) = run_neff(path, [x])
+    np.testing.assert_array_equal(y, 2 * x)

@@ -120,17 +120,46 @@ def _read_neff(path):
     return read_neff(path)
 
 
+def io_permutations(neff):
+    """{(kind, tensor name): permutation} of I/O variables stored transposed
+    (sg00/io_transposes.json: stored = logical.transpose(permutation)); empty when none."""
+    doc = getattr(neff, "io_transposes", None) or {}
+    out = {}
+    for t in doc.get("transposes", []) if isinstance(doc, dict) else []:
+        out[(t.get("kind"), t.get("name"))] = [int(k) for k in t.get("permutation", [])]
+    return out
+
+
+def _to_stored(module, inputs, perms):
+    if not perms:
+        return inputs
+    vals = _inputs_list(module, inputs)
+    return [np.transpose(np.asarray(v), perms[("input", n)]) if ("input", n) in perms else v
+            for n, v in zip(module.inputs, vals)]
+
+
+def _to_logical(module, res, perms):
+    if perms:
+        res.outputs = [np.transpose(o, np.argsort(perms[("output", n)])) if ("output", n) in perms else o
+                       for n, o in zip(module.outputs, res.outputs)]
+    return res
+
+
 def simulate_neff(neff_path, inputs, target=None, trace=False, poison=True, **kw):
-    """SimResult of the BIR program inside the NEFF at NEFF_PATH."""
+    """SimResult of the BIR program inside the NEFF at NEFF_PATH. Inputs and outputs are in
+    their logical (HLO) layouts: io_transposes recorded in the NEFF are applied."""
     neff = _read_neff(neff_path)
     module = neff.module
+    perms = io_permutations(neff)
+    inputs = _to_stored(module, inputs, perms)
     if getattr(neff, "ucode_lib", None):
         with tempfile.TemporaryDirectory(prefix="birsim-customop-") as d:
             paths = neff.extract_custom_op_libraries(d)
             from neuronxcc.starfish.birsim.customop import load_libraries
             libs = load_libraries(paths=paths)
-            return simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs, **kw)
-    return simulate(module, inputs, target=target, trace=trace, poison=poison, **kw)
+            res = simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs, **kw)
+            return _to_logical(module, res, perms)
+    return _to_logical(module, simulate(module, inputs, target=target, trace=trace, poison=poison, **kw), perms)
 
 
 def run_neff(neff_path, inputs, **kw):

@@ -47,7 +47,7 @@ def _load_inputs(path):
 
 
 def run(args):
-    from neuronxcc.starfish.birsim.sim import _read_neff, simulate
+    from neuronxcc.starfish.birsim.sim import _read_neff, _to_logical, _to_stored, io_permutations, simulate
 
     if not os.path.isfile(args.neff):
         raise InputFileError("NEFF file %s does not exist" % args.neff)
@@ -67,8 +67,10 @@ def run(args):
         from neuronxcc.starfish.birsim.customop import load_libraries
         tmp = tempfile.TemporaryDirectory(prefix="birsim-customop-")
         libs = load_libraries(paths=neff.extract_custom_op_libraries(tmp.name))
-    res = simulate(module, inputs, target=args.target, trace=bool(args.trace), custom_op_libs=libs,
-                   sync=args.sync, strict=args.strict, order=args.order)
+    perms = io_permutations(neff)
+    res = simulate(module, _to_stored(module, inputs, perms), target=args.target, trace=bool(args.trace),
+                   custom_op_libs=libs, sync=args.sync, strict=args.strict, order=args.order)
+    res = _to_logical(module, res, perms)
     tmp_out = args.output + ".tmp.npz"
     np.savez(tmp_out, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
     os.replace(tmp_out, args.output)
