@@ -841,22 +841,29 @@ cdef Expr subs_rec(Expr e, SubsMap* sm):
     n = e.n
     if e.kind == K_ADD:
         # unchanged atoms keep their order: append them; merge the rest after
+        # (constants fold into the constant term at once)
         lin = new_lin()
+        lin.c = e.val
         ch = None
         for i in range(n):
             a = <Expr>e.ch[i]
             s = subs_rec(a, sm)
             if s is a:
                 lin.push(a, e.cf[i])
+                continue
+            changed = True
+            if s.kind == K_CONST:
+                lin.c = ck_add(lin.c, ck_mul(s.val, e.cf[i]))
             else:
                 if ch is None:
                     ch = new_lin()
                 ch.add(s, e.cf[i])
-        if ch is None:
+        if not changed:
             return e
-        lin.c = ck_add(e.val, ch.c)
-        for i in range(ch.n):
-            lin.add_term(<Expr>ch.at[i], ch.cf[i])
+        if ch is not None:
+            lin.c = ck_add(lin.c, ch.c)
+            for i in range(ch.n):
+                lin.add_term(<Expr>ch.at[i], ch.cf[i])
         return lin.build()
     if n == 2:
         a = subs_rec(<Expr>e.ch[0], sm)
