@@ -224,8 +224,17 @@ class Converter:
         if narrow == "?":
             raise unsupported(inst, "reduce-precision to %d exponent / %d mantissa bits" % (e, m))
         loc = _loc(inst)
-        t = g.add_op("convert", [x], [(inst.name + ".narrow", v.shape, narrow)], {}, loc)[0]
-        return g.add_op("convert", [t], [(inst.name, v.shape, v.dtype)], {}, loc)[0]
+        sh, dt = v.shape, v.dtype
+        t = g.add_op("convert", [x], [(inst.name + ".narrow", sh, narrow)], {}, loc)[0]
+        y = g.add_op("convert", [t], [(inst.name + ".wide", sh, dt)], {}, loc)[0]
+        # XLA flushes results below the narrow type's smallest normal to (signed) zero
+        tiny = g.add_op("constant", [], [(inst.name + ".tiny", sh, dt)],
+                        {"value": 2.0 ** -14 if narrow == "float16" else 2.0 ** -126}, loc)[0]
+        zero = g.add_op("constant", [], [(inst.name + ".zero", sh, dt)], {"value": 0.0}, loc)[0]
+        ay = g.add_op("abs", [y], [(inst.name + ".abs", sh, dt)], {}, loc)[0]
+        small = g.add_op("compare", [ay, tiny], [(inst.name + ".small", sh, "bool")], {"direction": "LT"}, loc)[0]
+        z = g.add_op("multiply", [y, zero], [(inst.name + ".z", sh, dt)], {}, loc)[0]
+        return g.add_op("select", [small, z, y], [(inst.name, sh, dt)], {}, loc)[0]
 
     def _kind(self, inst):
         op = inst.opcode

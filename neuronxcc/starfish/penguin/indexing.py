@@ -187,19 +187,6 @@ class IndexingMixin:
             flags = self.cg.materialise(Node("convert", [ok], {}, "int32", bshape), allow_views=False)
 
         def body(starts, _sizes):
-            if flags is not None:
-                foff = P.const(flags.offset)
-                for k, s0 in enumerate(starts):
-                    foff = foff + s0 * flags.strides[k]
-                fname = em.fresh("inb")
-                em.inst("register_load", "SP", [], [em.hbm(flags.base, foff, [[1, 1]])], register=fname,
-                        min=0, max=1)
-                with em.b.if_(fname):
-                    update(starts)
-            else:
-                update(starts)
-
-        def update(starts):
             regs = []
             for j, od in enumerate(sdod):
                 ioff = P.const(I.offset)
@@ -216,9 +203,10 @@ class IndexingMixin:
                 src_off = src_off + s0 * U.strides[us]
             dst_pat = [[out.strides[k], wsize[k]] for k in win_operand_dims] or [[1, 1]]
             src_pat = [[U.strides[k], U.shape[k]] for k in uwd] or [[1, 1]]
-            if kind == "replace":
+            if kind == "replace" and flags is None:
                 em.dma(em.hbm(out.base, dst_off, dst_pat), em.hbm(U.base, src_off, src_pat))
                 return
+            # read-modify-write of the window; an out-of-bounds position writes its window back unchanged
             a = em.sbuf("sca", 1, W, odt)
             b = em.sbuf("scb", 1, W, odt)
             a_ap = em.chip(a, odt, 1, [[1, W]])
@@ -226,8 +214,20 @@ class IndexingMixin:
             em.dma(a_ap, em.hbm(out.base, dst_off, dst_pat))
             em.dma(b_ap, em.hbm(U.base, src_off, src_pat), queue="q1")
             eng = "POOL" if odt.startswith("int") or odt.startswith("uint") else "DVE"
-            em.inst("tensor_tensor", eng, [a_ap], [a_ap, b_ap], op=COMBINE[kind])
-            em.dma(em.hbm(out.base, dst_off, dst_pat), a_ap)
+            if kind == "replace":
+                c_ap = b_ap
+            else:
+                c_ap = em.chip(em.sbuf("scc", 1, W, odt), odt, 1, [[1, W]])
+                em.inst("tensor_tensor", eng, [c_ap], [a_ap, b_ap], op=COMBINE[kind])
+            if flags is not None:
+                foff = P.const(flags.offset)
+                for k, s0 in enumerate(starts):
+                    foff = foff + s0 * flags.strides[k]
+                f_ap = em.chip(em.sbuf("scf", 1, W, "int32"), "int32", 1, [[1, W]])
+                em.dma(f_ap, em.hbm(flags.base, foff, [[0, W]]), queue="q2")
+                em.inst("select", eng, [a_ap], [f_ap, c_ap, a_ap])
+                c_ap = a_ap
+            em.dma(em.hbm(out.base, dst_off, dst_pat), c_ap)
 
         em.nest(axes, body)
         return [out]
