@@ -275,8 +275,98 @@ def _check_shape(instr, comp):
         if _dims(main.shape) != _dims(shape):
             _fail(instr, comp, "%s result %s does not match its operand %s"
                   % (op, shape.to_text(False), main.shape.to_text(False)))
+    elif op == "convolution":
+        _check_convolution(instr, comp)
+    elif op == "reduce-window":
+        n = len(ops) // 2
+        outs = shape.tuple_shapes if shape.is_tuple else (shape,)
+        window = a.get("window", ())
+        if len(ops) % 2 or len(outs) != n or len(window) != ops[0].shape.rank:
+            _fail(instr, comp, "reduce-window with %d operands, a %d-dimensional window and result %s"
+                  % (len(ops), len(window), shape.to_text(False)))
+        want = [_window_out(d, w) for d, w in zip(ops[0].shape.dims, window)]
+        for o, s_ in zip(ops[:n], outs):
+            if want != _dims(s_) or _dims(o.shape) != _dims(ops[0].shape):
+                _fail(instr, comp, "reduce-window of %s gives %s, not %s"
+                      % (o.shape.to_text(False), want, s_.to_text(False)))
+    elif op == "select-and-scatter":
+        if _dims(ops[0].shape) != _dims(shape):
+            _fail(instr, comp, "select-and-scatter result %s differs from its operand %s"
+                  % (shape.to_text(False), ops[0].shape.to_text(False)))
+        window = a.get("window", ())
+        want = [_window_out(d, w) for d, w in zip(ops[0].shape.dims, window)]
+        if len(window) != ops[0].shape.rank or want != _dims(ops[1].shape):
+            _fail(instr, comp, "select-and-scatter source %s does not match the window's output %s"
+                  % (ops[1].shape.to_text(False), want))
+    elif op == "gather":
+        _check_gather(instr, comp)
+    elif op == "scatter":
+        n = (len(ops) - 1) // 2
+        outs = shape.tuple_shapes if shape.is_tuple else (shape,)
+        if len(ops) < 3 or len(ops) % 2 == 0 or len(outs) != n or \
+                any(_dims(o.shape) != _dims(s_) for o, s_ in zip(ops[:n], outs)):
+            _fail(instr, comp, "scatter result %s does not match its operands" % shape.to_text(False))
     elif op == "constant":
         lit = instr.literal
         if shape.is_array and (lit is None or not hasattr(lit, "shape") or tuple(lit.shape) != shape.dims
                                or lit.dtype != shape.numpy_dtype()):
             _fail(instr, comp, "constant literal does not match its shape %s" % shape.to_text(False))
+
+
+def _window_out(size, w):
+    """Output size of one window dimension (XLA's windowed-op shape rule)."""
+    dilated_base = (size - 1) * w.base_dilation + 1 if size else 0
+    padded = dilated_base + w.padding_low + w.padding_high
+    span = (w.size - 1) * w.window_dilation + 1
+    if w.stride < 1 or w.size < 1 or w.window_dilation < 1 or w.base_dilation < 1:
+        return -1
+    return (padded - span) // w.stride + 1 if padded >= span else 0
+
+
+def _check_convolution(instr, comp):
+    lhs, rhs = (o.shape for o in instr.operands)
+    a, shape = instr.attrs, instr.shape
+    d = a.get("dim_labels")
+    if d is None:
+        _fail(instr, comp, "convolution without dim_labels")
+    n = len(d.input_spatial_dimensions)
+    if not (lhs.rank == rhs.rank == shape.rank == n + 2):
+        _fail(instr, comp, "convolution of ranks %d and %d with %d spatial dimensions" % (lhs.rank, rhs.rank, n))
+    g, bg = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
+    batch, feat = lhs.dims[d.input_batch_dimension], lhs.dims[d.input_feature_dimension]
+    kin, kout = rhs.dims[d.kernel_input_feature_dimension], rhs.dims[d.kernel_output_feature_dimension]
+    if g < 1 or bg < 1 or feat != kin * g or kout % g or batch % bg or kout % bg:
+        _fail(instr, comp, "convolution features do not agree: input %d, kernel %dx%d, groups %d, batch groups %d"
+              % (feat, kin, kout, g, bg))
+    window = a.get("window", ())
+    if len(window) != n or any(w.size != rhs.dims[k] for w, k in zip(window, d.kernel_spatial_dimensions)):
+        _fail(instr, comp, "convolution window does not match the kernel %s" % rhs.to_text(False))
+    want = [0] * shape.rank
+    want[d.output_batch_dimension] = batch // bg
+    want[d.output_feature_dimension] = kout
+    for k in range(n):
+        want[d.output_spatial_dimensions[k]] = _window_out(lhs.dims[d.input_spatial_dimensions[k]], window[k])
+    if want != _dims(shape):
+        _fail(instr, comp, "convolution of %s and %s gives %s, not %s"
+              % (lhs.to_text(False), rhs.to_text(False), want, shape.to_text(False)))
+
+
+def _check_gather(instr, comp):
+    operand, idx = (o.shape for o in instr.operands)
+    a, shape = instr.attrs, instr.shape
+    sizes = tuple(a.get("slice_sizes", ()))
+    collapsed, batching = set(a.get("collapsed_slice_dims", ())), set(a.get("operand_batching_dims", ()))
+    offset_dims, ivd = tuple(a.get("offset_dims", ())), a.get("index_vector_dim", idx.rank)
+    if len(sizes) != operand.rank or any(s_ > d for s_, d in zip(sizes, operand.dims)) or \
+            any(sizes[c] > 1 for c in collapsed | batching if c < len(sizes)) or not 0 <= ivd <= idx.rank:
+        _fail(instr, comp, "gather slice_sizes %s do not fit operand %s" % (list(sizes), operand.to_text(False)))
+    offsets = [s_ for k, s_ in enumerate(sizes) if k not in collapsed and k not in batching]
+    batch = [d for k, d in enumerate(idx.dims) if k != ivd]
+    if len(offsets) != len(offset_dims) or shape.rank != len(offsets) + len(batch):
+        _fail(instr, comp, "gather result %s has the wrong rank" % shape.to_text(False))
+    want, oi, bi = [], iter(offsets), iter(batch)
+    for k in range(shape.rank):
+        want.append(next(oi) if k in offset_dims else next(bi))
+    if want != _dims(shape):
+        _fail(instr, comp, "gather from %s with indices %s gives %s, not %s"
+              % (operand.to_text(False), idx.to_text(False), want, shape.to_text(False)))

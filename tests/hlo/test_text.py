@@ -101,7 +101,7 @@ def test_misc_attributes():
     assert d.attrs["operand_precision"] == ("default", "high")
     g = e.instruction("g")
     assert g.attrs["operand_batching_dims"] == (0,) and g.attrs["slice_sizes"] == (1, 1, 4)
-    assert g.attrs["indices_are_sorted"] is True and g.attrs["collapsed_slice_dims"] == ()
+    assert g.attrs["indices_are_sorted"] is True and g.attrs["collapsed_slice_dims"] == (1,)
     assert e.instruction("f").attrs["calls"].name == "fused_add" and e.instruction("f").attrs["kind"] == "kLoop"
     assert e.instruction("sc").attrs["unique_indices"] is True
     assert e.instruction("topk").attrs["k"] == 2
@@ -161,3 +161,32 @@ def test_any_literal_round_trips_bit_exact(lit):
         assert got.dtype == arr.dtype and got.shape == arr.shape
         # bit-exact, NaN signs and payloads included (the text form writes them as nan(0x...))
         assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(arr).tobytes()
+
+
+def test_older_torch_xla_quirks():
+    """Forms older torch-xla dumps carry that today's XLA parser rejects or reads differently."""
+    text = """HloModule SyncTensorsGraph.7
+
+%AddComputation.1 (x.2: f32[], y.3: f32[]) -> f32[] {
+  %x.2 = f32[] parameter(0)
+  %y.3 = f32[] parameter(1)
+  ROOT %add.4 = f32[] add(f32[] %x.2, f32[] %y.3)
+}
+
+ENTRY %SyncTensorsGraph.7 (p0.1: f32[16]) -> (f32[16], f32[]) {
+  %p0.1 = f32[16]{0} parameter(0), frontend_attributes={neff_input_names="input0"}
+  %custom-call.5 = f32[16]{0} custom-call(f32[16]{0} %p0.1), custom_call_target="AwsNeuronTransferWithStaticRing", api_version=API_VERSION_UNSPECIFIED
+  %all-reduce.6 = f32[16]{0} all-reduce(f32[16]{0} %custom-call.5), replica_groups={}, to_apply=%AddComputation.1
+  %constant.8 = f32[] constant(-0)
+  ROOT %tuple.9 = (f32[16]{0}, f32[]) tuple(f32[16]{0} %all-reduce.6, f32[] %constant.8)
+}
+"""
+    m = parse_hlo_text(text)
+    e = m.entry
+    assert e.instruction("custom-call.5").attrs["api_version"] == "API_VERSION_ORIGINAL"
+    assert "replica_groups" not in e.instruction("all-reduce.6").attrs
+    zero = e.instruction("constant.8").literal
+    assert zero == 0 and np.signbit(zero)  # the sign of a -0 constant is kept (XLA's own parser drops it)
+    xla = _xla().hlo_module_from_text(text.replace(", api_version=API_VERSION_UNSPECIFIED", ""))
+    d = diff_modules(m, load_module(xla.as_serialized_hlo_module_proto()))
+    assert d == ["constant.8: literal array(-0., dtype=float32) vs array(0., dtype=float32)"]
