@@ -23,7 +23,7 @@ from neuronxcc.starfish.penguin.expr import Node, apply_view
 from neuronxcc.starfish.penguin.tiles import LoweringError, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
 
-MAX_WINDOW = 16384          # elements of one scatter window held in SBUF
+MAX_WINDOW = 8192           # elements of one scatter window (four on-chip buffers of it)
 COMBINE = {"add": "add", "mul": "mult", "max": "max", "min": "min"}
 
 

@@ -17,7 +17,7 @@ Invariant: every memloc is created inside the loop body that uses it, so its
 live range is one tile step; sizes stay far below one SBUF partition.
 """
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
-from neuronxcc.starfish.penguin.expr import apply_view, leaves
+from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import TV, LoweringError, Space, TileEval, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View, collapse
 from neuronxcc.starfish.birpy import dtypes as bdt
@@ -90,8 +90,11 @@ class Kernels:
         p = max(cands, key=lambda a: (min(shape[a], PMAX), a))
         loops = [a for a in range(r) if a not in (p, f)]
         order = loops + [p, f]
+        # big fused expressions keep more tiles live at once: narrower tiles keep them inside SBUF
+        nops = count_ops(x)
+        free = EW_FREE if nops <= 12 else (EW_FREE // 2 if nops <= 24 else EW_FREE // 4)
         axes = [Axis(shape[a], 1, "l") for a in loops] + [Axis(shape[p], choose_tile(shape[p], PMAX), "p"),
-                                                           Axis(shape[f], choose_tile(shape[f], EW_FREE), "f")]
+                                                           Axis(shape[f], choose_tile(shape[f], free), "f")]
 
         def body(starts, sizes):
             st = [None] * r

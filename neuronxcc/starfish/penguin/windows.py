@@ -23,7 +23,7 @@ from neuronxcc.starfish.penguin.views import Splat, View
 MAX_WINDOW_POSITIONS = 64
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0}
 REDUCER_OP = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
-SORT_MAX_ROW = 16384
+SORT_MAX_ROW = 8192           # three [P, n] fp32/int32 buffers stay well inside one SBUF partition
 
 
 def _err(op, why):
