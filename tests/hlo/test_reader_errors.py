@@ -210,8 +210,15 @@ ENTRY main {
     ("bad = f32[2,3]{1,0} slice(p0), slice={[0:2], [0:4]}", "out of bounds"),
     ("bad = f32[2,3]{1,0} broadcast(z), dimensions={0}", "broadcast"),
     ("bad = (f32[2,3]{1,0}) tuple(p0, p1)", "tuple"),
+    ("w = f32[3,4]{1,0} broadcast(z), dimensions={}\n  bad = f32[2,3]{1,0} convolution(p0, w), dim_labels=bf_io->bf",
+     "convolution"),
+    ("bad = f32[2,3]{1,0} reduce-window(p0, z), window={size=1x2}, to_apply=addf", "reduce-window"),
+    ("ix = s32[4,1]{1,0} broadcast(i), dimensions={}\n  bad = f32[4,2]{1,0} gather(p0, ix), offset_dims={1}, "
+     "collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}", "gather"),
 ])
 def test_shape_errors(line, match):
     text = GOOD.replace("  ROOT add", "  z = f32[] constant(0)\n  i = s32[] constant(0)\n  %s\n  ROOT add" % line)
+    text = text.replace("ENTRY main", "addf {\n  u = f32[] parameter(0)\n  v = f32[] parameter(1)\n"
+                        "  ROOT uv = f32[] add(u, v)\n}\n\nENTRY main")
     with pytest.raises(HloVerifyError, match=match):
         parse_hlo_text(text)
