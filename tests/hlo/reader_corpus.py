@@ -23,6 +23,16 @@ def _conv(x, w):
     return y, g
 
 
+def _conv_grad(x, w, wg):
+    def loss(x, w, wg):
+        y = jax.lax.conv_general_dilated(x, w, (2, 2), ((1, 2), (0, 1)), rhs_dilation=(2, 1),
+                                         dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        z = jax.lax.conv_general_dilated(y, wg, (1, 1), "SAME", feature_group_count=2,
+                                         dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return (z ** 2).sum()
+    return jax.grad(loss, argnums=(0, 1, 2))(x, w, wg)
+
+
 def _reduce(x):
     return x.sum(0), x.max(1), jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), x.mean(), jnp.cumsum(x, axis=1)
 
@@ -168,6 +178,7 @@ PROGRAMS = {
     "mlp": (_mlp, (_f(4, 8), _f(8, 16, seed=1), _f(16, seed=2), _f(16, 5, seed=3))),
     "conv": (_conv, (_f(1, 6, 6, 4), _f(3, 2, 4, 2, seed=1))),
     "reduce": (_reduce, (_f(3, 5),)),
+    "conv_grad": (_conv_grad, (_f(2, 3, 7, 6), _f(4, 3, 2, 3, seed=1), _f(4, 2, 3, 3, seed=2))),
     "gather_scatter": (_gather_scatter, (_f(5, 3), np.array([4, 0, 2], np.int32), _f(3, 3, seed=1))),
     "sort": (_sort, (_f(4, 3), np.arange(12, dtype=np.int32).reshape(4, 3))),
     "while": (_while, (_f(3), np.int32(4))),
