@@ -1,4 +1,4 @@
-"""Interpreter handlers for dot (general) and convolution.
+"""Interpreter handlers for dot (general), convolution and fft.
 
 Accumulation follows XLA:CPU: floating-point products are accumulated in f32
 (f64 when an operand or the result is f64) and rounded once to the result
@@ -9,11 +9,14 @@ dots accumulate in the result type, wrapping.
 Convolution supports any dim_labels, padding (incl. negative), lhs (base)
 and rhs (window) dilation, window reversal, feature_group_count and
 batch_group_count. It is evaluated as im2col + batched matmul.
+
+fft (FFT, IFFT, RFFT, IRFFT over the trailing len(fft_length) dimensions) is
+numpy's, computed in double precision and rounded to the result type.
 """
 import numpy as np
 
 from neuronxcc.errors import HloVerifyError
-from neuronxcc.hlo.interp_attrs import conv_dims, dot_dims, int_attr, window
+from neuronxcc.hlo.interp_attrs import conv_dims, dot_dims, int_attr, int_list, str_attr, window
 from neuronxcc.hlo.interp_base import cast, dtype_of, handler, is_float
 from neuronxcc.hlo.interp_shape import pad
 
@@ -129,3 +132,21 @@ def _layout_out(r, cd, out_dt):
     for s, d in enumerate(cd["out_spatial"]):
         src_of[d] = 2 + s
     return _finish(np.transpose(r, src_of), out_dt)
+
+
+_FFTS = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn, "IRFFT": np.fft.irfftn}
+
+
+@handler("fft")
+def h_fft(ev, inst, args):
+    x = np.asarray(args[0])
+    kind = (str_attr(inst, "fft_type", "FFT") or "FFT").upper()
+    if kind not in _FFTS:
+        raise HloVerifyError("fft %s: unknown fft_type %r" % (inst.name, kind))
+    lengths = int_list(inst, "fft_length")
+    axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    if kind in ("RFFT", "IRFFT"):
+        r = _FFTS[kind](x, s=lengths, axes=axes)
+    else:
+        r = _FFTS[kind](x, axes=axes)
+    return cast(r, dtype_of(inst.shape))

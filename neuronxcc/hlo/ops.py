@@ -119,6 +119,7 @@ _ROWS = [
     # --- linear algebra -----------------------------------------------------
     ("dot", LINALG, "dot"),
     ("convolution", LINALG, "convolution"),
+    ("fft", LINALG, "fft"),
     # --- sorting ------------------------------------------------------------
     ("sort", SORTING, "sort"),
     ("topk", SORTING, "topk"),

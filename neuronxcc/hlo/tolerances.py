@@ -27,6 +27,8 @@ TOLERANCES = {
     "bf16": (1.6e-2, 1.6e-2),
     "f8e4m3fn": (1.3e-1, 1.3e-1),
     "f8e5m2": (2.5e-1, 2.5e-1),
+    "c64": (1e-5, 1e-5),          # real and imaginary parts each as f32
+    "c128": (1e-12, 1e-12),
 }
 
 _NAMES = {np.dtype(np.bool_): "pred", np.dtype(np.int8): "s8", np.dtype(np.int16): "s16",
@@ -34,7 +36,8 @@ _NAMES = {np.dtype(np.bool_): "pred", np.dtype(np.int8): "s8", np.dtype(np.int16
           np.dtype(np.uint16): "u16", np.dtype(np.uint32): "u32", np.dtype(np.uint64): "u64",
           np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
           np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn",
-          np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
+          np.dtype(ml_dtypes.float8_e5m2): "f8e5m2", np.dtype(np.complex64): "c64",
+          np.dtype(np.complex128): "c128"}
 
 
 def tolerance(dtype):
@@ -61,9 +64,20 @@ def mismatch(actual, expected):
             return "%d of %d elements differ (exact dtype %s); first at flat index %d: %r != %r" % (
                 int(bad.sum()), bad.size, b.dtype, k, a.reshape(-1)[k], b.reshape(-1)[k])
         return ""
+    if b.dtype.kind == "c":
+        for part, fn in (("real part", np.real), ("imaginary part", np.imag)):
+            why = _mismatch_float(fn(a), fn(b), tol, b.dtype)
+            if why:
+                return "%s: %s" % (part, why)
+        return ""
+    return _mismatch_float(a, b, tol, b.dtype)
+
+
+def _mismatch_float(a, b, tol, dtype):
     rtol, atol = tol
-    a64 = a.astype(np.float64)
-    b64 = b.astype(np.float64)
+    with np.errstate(invalid="ignore"):         # NaNs of f8/bf16 widen with a warning
+        a64 = a.astype(np.float64)
+        b64 = b.astype(np.float64)
     fin = np.isfinite(b64)
     nonfin_a, nonfin_b = a64[~fin], b64[~fin]
     if not np.array_equal(np.isnan(nonfin_a), np.isnan(nonfin_b)) or \
@@ -80,7 +94,7 @@ def mismatch(actual, expected):
     if np.any(bad):
         k = int(np.argmax(err - allowed))
         return "%d of %d elements outside rtol=%g atol=%g*%g (dtype %s); worst: %r vs %r" % (
-            int(bad.sum()), bad.size, rtol, atol, scale, b.dtype, a64[fin][k], b64[fin][k])
+            int(bad.sum()), bad.size, rtol, atol, scale, dtype, a64[fin][k], b64[fin][k])
     return ""
 
 

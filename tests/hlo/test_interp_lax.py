@@ -141,6 +141,11 @@ CASES = {
                                               preferred_element_type=jnp.float32)),
                            [np.concatenate([f32(2, 6), np.array([[1e5, -1e5, np.nan, 0.3, 448.0, 500.0]],
                                                                   np.float32)])]),
+    "fft_kinds": (lambda x: (jnp.fft.fft(x), jnp.fft.rfft(x.real), jnp.fft.irfft(jnp.fft.rfft(x.real), n=8),
+                             jnp.fft.ifft2(x.reshape(2, 4)), jnp.fft.rfft2(x.real.reshape(2, 4))),
+                  [(f32(8) + 1j * f32(8)).astype(np.complex64)]),
+    "large_constant": (lambda x: x + jnp.asarray(np.arange(300, dtype=np.float32).reshape(3, 100)),
+                       [f32(3, 100)]),
     "f16_arith": (lambda a, b: (a + b, a * b, a / b, jnp.exp(a), a.astype(jnp.float32)),
                   [f32(10).astype(np.float16), (f32(10) + 3).astype(np.float16)]),
 }

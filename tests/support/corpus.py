@@ -484,7 +484,7 @@ def get(name):
 def lower(program, args):
     """(serialized HloModuleProto, HLO text) of ``program`` on ``args``."""
     comp = jax.jit(program.fn).lower(*args).compiler_ir("hlo")
-    return comp.as_serialized_hlo_module_proto(), comp.as_hlo_text()
+    return comp.as_serialized_hlo_module_proto(), comp.as_hlo_text(print_large_constants=True)
 
 
 def reference(program, args):
