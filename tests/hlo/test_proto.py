@@ -51,7 +51,7 @@ def test_literal_round_trip_bit_exact(et):
 
 def test_literal_stored_in_layout_order():
     """XLA stores a literal's data in the order of its layout (here column-major)."""
-    _hlo = pytest.importorskip("jaxlib._hlo")
+    _hlo = rc.xla_hlo()
     text = """HloModule m
 ENTRY e {
   ROOT c = f32[2,3]{0,1} constant({{1,2,3},{4,5,6}})
@@ -66,7 +66,7 @@ ENTRY e {
 
 
 def test_xla_low_bit_and_complex_literals():
-    _hlo = pytest.importorskip("jaxlib._hlo")
+    _hlo = rc.xla_hlo()
     text = """HloModule m
 ENTRY e {
   z = c64[2]{0} constant({(1,2), (3,-4)})
