@@ -13,7 +13,7 @@ import re
 
 from neuronxcc.errors import CompilerError, HloParseError, InputFileError
 
-_TEXT_START = re.compile(rb"^\s*(?://[^\n]*\n\s*|/\*.*?\*/\s*)*HloModule\b", re.S)
+_TEXT_START = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?://[^\n]*\n\s*|/\*.*?\*/\s*)*HloModule\b", re.S)
 
 
 def detect_format(data):
@@ -86,7 +86,7 @@ def _load_bytes(data, verify=True, origin=None):
     if fmt == "text":
         from neuronxcc.hlo.text_parser import parse_hlo_text
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8-sig")  # a UTF-8 byte-order mark is dropped
         except UnicodeDecodeError as e:
             raise HloParseError("HLO text is not valid UTF-8 at byte %d" % e.start) from None
         return parse_hlo_text(text, verify=verify)

@@ -156,6 +156,8 @@ def parse_hlo_text(text, verify=True):
             raise HloParseError("HLO text is not valid UTF-8 at byte %d" % e.start) from None
     if not isinstance(text, str):
         raise HloParseError("HLO text must be str or bytes")
+    if text.startswith("\ufeff"):
+        text = text[1:]
     sc = _Scanner(text)
     try:
         module = _parse_module(sc)

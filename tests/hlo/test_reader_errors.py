@@ -222,3 +222,9 @@ def test_shape_errors(line, match):
                         "  ROOT uv = f32[] add(u, v)\n}\n\nENTRY main")
     with pytest.raises(HloVerifyError, match=match):
         parse_hlo_text(text)
+
+
+def test_crlf_and_byte_order_mark_text():
+    crlf = GOOD.replace("\n", "\r\n")
+    for data in (crlf.encode(), b"\xef\xbb\xbf" + GOOD.encode(), "\ufeff" + GOOD):
+        assert load_module(data).entry.root.name == "add"
