@@ -520,3 +520,26 @@ def interpreter_mismatches(fn, args, evaluate=None):
         if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
             problems.append("output%d: proto and text forms give different results" % k)
     return problems
+
+
+def xla_run(hlo_module, inputs):
+    """XLA:CPU's results of an HLO module given as HloModuleProto bytes or HLO text
+    (not necessarily produced by JAX: hand-written or torch-xla style), flattened.
+
+    Uses jaxlib internals (HLO -> StableHLO, the CPU client); raises
+    ``NotImplementedError`` when this jaxlib lacks them, so callers can skip."""
+    try:
+        from jax._src import xla_bridge
+        from jax._src.lib import _jax, xla_client
+        from jax._src.lib import hlo as _hlo
+        to_stablehlo = _jax.mlir.hlo_to_stablehlo
+    except (ImportError, AttributeError) as e:
+        raise NotImplementedError("this jaxlib cannot run HLO modules directly: %s" % e)
+    if isinstance(hlo_module, str):
+        hlo_module = _hlo.hlo_module_from_text(hlo_module).as_serialized_hlo_module_proto()
+    client = xla_bridge.get_backend("cpu")
+    devs = client.devices()[:1]
+    exe = client.compile_and_load(to_stablehlo(hlo_module), xla_client.DeviceList(tuple(devs)),
+                                  xla_client.CompileOptions())
+    outs = exe.execute([jax.device_put(np.asarray(a), devs[0]) for a in inputs])
+    return [np.asarray(o) for o in outs]
