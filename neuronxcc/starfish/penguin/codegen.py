@@ -49,6 +49,8 @@ class Codegen:
         self.users = graph.users()
         self.fused = set()              # ids of ops already emitted as a matmul epilogue
         self.fuse_epilogues = True
+        self.row_fusion = True
+        self.rowred = {}                # "__row__k" -> rows.RowReduce (lazy last-axis reductions)
 
     # -- driver -----------------------------------------------------------------------
     def run(self):
@@ -207,7 +209,7 @@ class Codegen:
 
     def materialise(self, x, name=None, dtype=None, allow_views=True):
         """A View holding x (computing it into HBM if it is lazy)."""
-        if isinstance(x, View) and allow_views and x.base != IOTA_BASE:
+        if isinstance(x, View) and allow_views and not x.base.startswith("__"):
             return x
         if name is not None:
             out = self.target_for(name)
@@ -267,6 +269,13 @@ class Codegen:
             self.env[o.name] = View(IOTA_BASE, o.dtype, o.shape, strides, 0)
             self.maybe_materialise(o.name, self.env[o.name])
             return
+        if kind == "reduce":
+            from neuronxcc.starfish.penguin.rows import make_row_reduce
+            leaf = make_row_reduce(self, op, args, outs)
+            if leaf is not None:
+                self.env[outs[0].name] = leaf
+                self.maybe_materialise(outs[0].name, leaf)
+                return
         handler = getattr(self.k, "op_" + kind.replace("-", "_"), None)
         if handler is None:
             raise _op_error(op, "no Penguin kernel for this op")
@@ -281,7 +290,7 @@ class Codegen:
                 return
             self.env[name] = self.materialise(x, name, allow_views=False)
             return
-        if not isinstance(x, Node):
+        if not isinstance(x, Node) and not (isinstance(x, View) and x.base.startswith("__row__")):
             return
         if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(u.kind not in ir.ELEMENTWISE for u in users)):
             self.env[name] = self.materialise(x, name)

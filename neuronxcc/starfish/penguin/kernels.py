@@ -72,6 +72,8 @@ class Kernels:
     def elementwise(self, x, out):
         if any(n == 0 for n in out.shape):
             return
+        from neuronxcc.starfish.penguin import rows
+        x0, out0 = x, out
         (x,), (out,), shape = self._prepare([x], [out], out.shape)
         if len(shape) == 1:
             n = shape[0]
@@ -93,6 +95,14 @@ class Kernels:
         # big fused expressions keep more tiles live at once: narrower tiles keep them inside SBUF
         nops = count_ops(x)
         free = EW_FREE if nops <= 12 else (EW_FREE // 2 if nops <= 24 else EW_FREE // 4)
+        rl = rows.row_leaves(x)
+        if rl:
+            bad = [v for v in rl if not rows.inline_ok(self.cg, v, f, shape)]
+            if bad:
+                # some row reductions cannot be computed inside this kernel's tiles: materialise them
+                keep = {v.base for v in rl if v not in bad and v.base not in {b.base for b in bad}}
+                return self.elementwise(rows.resolve(self.cg, x0, keep=keep), out0)
+            free = shape[f]                  # whole rows per tile: the reductions run inline
         axes = [Axis(shape[a], 1, "l") for a in loops] + [Axis(shape[p], choose_tile(shape[p], PMAX), "p"),
                                                            Axis(shape[f], choose_tile(shape[f], free), "f")]
 
@@ -127,6 +137,8 @@ class Kernels:
 
     def reduce_into(self, vals, inits, dims, red, targets, op):
         """Reduce expressions vals over dims into the HBM views targets (see module doc)."""
+        from neuronxcc.starfish.penguin import rows
+        vals = [rows.resolve(self.cg, v) for v in vals]
         n = len(vals)
         src_shape = vals[0].shape
         kept = [d for d in range(len(src_shape)) if d not in dims]
@@ -309,6 +321,8 @@ class Kernels:
         epi = self.cg.plan_epilogue(op)
         if epi is not None:
             sink, expr, leaf = epi
+            from neuronxcc.starfish.penguin import rows
+            expr = rows.resolve(self.cg, expr)
             memo = {}
             e3 = apply_view(expr, lambda w: w.reshape(tuple(B) + (M, N)), memo)
             l3 = memo.get(id(leaf))

@@ -99,8 +99,37 @@ class TileEval:
         m = self.em.sbuf(prefix, self.s.pn, self.s.fn, dtype)
         return TV("tile", dtype, ap=self.em.chip(m, dtype, self.s.pn, [[1, self.s.fn]]))
 
+    def row_reduce(self, v):
+        """A last-axis reduction computed inside this tile: a [P, 1] column value."""
+        from neuronxcc.starfish.penguin import rows
+        from neuronxcc.starfish.penguin.kernels import REDUCE_ALU
+        info = self.cg.rowred[v.base]
+        xin = rows.reindexed_input(self.cg, v, self.s.f)
+        t = self.materialise(self.value(xin))
+        if t.dtype != "float32":
+            t = self.cast(t, "float32")
+        col = self.new_col("float32", "rowred")
+        self.em.inst("tensor_reduce", "DVE", [col.ap], [t.ap], op=REDUCE_ALU[info.red], axes=1)
+        ident = {"add": 0.0, "max": float("-inf"), "min": float("inf")}[info.red]
+        if info.init != ident:
+            col = self.binary(REDUCE_ALU[info.red], col, TV("splat", "float32", value=info.init), "float32")
+        if onchip_dtype(info.dtype) != "float32":
+            col = self.cast(col, info.dtype)
+        return col
+
+    def new_col(self, dtype, prefix="col"):
+        dtype = onchip_dtype(dtype)
+        m = self.em.sbuf(prefix, self.s.pn, 1, dtype)
+        return TV("col", dtype, ap=self.em.chip(m, dtype, self.s.pn, [[1, 1]]))
+
     def materialise(self, tv, dtype=None):
-        """A splat as a real tile (memset)."""
+        """A splat (memset) or a [P,1] column (broadcast along the free axis) as a real tile."""
+        if tv.kind == "col":
+            dt = onchip_dtype(dtype or tv.dtype)
+            z = self.materialise(TV("splat", dt, value=0))
+            out = self.new_tile(dt, "colx")
+            self.em.inst("tensor_scalar", "DVE", [out.ap], [z.ap, tv.ap], op0="add", operand0_ap=True)
+            return out
         if not tv.is_splat:
             return tv
         dtype = onchip_dtype(dtype or tv.dtype)
@@ -157,6 +186,8 @@ class TileEval:
             return self.memo[k]
         if isinstance(x, Splat):
             r = TV("splat", x.dtype, value=x.value)
+        elif isinstance(x, View) and x.base.startswith("__row__"):
+            r = self.row_reduce(x)
         elif isinstance(x, View):
             r = self.load(x)
         else:
@@ -171,6 +202,10 @@ class TileEval:
             return TV("splat", dtype, value=_convert_scalar(a.value, dtype))
         if a.dtype == dtype:
             return a
+        if a.kind == "col":
+            out = self.new_col(dtype, "cvt")
+            self.em.inst("tensor_copy", "DVE", [out.ap], [a.ap])
+            return out
         out = self.new_tile(dtype, "cvt")
         if dtype == "bool":
             eng = "POOL" if bdt.is_int(a.dtype) else "DVE"
@@ -184,6 +219,8 @@ class TileEval:
         return "POOL" if all(bdt.is_int(t.dtype) for t in tvs) else "DVE"
 
     def binary(self, alu, a, b, out_dtype, swap=None):
+        if a.kind == "col" or b.kind == "col":
+            return self.binary_col(alu, a, b, out_dtype)
         if a.is_splat and b.is_splat:
             a = self.materialise(a)
         eng = self.engine_for(a, b)
@@ -200,7 +237,35 @@ class TileEval:
             self.em.inst("tensor_tensor", eng, [out.ap], [a.ap, b.ap], op=alu)
         return out
 
+    def binary_col(self, alu, a, b, out_dtype):
+        """Ops with a [P,1] column operand: column op column/scalar stays a column; a tile op column
+        is a tensor_scalar with the column as the per-partition operand."""
+        if bdt.is_int(onchip_dtype(out_dtype)) and alu not in ("eq", "ne", "lt", "le", "gt", "ge"):
+            return self.binary(alu, self.materialise(a), self.materialise(b), out_dtype)
+        if a.kind == "col" and b.kind in ("col", "splat"):
+            out = self.new_col(out_dtype)
+            if b.kind == "col":
+                self.em.inst("tensor_tensor", "DVE", [out.ap], [a.ap, b.ap], op=alu)
+            else:
+                self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap], op0=alu, operand0=_py(b.value, "float32"))
+            return out
+        if a.kind == "splat":             # splat op col
+            out = self.new_col(out_dtype)
+            self.em.inst("tensor_scalar", "DVE", [out.ap], [b.ap], op0=alu, operand0=_py(a.value, "float32"),
+                         reverse0=True)
+            return out
+        out = self.new_tile(out_dtype)
+        if b.kind == "col":               # tile op col
+            self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap, b.ap], op0=alu, operand0_ap=True)
+        else:                             # col op tile
+            self.em.inst("tensor_scalar", "DVE", [out.ap], [b.ap, a.ap], op0=alu, operand0_ap=True, reverse0=True)
+        return out
+
     def act(self, func, a, out_dtype, scale=1.0, bias=0.0):
+        if a.kind == "col":
+            out = self.new_col(out_dtype)
+            self.em.inst("activation", "ACT", [out.ap], [a.ap], func=func, scale=float(scale), bias=float(bias))
+            return out
         a = self.materialise(a)
         out = self.new_tile(out_dtype)
         self.em.inst("activation", "ACT", [out.ap], [a.ap], func=func, scale=float(scale), bias=float(bias))

@@ -1,0 +1,124 @@
+"""Row fusion: reductions along the last axis evaluated inside their consumer's tile.
+
+Softmax, layernorm and rmsnorm reduce each row and broadcast the result back
+over the same row. A ``reduce`` over the last axis (length N <= ROW_MAX) is
+therefore kept lazy: its value is a leaf ``View`` over a virtual contiguous
+tensor ``__row__<k>`` of the result's shape. A consumer kernel whose tiles
+span whole rows (free axis = the reduced axis, stride 0 for the leaf) computes
+the reduction inline: it re-indexes the reduce's input expression onto its
+own tile (an affine map of the row index), reduces the [P, N] tile to a
+[P, 1] column and uses it as the per-partition operand of ``tensor_scalar``.
+Nested reductions (the sum of exp(x - max)) nest the same way, so a whole
+softmax is one loop over row tiles. Every other use materialises the reduce
+with the ordinary reduce kernel into a scratch tensor and renames the leaf's
+base to it (the leaf's strides already address a contiguous tensor).
+"""
+from neuronxcc.starfish.penguin.expr import apply_view, leaves
+from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
+
+ROW_MAX = 2048
+ROW_PREFIX = "__row__"
+ROW_REDUCERS = ("add", "max", "min")
+
+
+class RowReduce:
+    """What a lazy row reduction needs: its input expression, reducer, init, result dtype/shape."""
+
+    def __init__(self, x, red, init, dtype, shape):
+        self.x = x
+        self.red = red
+        self.init = init
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.n = x.shape[-1]
+        self.tensor = None                  # set once materialised
+        self._x2 = None
+
+    def x2d(self):
+        """The input as (rows, N) (rows = product of the result's dims)."""
+        if self._x2 is None:
+            rows = 1
+            for d in self.shape:
+                rows *= d
+            self._x2 = apply_view(self.x, lambda v: v.reshape((rows, self.n)))
+        return self._x2
+
+
+def is_row_leaf(v):
+    return isinstance(v, View) and v.base.startswith(ROW_PREFIX)
+
+
+def row_leaves(x):
+    return [v for v in leaves(x) if is_row_leaf(v)]
+
+
+def make_row_reduce(cg, op, args, outs):
+    """The lazy leaf for an eligible reduce op, or None."""
+    if not getattr(cg, "row_fusion", True) or len(outs) != 1:
+        return None
+    red = op.attrs.get("reducer")
+    x, init = args
+    dims = list(op.attrs["dimensions"])
+    r = len(x.shape)
+    o = outs[0]
+    if red not in ROW_REDUCERS or not isinstance(init, Splat) or r < 2 or dims != [r - 1]:
+        return None
+    n = x.shape[-1]
+    if n < 2 or n > ROW_MAX or not o.dtype.startswith("float") and o.dtype != "bfloat16":
+        return None
+    if any(d == 0 for d in x.shape):
+        return None
+    info = RowReduce(x, red, init.value, o.dtype, o.shape)
+    if info.x2d() is None:
+        return None
+    base = "%s%d" % (ROW_PREFIX, len(cg.rowred))
+    cg.rowred[base] = info
+    return View(base, o.dtype, o.shape, row_major_strides(o.shape), 0)
+
+
+def resolve(cg, x, keep=None):
+    """x with every row leaf not in KEEP (a set of bases) materialised and renamed to its tensor."""
+    todo = {}
+    for v in row_leaves(x):
+        if keep is not None and v.base in keep:
+            continue
+        todo[v.base] = materialise_row(cg, v.base)
+    if not todo:
+        return x
+    return apply_view(x, lambda v: View(todo[v.base], v.dtype, v.shape, v.strides, v.offset)
+                      if v.base in todo else v)
+
+
+def materialise_row(cg, base):
+    info = cg.rowred[base]
+    if info.tensor is None:
+        acc_shape = info.shape
+        t = cg.em.tensor("rowred", "scratch", info.dtype, acc_shape)
+        target = View.contiguous(t, info.dtype, acc_shape)
+        x = resolve(cg, info.x)
+        cg.k.reduce_into([x], [Splat(info.init, info.x.dtype, ())], [len(info.x.shape) - 1], info.red,
+                         [target], None)
+        info.tensor = t
+    return info.tensor
+
+
+def inline_ok(cg, v, f_axis, shape):
+    """Can row leaf v be computed inside a tile whose free axis f spans the whole extent?"""
+    info = cg.rowred[v.base]
+    return (f_axis is not None and shape[f_axis] == info.n and v.strides[f_axis] == 0
+            and isinstance(v.offset, int))
+
+
+def reindexed_input(cg, v, f_axis):
+    """The reduce's input expression re-indexed onto the consumer's index space of leaf v."""
+    info = cg.rowred[v.base]
+    x2 = info.x2d()
+    shape = v.shape
+
+    def fn(w):
+        a, b = w.strides
+        strides = [s * a for s in v.strides]
+        strides[f_axis] = b
+        off = w.offset + v.offset * a
+        return View(w.base, w.dtype, shape, strides, off)
+    return apply_view(x2, fn)
