@@ -146,6 +146,9 @@ CASES = {
                   [(f32(8) + 1j * f32(8)).astype(np.complex64)]),
     "large_constant": (lambda x: x + jnp.asarray(np.arange(300, dtype=np.float32).reshape(3, 100)),
                        [f32(3, 100)]),
+    "zero_size": (lambda a, b, e: (a @ b, jnp.sum(e, axis=1), jnp.max(e, axis=1, initial=-jnp.inf),
+                                   jnp.concatenate([e, e], axis=1), jnp.sort(e, axis=1), jnp.cumsum(e, axis=1)),
+                  [f32(3, 0), f32(0, 4), f32(2, 0)]),
     "f16_arith": (lambda a, b: (a + b, a * b, a / b, jnp.exp(a), a.astype(jnp.float32)),
                   [f32(10).astype(np.float16), (f32(10) + 3).astype(np.float16)]),
 }
