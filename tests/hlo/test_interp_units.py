@@ -448,3 +448,26 @@ def test_hand_written_hlo_files_match_xla_or_name_the_unsupported_op(fname):
     assert len(outs) == len(ref)
     for a, b in zip(outs, ref):
         assert not mismatch(a, b)
+
+
+def test_scatter_skips_partly_out_of_bounds_windows_gather_clamps():
+    text = """HloModule m
+comb {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT sum = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[6,4] parameter(0)
+  i = s32[4,1] parameter(1)
+  u = f32[4,3,4] parameter(2)
+  sc = f32[6,4] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
+  g = f32[4,3,4] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={3,4}
+  ROOT t = (f32[6,4], f32[4,3,4]) tuple(sc, g)
+}"""
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    i = np.array([[0], [4], [-1], [3]], np.int32)
+    sc, g = run(text, x, i, np.ones((4, 3, 4), np.float32))
+    np.testing.assert_array_equal(sc, x + 1)          # windows at 4 and -1 stick out: skipped
+    np.testing.assert_array_equal(g[1], x[3:6])       # start 4 clamped to 3
+    np.testing.assert_array_equal(g[2], x[0:3])       # start -1 clamped to 0
