@@ -110,3 +110,12 @@ def test_full_reduction_spreads_over_partitions():
     # the first stage reduces [<=128 partitions, free] tiles, not one partition
     reds = [i for i in mod.instructions() if i.opcode == "tensor_reduce"]
     assert max(i.srcs[0].num_partitions for i in reds) >= 100
+
+
+def test_softmax_is_one_row_fused_kernel():
+    x = f32(300, 200)
+    mod = check(lambda x: jax.nn.softmax(x, axis=-1), x)
+    # max, exp, sum and divide all run inside one loop over row tiles: nothing goes through HBM scratch
+    assert not [t for t in mod.tensors.values() if t.kind == "scratch"]
+    red = [i for i in mod.instructions() if i.opcode == "tensor_reduce"]
+    assert len(red) >= 2 and all(i.srcs[0].free_size == 200 for i in red)

@@ -292,8 +292,18 @@ class Codegen:
             return
         if not isinstance(x, Node) and not (isinstance(x, View) and x.base.startswith("__row__")):
             return
-        if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(u.kind not in ir.ELEMENTWISE for u in users)):
+        if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(u.kind not in ir.ELEMENTWISE and
+                                                                  not self._row_reduce_user(u) for u in users)):
             self.env[name] = self.materialise(x, name)
+
+    def _row_reduce_user(self, op):
+        """A reduce over the last axis that row fusion will keep lazy (recomputing its input is cheap)."""
+        from neuronxcc.starfish.penguin.rows import ROW_MAX, ROW_REDUCERS
+        if op.kind != "reduce" or len(op.outputs) != 1 or not self.row_fusion:
+            return False
+        x = self.g.values[op.inputs[0]]
+        return (op.attrs.get("reducer") in ROW_REDUCERS and list(op.attrs["dimensions"]) == [len(x.shape) - 1]
+                and 2 <= x.shape[-1] <= ROW_MAX and len(x.shape) >= 2)
 
     def view(self, op, x, out):
         kind = op.kind
