@@ -207,3 +207,38 @@ def test_closed_stdout_is_not_a_compiler_error(tmp_path):
     rc = p.wait()
     assert rc in (0, 128 + signal.SIGPIPE), err
     assert err == b""
+
+
+@pytest.mark.parametrize("flags,expect", [
+    (["--target", "foo"], "[NCC_EARG002] neuronx-cc compile: argument --target: invalid choice: 'foo'"),
+    (["--optlevel", "9"], "[NCC_EARG002] neuronx-cc compile: argument --optlevel/-O: invalid optlevel '9'"),
+    (["-O9"], "[NCC_EARG002] neuronx-cc compile: argument --optlevel/-O: invalid optlevel '9'"),
+    (["--auto-cast", "bogus"], "[NCC_EARG002] neuronx-cc compile: argument --auto-cast: invalid choice: 'bogus'"),
+    (["--lnc", "3"], "[NCC_EARG001] Unsupported logical NeuronCore config 3"),
+    (["--lnc", "two"], "[NCC_EARG002] neuronx-cc compile: argument --logical-nc-config/-lnc/--lnc: invalid"),
+    (["--target", "trn1", "--lnc", "2"], "[NCC_EARG001] Logical NeuronCore config 2 is supported on trn2 only"),
+    (["--output", "outdir"], "[NCC_EARG002] --output outdir is a directory"),
+    (["--output", "nodir/x.neff"], "[NCC_EARG002] output directory does not exist: "),
+])
+def test_bad_flag_values_give_one_ncc_line_and_no_output(flags, expect, tmp_path):
+    (tmp_path / "outdir").mkdir()
+    r = run_ncc(["compile", ADD_PB] + flags, cwd=tmp_path)
+    assert r.returncode == 70, r.stderr
+    assert _one_error_line(r).startswith(expect), r.stderr
+    assert "Compiler status FAIL" in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log-neuron-cc.txt", "outdir"]
+    assert not list((tmp_path / "outdir").iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only directory")
+def test_unwritable_output_directory(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        r = run_ncc(["compile", ADD_PB, "--output", str(ro / "x.neff")], cwd=tmp_path)
+    finally:
+        ro.chmod(0o700)
+    assert r.returncode == 70
+    assert _one_error_line(r) == "[NCC_EARG002] output directory is not writable: %s" % ro
+    assert not list(ro.iterdir())

@@ -269,3 +269,23 @@ def test_kelper_without_neff_is_an_internal_error(tmp_path, monkeypatch):
     with pytest.raises(InternalCompilerError, match="without writing model.neff"):
         _run(tmp_path, monkeypatch, [_NoNeff], "x.neff")
     assert not (tmp_path / "x.neff").exists()
+
+
+def test_an_unwritable_output_is_one_user_error_and_leaves_no_temporary(tmp_path, monkeypatch):
+    # A write that fails when the NEFF is published (e.g. a read-only file system, where the
+    # up-front access check cannot tell): the user's error, not an internal one, and no leftovers.
+    import shutil
+
+    from neuronxcc.errors import InvalidArgumentError
+
+    real_copy = shutil.copyfile
+
+    def copy_then_fail(src, dst, *a, **kw):
+        real_copy(src, dst, *a, **kw)
+        raise PermissionError(13, "Permission denied", dst)
+
+    monkeypatch.setattr(shutil, "copyfile", copy_then_fail)
+    with pytest.raises(InvalidArgumentError, match=r"^cannot write \S+ro\.neff: Permission denied$"):
+        _run(tmp_path, monkeypatch, [_WriteNeff], "ro.neff")
+    assert not (tmp_path / "ro.neff").exists()
+    assert not glob.glob(str(tmp_path / "ro.neff.tmp-*"))

@@ -167,9 +167,7 @@ class CompileCommand(CommandInterface):
             for stage in args.pipeline:
                 if stage not in STAGES and stage not in SPECIAL_NAMES:
                     self.jobRegistry.getJobClass(stage)  # raises naming an unknown job
-        out_dir = os.path.dirname(os.path.abspath(args.output)) or "."
-        if not os.path.isdir(out_dir):
-            raise InvalidArgumentError("output directory does not exist: %s" % out_dir)
+        checkOutputPath(args.output)
 
     def normalizeFlags(self, args):
         if args.enable_experimental_O1:
@@ -430,12 +428,30 @@ def _crash(name):
     raise InternalCompilerError("signal %s did not end the process" % n)
 
 
+def checkOutputPath(output):
+    """--output must name a file in an existing, writable directory (checked before any work)."""
+    path = os.path.abspath(output)
+    out_dir = os.path.dirname(path) or "."
+    if not os.path.isdir(out_dir):
+        raise InvalidArgumentError("output directory does not exist: %s" % out_dir)
+    if os.path.isdir(path):
+        raise InvalidArgumentError("--output %s is a directory; give the NEFF file name" % output)
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise InvalidArgumentError("output directory is not writable: %s" % out_dir)
+
+
 def _atomicCopy(src, dst):
+    """Copy to a temporary name next to ``dst``, then rename: ``dst`` is whole or untouched."""
     tmp = "%s.tmp-%d" % (dst, os.getpid())
     try:
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as e:
+        if os.path.lexists(tmp):
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(e, OSError):
+            raise InvalidArgumentError("cannot write %s: %s" % (dst, e.strerror or e)) from e
         raise
