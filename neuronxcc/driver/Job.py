@@ -201,7 +201,13 @@ class Job:
         tail = [l.strip() for l in (output or "").splitlines() if l.strip()]
         if tail:
             how += "; last output: %s" % tail[-1][:300]
-        raise ChildProcessJobError('Child process job "%s" exited abnormally! (%s)' % (self.getName(), how))
+        # The console line is the seed's text exactly; how the tool ended goes to the log.
+        from neuronxcc.driver.DriverLogging import FILE_ONLY
+
+        self.logger.error("%s ended with %s", self.getName(), how, extra=FILE_ONLY)
+        err = ChildProcessJobError('Child process job "%s" exited abnormally!' % self.getName())
+        err.detail = how
+        raise err
 
     # -- running -----------------------------------------------------------------------
     def run(self, state):

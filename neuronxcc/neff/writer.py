@@ -109,19 +109,10 @@ def _custom_op_function(inst):
 
 
 def default_custom_op_libs():
-    """The staged builtin libraries: findCustomOpDataDir() joined with the builtin names."""
-    try:
-        from neuronxcc.driver.jobs.support.FindCustomOpData import findCustomOpDataDir
-        data_dir = findCustomOpDataDir()
-    except ImportError:
-        import importlib.resources
+    """The builtin libraries as the Frontend job stages them (for modules it did not stage)."""
+    from neuronxcc.driver.jobs.Frontend import stageBuiltinCustomOps
 
-        with importlib.resources.as_file(
-                importlib.resources.files("neuronxcc").joinpath("data").joinpath("custom_op")) as d:
-            data_dir = os.fspath(d)
-    if not os.path.isdir(data_dir):
-        raise CustomOpError("Custom op data directory not found")
-    return customop.builtin_library_paths(data_dir)
+    return stageBuiltinCustomOps()
 
 
 def bind_custom_ops(module, custom_op_libs=None):

@@ -114,11 +114,13 @@ def test_child_ncc_line_becomes_the_matching_error(tmp_path, monkeypatch):
         job.shellCommand(["/bin/sh", "-c", "echo '[INTERNAL_ERROR] [NCC_INBY001] tool: x is not built yet' >&2;"
                                           " exit 70"])
     assert ei.value.one_line().startswith("[INTERNAL_ERROR] [NCC_INBY001] tool: x is not built yet - Please")
-    with pytest.raises(ChildProcessJobError, match='Child process job "Job" exited abnormally! '
-                                                   r'\(exit status 3; last output: plain failure\)'):
+    with pytest.raises(ChildProcessJobError) as ei:
         job.shellCommand(["/bin/sh", "-c", "echo plain failure >&2; exit 3"])
-    with pytest.raises(ChildProcessJobError, match="signal 9"):
+    assert ei.value.message == 'Child process job "Job" exited abnormally!'
+    assert ei.value.detail == "exit status 3; last output: plain failure"
+    with pytest.raises(ChildProcessJobError) as ei:
         job.shellCommand(["/bin/sh", "-c", "kill -9 $$"])
+    assert ei.value.detail == "killed by signal 9"
     rc, _, _ = job.shellCommand(["/bin/sh", "-c", "exit 4"], propagate_exit=False)
     assert rc == 4
 

@@ -2,45 +2,36 @@
 
 Stages the builtin custom-op libraries first: ``findCustomOpDataDir()``,
 "Custom op data directory not found" when it is missing, then each of
-``libbuiltincustomop_cpu0..7.so`` that is a file. Then calls
+``libbuiltincustomop_cpu0..7.so`` that is a file (the names and the is_file
+loop are ``neuronxcc.neff.customop``'s, the one place they are spelled). Then
+calls
 
   neuronxcc.starfish.penguin.frontend.run_frontend(
       "penguin.json", "sg00", target=T, custom_op_libs=[...], options=args)
 
 which writes sg00/bir.json.
 """
+import logging
 import os
-import pathlib
 
 from neuronxcc.driver import CompileState as files
 from neuronxcc.driver.Job import Job
 from neuronxcc.errors import CustomOpError
 
-CUSTOM_OP_PREFIX = "libbuiltincustomop_cpu"
-NUM_BUILTIN_CUSTOM_OP_LIBS = 8
-builtin_libnames = ["%s%d.so" % (CUSTOM_OP_PREFIX, i) for i in range(NUM_BUILTIN_CUSTOM_OP_LIBS)]
-
 
 def stageBuiltinCustomOps():
-    """Paths of the builtin custom-op libraries present in the package's data dir."""
+    """Paths of the builtin custom-op libraries present in the package's data dir, in cpu order."""
     from neuronxcc.driver.jobs.support.FindCustomOpData import findCustomOpDataDir
+    from neuronxcc.neff.customop import builtin_library_paths
 
     data_dir = findCustomOpDataDir()
     if not os.path.isdir(data_dir):
-        raise CustomOpError("Custom op data directory not found: %s" % data_dir)
-    staged = []
-    for libname in builtin_libnames:
-        p = pathlib.Path(data_dir) / libname
-        if p.is_file():
-            staged.append(str(p))
-    return staged
+        logging.getLogger("neuronxcc.driver.jobs.Frontend").debug("%s does not exist", data_dir)
+        raise CustomOpError("Custom op data directory not found")
+    return builtin_library_paths(data_dir)
 
 
 class Frontend(Job):
-    @classmethod
-    def RegisterArgs(cls, parser):
-        pass
-
     def runSingleInput(self, state):
         from neuronxcc.driver.Libraries import require
 
