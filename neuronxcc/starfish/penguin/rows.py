@@ -17,6 +17,7 @@ from neuronxcc.starfish.penguin.expr import apply_view, leaves
 from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
 
 ROW_MAX = 2048
+ROW_SBUF_BUDGET = 96 * 1024         # bytes per partition the tiles of one row-fused kernel may take
 ROW_PREFIX = "__row__"
 ROW_REDUCERS = ("add", "max", "min")
 
@@ -100,6 +101,18 @@ def materialise_row(cg, base):
                          [target], None)
         info.tensor = t
     return info.tensor
+
+
+def inline_tiles(cg, x, seen=None):
+    """Rough count of [P, N] tiles a kernel evaluating x with its row reductions inline allocates."""
+    from neuronxcc.starfish.penguin.expr import count_ops
+    seen = set() if seen is None else seen
+    n = count_ops(x) + len(leaves(x))
+    for v in row_leaves(x):
+        if v.base not in seen:
+            seen.add(v.base)
+            n += 2 + inline_tiles(cg, cg.rowred[v.base].x, seen)
+    return n
 
 
 def inline_ok(cg, v, f_axis, shape):
