@@ -517,3 +517,96 @@ def scan_f32(const float[:, ::1] d0, const float[:, ::1] d1, const float[::1] in
             for i in range(N):
                 prev = _scan_op(op1, _scan_op(op0, d0[p, i], prev), d1[p, i])
                 out[p, i] = prev
+
+
+# -- direct copies between two access patterns ------------------------------
+
+from libc.stdlib cimport malloc, free
+
+
+cdef inline void _extent(Py_ssize_t base, const Py_ssize_t* strides, const Py_ssize_t* nums, Py_ssize_t itemsize,
+                         Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    cdef Py_ssize_t k, d
+    lo[0] = base
+    hi[0] = base + itemsize
+    for k in range(NDIM):
+        d = strides[k] * (nums[k] - 1)
+        if d < 0:
+            lo[0] += d
+        else:
+            hi[0] += d
+
+
+def copy_raw(const uint8_t[::1] sbuf, Py_ssize_t sbase, const Py_ssize_t[::1] sstrides, const Py_ssize_t[::1] snums,
+             uint8_t[::1] dbuf, Py_ssize_t dbase, const Py_ssize_t[::1] dstrides, const Py_ssize_t[::1] dnums,
+             Py_ssize_t itemsize):
+    """Bit-exact copy of the source AP's elements into the destination AP, paired in
+    row-major order (equal element counts; the caller checks). Equivalent to
+    gather_raw then scatter_raw: when the two byte ranges may overlap in the same
+    storage the source is gathered into a temporary first."""
+    cdef Py_ssize_t n = _count(snums)
+    cdef Py_ssize_t slo, shi, dlo, dhi, j, k
+    cdef const uint8_t* sp = &sbuf[0]
+    cdef uint8_t* dp = &dbuf[0]
+    cdef uint8_t* tmp = NULL
+    cdef Py_ssize_t si[NDIM]
+    cdef Py_ssize_t di[NDIM]
+    cdef Py_ssize_t so, do, srun, drun, run
+    cdef Py_ssize_t ss5 = sstrides[5], ds5 = dstrides[5]
+    if n == 0:
+        return
+    _extent(sbase, &sstrides[0], &snums[0], itemsize, &slo, &shi)
+    _extent(dbase, &dstrides[0], &dnums[0], itemsize, &dlo, &dhi)
+    if <const void*>sp == <const void*>dp and slo < dhi and dlo < shi:
+        tmp = <uint8_t*>malloc(n * itemsize)
+        if tmp == NULL:
+            raise MemoryError()
+        gather_raw(sbuf, itemsize, sbase, sstrides, snums, <uint8_t[:n * itemsize]>tmp)
+        try:
+            scatter_raw(<uint8_t[:n * itemsize]>tmp, dbuf, itemsize, dbase, dstrides, dnums)
+        finally:
+            free(tmp)
+        return
+    with nogil:
+        for k in range(NDIM):
+            si[k] = 0
+            di[k] = 0
+        so = sbase
+        do = dbase
+        j = 0
+        while j < n:
+            # the longest run both sides can take without leaving their innermost dimension
+            srun = snums[5] - si[5]
+            drun = dnums[5] - di[5]
+            run = srun if srun < drun else drun
+            if ss5 == itemsize and ds5 == itemsize:
+                memcpy(dp + do + di[5] * ds5, sp + so + si[5] * ss5, run * itemsize)
+            else:
+                for k in range(run):
+                    memcpy(dp + do + (di[5] + k) * ds5, sp + so + (si[5] + k) * ss5, itemsize)
+            j += run
+            si[5] += run
+            di[5] += run
+            # carry the counters into the outer dimensions
+            if si[5] == snums[5] and j < n:
+                si[5] = 0
+                k = 4
+                while True:
+                    si[k] += 1
+                    so += sstrides[k]
+                    if si[k] < snums[k] or k == 0:
+                        break
+                    so -= sstrides[k] * si[k]
+                    si[k] = 0
+                    k -= 1
+            if di[5] == dnums[5] and j < n:
+                di[5] = 0
+                k = 4
+                while True:
+                    di[k] += 1
+                    do += dstrides[k]
+                    if di[k] < dnums[k] or k == 0:
+                        break
+                    do -= dstrides[k] * di[k]
+                    di[k] = 0
+                    k -= 1

@@ -265,7 +265,7 @@ class Executor:
     def op_tensor_copy(self, instr, attrs):
         out, src = instr.dsts[0], instr.srcs[0]
         if instr.engine != "ACT" and out.dtype == src.dtype:
-            self.st.write_raw(out, self.env, self.st.read_raw(src, self.env))
+            self.st.copy_raw(out, src, self.env)
         elif instr.engine != "ACT" and _all_int([out, src]):
             self.wi(out, self.ri(src))
         else:
@@ -341,7 +341,7 @@ class Executor:
     def op_dma_copy(self, instr, attrs):
         out, src = instr.dsts[0], instr.srcs[0]
         if out.dtype == src.dtype:
-            self.st.write_raw(out, self.env, self.st.read_raw(src, self.env))
+            self.st.copy_raw(out, src, self.env)
         elif _all_int([out, src]):
             self.wi(out, self.ri(src))
         else:
@@ -355,7 +355,7 @@ class Executor:
 
     def _move(self, dst, src):
         if dst.dtype == src.dtype:
-            self.st.write_raw(dst, self.env, self.st.read_raw(src, self.env))
+            self.st.copy_raw(dst, src, self.env)
         elif _all_int([dst, src]):
             self.wi(dst, self.ri(src))
         else:

@@ -26,6 +26,24 @@ NDIM = 6
 _INTP = np.intp
 
 
+def _filled(n, fill):
+    """n bytes of FILL; zeros come from calloc (pages are touched only when used)."""
+    return np.zeros(n, np.uint8) if fill == 0 else np.full(n, fill, np.uint8)
+
+
+def _fresh(parts, row_bytes, fill, memlocs):
+    """The shared SBUF/PSUM array (parts x row_bytes, flat). Only the rows and
+    bytes that allocated memlocs cover can ever be addressed (every access is
+    bounds-checked against its memloc), so only that box is poisoned; the rest
+    stays untouched zero pages."""
+    buf = np.zeros(parts * row_bytes, np.uint8)
+    if fill:
+        r1 = min(parts, max(x.start_partition + x.partitions for x in memlocs))
+        b1 = min(row_bytes, max(x.byte_offset + x.bytes_per_partition for x in memlocs))
+        buf.reshape(parts, row_bytes)[:r1, :b1] = fill
+    return buf
+
+
 class _Target:
     __slots__ = ("name", "buf", "row_bytes", "row0", "byte0", "nrows", "nbytes", "memory")
 
@@ -49,18 +67,19 @@ class MachineState:
         self.shared = {}
         sizes = {"SBUF": tm.sbuf_partition_bytes, "PSUM": tm.psum_partition_bytes}
         for mem in ("SBUF", "PSUM"):
-            if any(x.allocated and x.memory == mem for x in module.memlocs.values()):
-                self.shared[mem] = np.full(tm.num_partitions * sizes[mem], fill, np.uint8)
+            used = [x for x in module.memlocs.values() if x.allocated and x.memory == mem]
+            if used:
+                self.shared[mem] = _fresh(tm.num_partitions, sizes[mem], fill, used)
         for x in module.memlocs.values():
             if x.allocated:
                 self.targets[x.name] = _Target(x.name, self.shared[x.memory], sizes[x.memory], x.start_partition,
                                                x.byte_offset, x.partitions, x.bytes_per_partition, x.memory)
             else:
-                buf = np.full(x.partitions * x.bytes_per_partition, fill, np.uint8)
+                buf = _filled(x.partitions * x.bytes_per_partition, fill)
                 self.targets[x.name] = _Target(x.name, buf, x.bytes_per_partition, 0, 0, x.partitions,
                                                x.bytes_per_partition, x.memory)
         for t in module.tensors.values():
-            buf = np.full(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0, np.uint8)
+            buf = _filled(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0)
             if t.kind == "const":
                 arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
                 if arr.size != t.num_elements:
@@ -225,3 +244,12 @@ class MachineState:
         if raw.shape[0] != s.n * s.itemsize:
             raise BirSimError("raw copy of %d bytes into %s which takes %d" % (raw.shape[0], ap.target, s.n * s.itemsize))
         K.scatter_raw(raw, s.tgt.buf, s.itemsize, base, s.strides, s.nums)
+
+    def copy_raw(self, dst, src, env):
+        """write_raw(dst, read_raw(src)) in one pass (same dtype; the kernel handles overlap)."""
+        s, sbase = self.resolve(src, env)
+        d, dbase = self.resolve(dst, env)
+        if s.n != d.n or s.itemsize != d.itemsize:
+            raise BirSimError("raw copy of %d bytes into %s which takes %d" % (s.n * s.itemsize, dst.target,
+                                                                               d.n * d.itemsize))
+        K.copy_raw(s.tgt.buf, sbase, s.strides, s.nums, d.tgt.buf, dbase, d.strides, d.nums, s.itemsize)

@@ -96,14 +96,24 @@ class Timeline:
         self.count = 0
         self.trace = trace
         self.events = []
-        self._costs = {}
+        self._recs = {}
+        self.sync_deps = sync == "dependencies"
 
     def _cost(self, instr):
-        c = self._costs.get(id(instr))
-        if c is None or c[0] is not instr:
-            c = (instr, instruction_cost(instr, self.module, self.tm))
-            self._costs[id(instr)] = c
-        return c[1]
+        return self._rec(instr)[8]
+
+    def _rec(self, instr):
+        """Per-instruction record, built once: (instr, track, track id, busy_s, latency_s,
+        track is the engine, waits [(sem name, int value or None, expr)], signals
+        [(sem name, inc)], Cost). Nothing in it depends on loop variables."""
+        r = self._recs.get(id(instr))
+        if r is None or r[0] is not instr:
+            c = instruction_cost(instr, self.module, self.tm)
+            waits = tuple((sem, v if isinstance(v, int) else None, v) for sem, v in instr.waits)
+            r = (instr, c.track, self._track_id(c.track), c.busy_s, c.latency_s, c.track == instr.engine,
+                 waits, tuple(instr.signals), c)
+            self._recs[id(instr)] = r
+        return r
 
     def _track_id(self, track):
         t = self._track_ids.get(track)
@@ -111,17 +121,27 @@ class Timeline:
             t = self._track_ids[track] = len(self._track_ids)
         return t
 
-    def _issue_time(self, instr, env):
+    def _issue_time(self, instr, env, waits=None):
         """(time INSTR's engine can issue it, None) or (None, (sem, value, have)) when a wait
         cannot be satisfied by the signals recorded so far."""
         t = self.free.get(instr.engine, 0.0)
-        for sem, v in instr.waits:
-            if not isinstance(v, int):
-                v = v.eval(env)
+        if waits is None:
+            waits = self._rec(instr)[6]
+        for sem, v, e in waits:
+            if v is None:
+                v = e.eval(env)
             s = self.sems.get(sem)
-            at = s.time_reaching(v) if s is not None else (0.0 if v <= 0 else None)
-            if at is None:
-                return None, (sem, v, s.value if s else 0)
+            if s is None:
+                if v <= 0:
+                    continue
+                return None, (sem, v, 0)
+            if v <= 0:
+                continue
+            cums = s.cums
+            i = bisect.bisect_left(cums, v)
+            if i >= len(cums):
+                return None, (sem, v, s.value)
+            at = s.times[i]
             if at > t:
                 t = at
         return t, None
@@ -129,53 +149,68 @@ class Timeline:
     def end_time(self, instr, env):
         """When INSTR would complete if issued now (engine or DMA queue free, waits met), or
         None when a wait is not yet satisfied. (Memory-dependence timing is not included.)"""
-        t, _ = self._issue_time(instr, env)
+        r = self._rec(instr)
+        t, _ = self._issue_time(instr, env, r[6])
         if t is None:
             return None
-        c = self._cost(instr)
-        if c.track == instr.engine:
-            return t + c.busy_s
-        return max(t, self.free.get(c.track, 0.0)) + c.latency_s + c.busy_s
+        if r[5]:
+            return t + r[3]
+        return max(t, self.free.get(r[1], 0.0)) + r[4] + r[3]
 
     def step(self, instr, env, regions=()):
         """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
         Returns (start, end) seconds."""
-        t, blocked = self._issue_time(instr, env)
-        if t is None:
-            sem, v, have = blocked
-            raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede it "
-                              "in program order" % (instr.id, instr.opcode, instr.engine, sem, v, have))
-        cost = self._cost(instr)
-        tid = self._track_id(cost.track)
-        dep = self._acc.conflict_time(tid, regions) if regions else 0.0
-        who = self._acc.last_conflict_id
-        if self.sync == "dependencies" and dep > t:
-            t = dep
-        if cost.track == instr.engine:
-            start = t
-            end = t + cost.busy_s
-            self.free[instr.engine] = end
+        r = self._recs.get(id(instr))
+        if r is None or r[0] is not instr:
+            r = self._rec(instr)
+        _, track, tid, busy_s, latency_s, on_engine, waits, signals, _c = r
+        free = self.free
+        if waits:
+            t, blocked = self._issue_time(instr, env, waits)
+            if t is None:
+                sem, v, have = blocked
+                raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede "
+                                  "it in program order" % (instr.id, instr.opcode, instr.engine, sem, v, have))
         else:
-            start = max(t, self.free.get(cost.track, 0.0))
-            end = start + cost.latency_s + cost.busy_s
-            self.free[cost.track] = end
-            if instr.engine not in self.free:
-                self.free[instr.engine] = t
-        if dep > start * (1 + 1e-12) + 1e-15 and self.sync == "semaphores":
+            t = free.get(instr.engine, 0.0)
+        if regions:
+            acc = self._acc
+            dep = acc.conflict_time(tid, regions)
+            if self.sync_deps:
+                if dep > t:
+                    t = dep
+        else:
+            dep = 0.0
+        if on_engine:
+            start = t
+            end = t + busy_s
+            free[track] = end
+        else:
+            start = free.get(track, 0.0)
+            if t > start:
+                start = t
+            end = start + latency_s + busy_s
+            free[track] = end
+            if instr.engine not in free:
+                free[instr.engine] = t
+        if dep > start * (1 + 1e-12) + 1e-15 and not self.sync_deps:
             msg = "instruction #%s %s@%s starts at %.4g us before #%s's conflicting access ends (%.4g us)" % (
-                instr.id, instr.opcode, instr.engine, start * 1e6, who, dep * 1e6)
+                instr.id, instr.opcode, instr.engine, start * 1e6, self._acc.last_conflict_id, dep * 1e6)
             if self.strict:
                 raise BirSimError("race: " + msg)
             if len(self.races) < 1000:
                 self.races.append(msg)
         if regions:
-            self._acc.record(tid, regions, end, instr.id if instr.id is not None else -1)
-        self.busy[cost.track] = self.busy.get(cost.track, 0.0) + (end - start)
-        for sem, inc in instr.signals:
-            s = self.sems.get(sem)
-            if s is None:
-                s = self.sems[sem] = _Sem()
-            s.add(end, inc)
+            acc.record(tid, regions, end, instr.id if instr.id is not None else -1)
+        busy = self.busy
+        busy[track] = busy.get(track, 0.0) + (end - start)
+        if signals:
+            sems = self.sems
+            for sem, inc in signals:
+                s = sems.get(sem)
+                if s is None:
+                    s = sems[sem] = _Sem()
+                s.add(end, inc)
         if end > self.end:
             self.end = end
         self.count += 1
@@ -189,7 +224,7 @@ class Timeline:
                 shp = out.shape
                 parts = shp[0] if shp else 1
                 free = out.num_elements // max(parts, 1)
-            self.events.append((cost.track, instr, start, end, parts, free))
+            self.events.append((track, instr, start, end, parts, free))
         return start, end
 
     # -- results ------------------------------------------------------------
