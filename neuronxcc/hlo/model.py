@@ -187,8 +187,8 @@ class Shape:
     def to_text(self, layout=True):
         if self.is_tuple:
             return "(%s)" % ", ".join(s.to_text(layout) for s in self.tuple_shapes)
-        if not self.is_array:
-            return self.element_type + "[]" if self.element_type == "opaque" else self.element_type + "[]"
+        if not self.is_array:  # token[] / opaque[]
+            return self.element_type + "[]"
         dyn = self.dynamic_dims or (False,) * len(self.dims)
         dims = ",".join(("<=%d" if dd else "%d") % d for d, dd in zip(self.dims, dyn))
         s = "%s[%s]" % (self.element_type, dims)
