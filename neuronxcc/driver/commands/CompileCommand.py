@@ -35,8 +35,7 @@ from neuronxcc.driver.Arguments import InterceptingArgumentParser, addCompileArg
 from neuronxcc.driver.CompileState import CompileState
 from neuronxcc.driver.DriverLogging import FILE_ONLY, USER
 from neuronxcc.driver.commands.CommandInterface import CommandInterface
-from neuronxcc.errors import (InputFileError, InternalCompilerError, InvalidArgumentError,
-                              NotBuiltYetError)
+from neuronxcc.errors import InputFileError, InternalCompilerError, InvalidArgumentError
 
 XLAInterface = "XLA"
 GOLDEN_JOBS = ("XLAInferGoldens", "InferGoldens", "MetaInferGoldens")
@@ -258,17 +257,8 @@ class CompileCommand(CommandInterface):
         """Write the input as ``model.hlo_module.pb`` (HloModuleProto bytes) into the work dir."""
         from neuronxcc.driver.Libraries import require
 
-        src = state.input_path
-        try:
-            load_module = require("neuronxcc.hlo", "load_module")
-        except NotBuiltYetError as e:
-            # The HLO layer is not there yet: keep the bytes as given.
-            if os.path.isdir(src):
-                raise NotBuiltYetError("reading a model directory needs neuronxcc.hlo, which is not built yet") from e
-            self.logger.info("neuronxcc.hlo is not available (%s); staging the input bytes unchanged", e)
-            shutil.copyfile(src, files.MODEL)
-            return
-        module = load_module(src)
+        load_module = require("neuronxcc.hlo", "load_module", who="compile")
+        module = load_module(state.input_path)
         state.module_name = getattr(module, "name", None)
         data = module.to_proto_bytes()
         with open(files.MODEL, "wb") as f:
