@@ -189,6 +189,13 @@ def test_importing_main_is_cheap():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+    # --version reports numpy's version without importing numpy (a third of its run time)
+    code = ("import sys; from neuronxcc.driver.CommandDriver import CommandDriver; "
+            "rc = CommandDriver().run(['neuronx-cc', '--version']); "
+            "sys.stderr.write('numpy loaded: %s\\n' % ('numpy' in sys.modules)); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[-1] == "numpy loaded: False"
 
 
 def test_closed_stdout_is_not_a_compiler_error(tmp_path):
