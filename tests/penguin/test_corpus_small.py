@@ -2,7 +2,7 @@
 compared with jax.jit on fresh inputs (the CLI path runs the "tiled" size in tests/e2e)."""
 import pytest
 
-from helpers import assert_close
+from penguin_helpers import assert_close
 from support import corpus
 
 

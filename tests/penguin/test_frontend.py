@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import penguin_of
+from penguin_helpers import penguin_of
 from neuronxcc.starfish import birpy
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.frontend import run_frontend

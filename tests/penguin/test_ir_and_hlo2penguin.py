@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import hlo_bytes, penguin_of
+from penguin_helpers import hlo_bytes, penguin_of
 from neuronxcc.errors import TensorTooLargeError, UnsupportedOperatorError
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.views import View, collapse, reshape_strides

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from helpers import bir_of, check
+from penguin_helpers import bir_of, check
 
 R = np.random.default_rng(0)
 

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from helpers import bir_of
+from penguin_helpers import bir_of
 
 
 def loss_and_grad(x, w):
