@@ -11,6 +11,7 @@ root's exact shape (layout included), so the program's interface never
 changes; parameters are never removed.
 """
 import logging
+import math
 
 import numpy as np
 
@@ -149,6 +150,16 @@ def scalar_constant_value(instr):
     return None
 
 
+def _is_zero(instr, negative):
+    """A scalar (or broadcast scalar) zero; for floats its sign must be ``negative``."""
+    v = scalar_constant_value(instr)
+    if v is None or v != 0:
+        return False
+    if isinstance(v, float) or instr.shape.element_type[0] in "bf":
+        return math.copysign(1.0, float(v)) < 0 if negative else math.copysign(1.0, float(v)) > 0
+    return True
+
+
 def _is_entry_root(module, comp, instr):
     return comp is module.entry and comp.root is instr
 
@@ -256,9 +267,13 @@ class AlgebraicSimplification(HloPass):
     @staticmethod
     def _simplify(i):
         op, ops, a = i.opcode, i.operands, i.attrs
-        if op in ("add", "subtract") and scalar_constant_value(ops[1]) == 0:
+        # bit-exact identities only: for floats x + (+0) is +0 when x is -0, so only a -0 (or an
+        # integer 0) may be dropped from an add, and only a +0 from a subtract
+        if op == "subtract" and _is_zero(ops[1], negative=False):
             return ops[0]
-        if op == "add" and scalar_constant_value(ops[0]) == 0:
+        if op == "add" and _is_zero(ops[1], negative=True):
+            return ops[0]
+        if op == "add" and _is_zero(ops[0], negative=True):
             return ops[1]
         if op in ("multiply", "divide") and scalar_constant_value(ops[1]) == 1:
             return ops[0]
