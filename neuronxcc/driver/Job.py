@@ -188,6 +188,22 @@ class Job:
             self.raiseForExit(proc.returncode, (out or "") + "\n" + (err or ""))
         return proc.returncode, out, err
 
+    def runMergedOutput(self, cmd, tag):
+        """The own Popen of HLOToTensorizer and NeffWrapper: stdout and stderr merged, text
+        mode, each line streamed into the log as ``[tag] line``; a failure raises as in shellCommand."""
+        self.log("Executing " + self._quote(cmd), level=logging.INFO)
+        self.getReplayCommandLine(cmd)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                universal_newlines=True, shell=False, close_fds=True)
+        lines = []
+        with proc.stdout:
+            for line in proc.stdout:
+                lines.append(line)
+                self.logger.debug("[%s] %s", tag, line.rstrip("\n"))
+        proc.wait()
+        if proc.returncode != 0:
+            self.raiseForExit(proc.returncode, "".join(lines))
+
     def _logOutput(self, out, err):
         for stream, text in (("stdout", out), ("stderr", err)):
             for line in (text or "").splitlines():

@@ -128,6 +128,11 @@ def test_neff_wrapper_argv(work, registry, monkeypatch):
     job.run(_state(work))
     assert _argv(work, "hlo-neff-wrapper") == [files.MODEL, "--neff", "model.neff", "--output",
                                                "wrapped_neff.hlo"]
+    assert (work / "replay_neff_wrapper.sh").is_file()
+    # stderr is merged into the streamed output: the tool's NCC line becomes the error
+    monkeypatch.setenv("FAKE_MODE", "fail")
+    with pytest.raises(UnsupportedOperatorError, match="Operation sort is not supported"):
+        job.run(_state(work))
 
 
 def _block(monkeypatch, *modules):

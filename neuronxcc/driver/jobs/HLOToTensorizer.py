@@ -3,11 +3,9 @@
   hlo2penguin model.hlo_module.pb --output penguin.json --target T
               [--options '<--internal-hlo2tensorizer-options>']
 
-Runs its own Popen (stdout and stderr merged, text mode) and streams the
-tool's output into the log.
+Runs its own Popen (``Job.runMergedOutput``: stdout and stderr merged, text
+mode) and streams the tool's output into the log.
 """
-import subprocess
-
 from neuronxcc.driver import CompileState as files
 from neuronxcc.driver.Job import Job
 
@@ -26,16 +24,5 @@ class HLOToTensorizer(Job):
         return cmd
 
     def runSingleInput(self, state):
-        cmd = self.command(state)
-        self.log("Executing " + self._quote(cmd), level=20)
-        self.getReplayCommandLine(cmd)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                universal_newlines=True, shell=False, close_fds=True)
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            self.logger.debug("[hlo2penguin] %s", line.rstrip("\n"))
-        proc.wait()
-        if proc.returncode != 0:
-            self.raiseForExit(proc.returncode, "".join(lines))
+        self.runMergedOutput(self.command(state), "hlo2penguin")
         self.requireFile(files.PENGUIN, "hlo2penguin")
