@@ -119,3 +119,13 @@ cdef class APInfo:
         """region(env) + (write,) -- the timeline's access record."""
         cdef tuple r = self.region(env)
         return r + (write,)
+
+
+cpdef list regions_of(list infos, dict env):
+    """[info.region_w(env, write) for (info, write) in INFOS] -- one executed instruction's
+    access records for the timeline."""
+    cdef list out = []
+    cdef tuple iw
+    for iw in infos:
+        out.append((<APInfo>iw[0]).region_w(env, iw[1]))
+    return out

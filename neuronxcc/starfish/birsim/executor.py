@@ -21,6 +21,8 @@ from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS, OPCODES, full_attrs
 from neuronxcc.starfish.birsim import alu
+from neuronxcc.starfish.birsim._apinfo import regions_of
+from neuronxcc.starfish.birsim.plans import prepare
 
 __all__ = ["Executor"]
 
@@ -44,14 +46,15 @@ def _width(ap):
 
 
 class Executor:
-    def __init__(self, module, state, timeline, custom_op_libs=None):
+    def __init__(self, module, state, timeline, custom_op_libs=None, plans=True):
         self.m = module
         self.st = state
         self.tl = timeline
         self.env = {}
         self.regs = self.env      # register file; the same dict as env in program order
         self.custom_op_libs = custom_op_libs
-        self._attrs = {}
+        self._plans = {}
+        self.plans = plans        # False: every instruction runs its op_* handler (the reference path)
         self._indirect = {}
         self._handlers = {name: getattr(self, "op_" + name) for name in OPCODES}
 
@@ -94,30 +97,42 @@ class Executor:
             raise BirSimError("%s #%s reads register %r before any register_load" % (node.kind, node.id, name))
 
     def execute(self, instr):
-        a = self._attrs.get(id(instr))
-        if a is None or a[0] is not instr:
-            h = self._handlers.get(instr.opcode)
-            if h is None:
-                raise BirSimError("instruction #%s: unknown opcode %r" % (instr.id, instr.opcode))
-            infos = None
-            if instr.opcode not in ("dma_gather", "dma_scatter"):
-                try:
-                    infos = [(self.st._static(ap), 1) for ap in instr.dsts] + \
-                        [(self.st._static(ap), 0) for ap in instr.srcs]
-                except BirSimError as e:
-                    raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
-            a = (instr, full_attrs(instr), h, infos)
-            self._attrs[id(instr)] = a
+        p = self._plans.get(id(instr))
+        if p is None or p[0] is not instr:
+            p = self._prepare(instr)
+        env = self.env
         try:
-            a[2](instr, a[1])
+            p[1](env)
         except BirSimError as e:
             raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
-        env = self.env
-        if a[3] is None:
-            regions = self._indirect_regions(instr, a[1])
+        if p[2] is None:
+            regions = self._indirect_regions(instr, p[3])
         else:
-            regions = [info.region_w(env, w) for info, w in a[3]]
+            regions = regions_of(p[2], env)
         self.tl.step(instr, env, regions)
+
+    def _prepare(self, instr):
+        """(instr, run(env), [(APInfo, is_write)] or None for indirect DMAs, attrs), cached per instruction."""
+        h = self._handlers.get(instr.opcode)
+        if h is None:
+            raise BirSimError("instruction #%s: unknown opcode %r" % (instr.id, instr.opcode))
+        attrs = full_attrs(instr)
+        infos = None
+        run = None
+        try:
+            if instr.opcode not in ("dma_gather", "dma_scatter"):
+                infos = [(self.st._static(ap), 1) for ap in instr.dsts] + \
+                    [(self.st._static(ap), 0) for ap in instr.srcs]
+                if self.plans:
+                    run = prepare(self, instr, attrs)
+        except BirSimError as e:
+            raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
+        if run is None:
+            def run(env, h=h, instr=instr, attrs=attrs):
+                h(instr, attrs)
+        p = (instr, run, infos, attrs)
+        self._plans[id(instr)] = p
+        return p
 
     def _indirect_regions(self, instr, attrs):
         st, env = self.st, self.env

@@ -186,6 +186,11 @@ class MachineState:
         """fp32 values of AP (shape ap.shape). fp32 operands come back as a
         read-only view of the storage (no copy); others are converted."""
         s, base = self.resolve(ap, env)
+        return self.read_f_at(s, base)
+
+    # The *_at forms take a resolved (APInfo, base byte) pair: the executor's cached
+    # per-instruction plans call them without looking the access pattern up again.
+    def read_f_at(self, s, base):
         if s.code == 0:
             if s.rview is not None:
                 return s.rview
@@ -200,17 +205,23 @@ class MachineState:
 
     def read_i(self, ap, env):
         s, base = self.resolve(ap, env)
+        return self.read_i_at(s, base)
+
+    def read_i_at(self, s, base):
         out = np.empty(s.n, np.int64)
         K.read_i64(s.tgt.buf, s.code, base, s.strides, s.nums, out)
         return out.reshape(s.shape)
 
     def write_f(self, ap, env, values):
         s, base = self.resolve(ap, env)
+        self.write_f_at(s, base, values)
+
+    def write_f_at(self, s, base, values):
         if s.code == 0:
             # fp32: numpy copies into the storage view (overlap-safe)
             values = np.asarray(values)
             if values.size != s.n:
-                raise BirSimError("writing %d values into %s which takes %d" % (values.size, ap.target, s.n))
+                raise BirSimError("writing %d values into %s which takes %d" % (values.size, s.target_name, s.n))
             v = s.wview
             if v is None:
                 v = self._view(s, base)
@@ -223,14 +234,17 @@ class MachineState:
             v = v.copy()
         v = np.ascontiguousarray(v).reshape(-1)
         if v.shape[0] != s.n:
-            raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], ap.target, s.n))
+            raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], s.target_name, s.n))
         K.write_f32(v, s.tgt.buf, s.code, base, s.strides, s.nums)
 
     def write_i(self, ap, env, values):
         s, base = self.resolve(ap, env)
+        self.write_i_at(s, base, values)
+
+    def write_i_at(self, s, base, values):
         v = np.ascontiguousarray(values, dtype=np.int64).reshape(-1)
         if v.shape[0] != s.n:
-            raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], ap.target, s.n))
+            raise BirSimError("writing %d values into %s which takes %d" % (v.shape[0], s.target_name, s.n))
         K.write_i64(v, s.tgt.buf, s.code, base, s.strides, s.nums)
 
     def read_raw(self, ap, env):

@@ -1,0 +1,136 @@
+"""The cached execution plans (birsim.plans, the default fast path) against the
+reference path (every instruction through its ``Executor.op_*`` handler):
+random looped programs must give bit-identical outputs and the same timeline;
+and the one-pass ``copy_raw`` kernel against gather_raw + scatter_raw."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from neuronxcc.hwm import get_target
+from neuronxcc.starfish import birpy as B
+from neuronxcc.starfish.birsim import _kernels as K
+from neuronxcc.starfish.birsim.executor import Executor
+from neuronxcc.starfish.birsim.state import MachineState
+from neuronxcc.starfish.birsim.timeline import Timeline
+
+P, F = 8, 16
+DT = ["float32", "bfloat16", "float16", "int32", "int8"]
+
+
+def _run(m, inputs, plans):
+    tm = get_target("trn1")
+    state = MachineState(m, tm)
+    for n, v in zip(m.inputs, inputs):
+        state.set_input(n, v)
+    tl = Timeline(m, tm)
+    ex = Executor(m, state, tl, plans=plans)
+    ex.run()
+    return [state.targets[n].buf.copy() for n in m.outputs], tl.summary()
+
+
+def _op(draw, b, i, ap):
+    kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool"]))
+    d0 = draw(st.sampled_from(DT))
+    off = draw(st.integers(0, F))
+    t0 = ap("t0", d0, off)
+    t1 = ap("t1", draw(st.sampled_from(DT)), draw(st.integers(0, F)))
+    if kind in ("ts", "ts_pool"):
+        ops = ["add", "mult", "max", "subtract", "divide", "bitwise_and", "arith_shift_left"]
+        b.inst("tensor_scalar", "POOL" if kind == "ts_pool" else "DVE", [t1], [t0], op0=draw(st.sampled_from(ops)),
+               operand0=float(draw(st.integers(-3, 3))), op1=draw(st.sampled_from(["add", "mult", None])),
+               operand1=1.5, reverse0=draw(st.booleans()))
+    elif kind == "tt":
+        b.inst("tensor_tensor", draw(st.sampled_from(["DVE", "POOL"])), [t1], [t0, ap("t1", t1.dtype, 0)],
+               op=draw(st.sampled_from(["add", "mult", "max", "subtract", "bitwise_or"])))
+    elif kind == "act":
+        b.inst("activation", "ACT", [t1], [t0], func=draw(st.sampled_from(["exp", "tanh", "relu", "copy"])),
+               scale=draw(st.sampled_from([1.0, 0.5])), bias=draw(st.sampled_from([0.0, -1.0])))
+    elif kind == "copy":
+        b.inst("tensor_copy", draw(st.sampled_from(["DVE", "ACT", "POOL"])), [t1], [t0])
+    elif kind == "memset":
+        b.inst("memset", draw(st.sampled_from(["DVE", "POOL"])), [t1], [], value=draw(st.sampled_from([0.0, 3.0, -2.5])))
+    elif kind == "matmul":
+        s = B.AccessPattern("t0", "float32", off, [[1, 4]], 0, P)
+        mv = B.AccessPattern("t1", "bfloat16", 0, [[1, F]], 0, P)
+        out = B.AccessPattern("ps", "float32", 0, [[1, F]], 0, 4)
+        b.inst("matmul", "PE", [out], [s, mv], psum_zero=draw(st.booleans()))
+        b.inst("tensor_copy", "DVE", [ap("t1", "float32", 0).copy(num_partitions=4)], [out])
+    else:
+        # SBUF -> SBUF DMA, overlapping within t0 when the offsets are close
+        b.inst("dma_copy", "SP", [ap("t0", d0, draw(st.integers(0, F)))], [t0], queue="qx")
+
+
+@st.composite
+def programs(draw):
+    m = B.Module("plans")
+    iters = draw(st.integers(1, 3))
+    m.add_tensor("x", "input", "float32", (iters, P, F))
+    m.add_tensor("y", "output", "float32", (iters, P, F))
+    for name in ("t0", "t1"):
+        m.add_memloc(name, "SBUF", P, 2 * F * 4)
+    m.add_memloc("ps", "PSUM", 4, F * 4)
+    b = B.Builder(m)
+
+    def ap(name, dtype, off):
+        return B.AccessPattern(name, dtype, off, [[1, F]], 0, P)
+    with b.loop("i", 0, iters) as i:
+        b.inst("dma_copy", "SP", [ap("t0", "float32", 0)], [B.AccessPattern("x", "float32", i * (P * F), [[F, P], [1, F]])],
+               queue="q0")
+        for _ in range(draw(st.integers(1, 6))):
+            _op(draw, b, i, ap)
+        b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", i * (P * F), [[F, P], [1, F]])],
+               [ap("t1", "float32", draw(st.integers(0, F)))], queue="q1")
+    b.finish()
+    x = np.random.default_rng(draw(st.integers(0, 99))).uniform(-4, 4, (iters, P, F)).astype(np.float32)
+    return m, x
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs())
+def test_plans_match_the_handlers(prog):
+    m, x = prog
+    m.ensure_ids()
+    fast, s1 = _run(m, [x], True)
+    ref, s2 = _run(m, [x], False)
+    for a, b in zip(fast, ref):
+        assert np.array_equal(a, b)
+    assert s1 == s2
+
+
+@st.composite
+def copies(draw):
+    isz = draw(st.sampled_from([1, 2, 4]))
+    n = draw(st.integers(1, 40))
+
+    def nums():
+        out, left = [], n
+        for _ in range(5):
+            divs = [d for d in range(1, left + 1) if left % d == 0]
+            d = draw(st.sampled_from(divs))
+            out.append(d)
+            left //= d
+        return out + [left]
+
+    def ap():
+        ns = nums()
+        strides = [draw(st.integers(-3, 4)) * isz for _ in range(6)]
+        lo = sum(min(0, s * (k - 1)) for s, k in zip(strides, ns))
+        hi = sum(max(0, s * (k - 1)) for s, k in zip(strides, ns))
+        base = draw(st.integers(-lo, 600 - hi - isz))
+        return base, np.array(strides, np.intp), np.array(ns, np.intp)
+    return isz, n, ap(), ap(), draw(st.booleans()), draw(st.integers(0, 99))
+
+
+@settings(max_examples=200, deadline=None)
+@given(copies())
+def test_copy_raw_matches_gather_scatter(case):
+    isz, n, s, d, same, seed = case
+    rng = np.random.default_rng(seed)
+    sb = rng.integers(0, 256, 600, dtype=np.uint8)
+    db = sb if same else rng.integers(0, 256, 600, dtype=np.uint8)
+    ref_d = db.copy()
+    ref_s = ref_d if same else sb.copy()
+    tmp = np.empty(n * isz, np.uint8)
+    K.gather_raw(ref_s, isz, s[0], s[1], s[2], tmp)
+    K.scatter_raw(tmp, ref_d, isz, d[0], d[1], d[2])
+    K.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
+    assert np.array_equal(db, ref_d)
