@@ -240,7 +240,7 @@ class Converter:
         op = inst.opcode
         if op == "custom-call":
             tgt = str(_attr(inst, "custom_call_target", default="")).lower()
-            if tgt in ("topk", "top_k"):
+            if tgt in ("topk", "top_k", "awsneurontopk"):
                 return "topk"
             raise unsupported(inst, "custom-call target %r" % tgt)
         if op == "bitcast":
@@ -285,6 +285,10 @@ class Converter:
         elif op == "topk":
             a["k"] = A.int_attr(inst, "k")
             a["largest"] = A.bool_attr(inst, "largest", True)
+        elif op == "custom-call" and self._kind(inst) == "topk":
+            # TopK custom-call: k is the last dim of the values result; always the largest
+            a["k"] = int(inst.shape.tuple_shapes[0].dims[-1])
+            a["largest"] = True
         elif op == "reduce-window":
             a["window"] = A.window(inst, rank)
             a["reducer"] = reducer_kind(_called(inst))
