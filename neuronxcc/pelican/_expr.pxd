@@ -1,6 +1,7 @@
 # Declarations of the pelican expression core (see _expr.pyx for the contract).
 # Other Cython modules cimport these to read expression trees without Python
 # attribute lookups (e.g. _compiled.pyx lowers a tree to a flat program).
+from cpython.number cimport PyNumber_Index
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint64_t
 
@@ -55,3 +56,12 @@ cdef Expr mk_var(str name, Bnd b)
 cdef Expr subs_dict(Expr e, dict mapping)   # {name: int | Expr}, canonical result
 cdef bint expr_eq(Expr a, Expr b) except -1
 cdef int expr_cmp(Expr a, Expr b) except -2
+
+
+cdef inline int64_t to_i64(object x) except? -1:
+    # an int (or index-able) or a constant Expr as int64; a non-constant Expr is a ValueError
+    if isinstance(x, Expr):
+        if (<Expr>x).kind != K_CONST:
+            raise ValueError("pelican: expected an integer constant, got %s" % x)
+        return (<Expr>x).val
+    return <int64_t>PyNumber_Index(x)

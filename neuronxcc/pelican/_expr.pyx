@@ -39,14 +39,6 @@ from sys import intern as _intern
 cdef Bnd UNBOUNDED = b_unbounded()
 
 
-cdef inline int64_t to_i64(object x) except? -1:
-    if isinstance(x, Expr):
-        if (<Expr>x).kind != K_CONST:
-            raise ValueError("pelican: expected an integer constant, got %s" % x)
-        return (<Expr>x).val
-    return <int64_t>PyNumber_Index(x)
-
-
 # ---------------------------------------------------------------- node makers
 
 cdef list _SMALL = []
