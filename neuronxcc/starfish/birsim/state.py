@@ -13,6 +13,10 @@ element is inside the target (BirSimError otherwise). Fresh on-chip memory and
 output/scratch tensors are filled with 0xFF bytes (NaN / -1) unless
 ``poison=False``, so reads of never-written data show up.
 """
+import sys
+import threading
+import weakref
+
 import numpy as np
 
 from neuronxcc.errors import BirSimError
@@ -26,21 +30,73 @@ NDIM = 6
 _INTP = np.intp
 
 
-def _filled(n, fill):
-    """n bytes of FILL; zeros come from calloc (pages are touched only when used)."""
-    return np.zeros(n, np.uint8) if fill == 0 else np.full(n, fill, np.uint8)
+class _BufferPool:
+    """Byte buffers of machine states that are gone, kept for the next simulation so it
+    does not pay the kernel's page faults for fresh memory again (for small programs
+    they cost more than the simulation). Bounded; a buffer that anything still
+    references (a view that outlived its state) is never handed out again."""
+
+    LIMIT = 96 << 20          # bytes kept at most
+    MIN = 256 << 10           # smaller buffers come straight from malloc
+
+    def __init__(self):
+        self.free = {}
+        self.nbytes = 0
+        self.lock = threading.Lock()
+
+    def take(self, n):
+        if n < self.MIN:
+            return None
+        with self.lock:
+            lst = self.free.get(n)
+            while lst:
+                b = lst.pop()
+                self.nbytes -= n
+                if sys.getrefcount(b) <= 2:        # b here + getrefcount's argument: nobody else
+                    return b
+        return None
+
+    def give(self, bufs):
+        with self.lock:
+            for b in bufs:
+                n = b.nbytes
+                lst = self.free.setdefault(n, [])
+                if self.nbytes + n <= self.LIMIT and len(lst) < 2:
+                    lst.append(b)
+                    self.nbytes += n
 
 
-def _fresh(parts, row_bytes, fill, memlocs):
+_POOL = _BufferPool()
+
+
+def _filled(n, fill, owned):
+    """n bytes of FILL (a reused buffer, or zeros from calloc when FILL is 0)."""
+    b = _POOL.take(n)
+    if b is None:
+        b = np.zeros(n, np.uint8) if fill == 0 else np.full(n, fill, np.uint8)
+    else:
+        b.fill(fill)
+    if n >= _POOL.MIN:
+        owned.append(b)
+    return b
+
+
+def _fresh(parts, row_bytes, fill, memlocs, owned):
     """The shared SBUF/PSUM array (parts x row_bytes, flat). Only the rows and
     bytes that allocated memlocs cover can ever be addressed (every access is
-    bounds-checked against its memloc), so only that box is poisoned; the rest
-    stays untouched zero pages."""
-    buf = np.zeros(parts * row_bytes, np.uint8)
-    if fill:
-        r1 = min(parts, max(x.start_partition + x.partitions for x in memlocs))
-        b1 = min(row_bytes, max(x.byte_offset + x.bytes_per_partition for x in memlocs))
-        buf.reshape(parts, row_bytes)[:r1, :b1] = fill
+    bounds-checked against its memloc), so only that box is filled; the rest of
+    a fresh array stays untouched zero pages (of a reused one: unreachable bytes)."""
+    n = parts * row_bytes
+    buf = _POOL.take(n)
+    if buf is None:
+        buf = np.zeros(n, np.uint8)
+        if not fill:
+            owned.append(buf)
+            return buf
+    owned.append(buf)
+    r1 = min(parts, max(x.start_partition + x.partitions for x in memlocs))
+    b1 = min(row_bytes, max(x.byte_offset + x.bytes_per_partition for x in memlocs))
+    buf.reshape(parts, row_bytes)[:r1, :b1] = fill
     return buf
 
 
@@ -65,21 +121,22 @@ class MachineState:
         fill = 0xFF if poison else 0
         self.targets = {}
         self.shared = {}
+        owned = []
         sizes = {"SBUF": tm.sbuf_partition_bytes, "PSUM": tm.psum_partition_bytes}
         for mem in ("SBUF", "PSUM"):
             used = [x for x in module.memlocs.values() if x.allocated and x.memory == mem]
             if used:
-                self.shared[mem] = _fresh(tm.num_partitions, sizes[mem], fill, used)
+                self.shared[mem] = _fresh(tm.num_partitions, sizes[mem], fill, used, owned)
         for x in module.memlocs.values():
             if x.allocated:
                 self.targets[x.name] = _Target(x.name, self.shared[x.memory], sizes[x.memory], x.start_partition,
                                                x.byte_offset, x.partitions, x.bytes_per_partition, x.memory)
             else:
-                buf = _filled(x.partitions * x.bytes_per_partition, fill)
+                buf = _filled(x.partitions * x.bytes_per_partition, fill, owned)
                 self.targets[x.name] = _Target(x.name, buf, x.bytes_per_partition, 0, 0, x.partitions,
                                                x.bytes_per_partition, x.memory)
         for t in module.tensors.values():
-            buf = _filled(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0)
+            buf = _filled(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0, owned)
             if t.kind == "const":
                 arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
                 if arr.size != t.num_elements:
@@ -88,6 +145,7 @@ class MachineState:
             self.targets[t.name] = _Target(t.name, buf, max(t.nbytes, 1), 0, 0, 1, t.nbytes, "HBM")
         self._cache = {}
         self._keep = []
+        weakref.finalize(self, _POOL.give, owned)
 
     # -- I/O --------------------------------------------------------------
     def set_input(self, name, value):
