@@ -39,7 +39,7 @@ import tempfile
 
 import numpy as np
 
-from neuronxcc.errors import CustomOpError, NotBuiltYetError
+from neuronxcc.errors import CustomOpError
 from neuronxcc.neff import customop
 from neuronxcc.neff.container import content_uuid, make_tar, pack_neff
 from neuronxcc.neff.header import NEFF_FEATURE_CUSTOM_OPS, truncate_utf8
@@ -50,7 +50,6 @@ DEF_JSON = SUBGRAPH + "/def.json"
 PROGRAM_JSON = SUBGRAPH + "/program.json"
 IO_TRANSPOSES_JSON = SUBGRAPH + "/io_transposes.json"
 DEF_SCHEMA_VERSION = "0.6"
-CUSTOM_OP_OPCODES = ("custom_op", "CustomOp", "CUSTOM_OP", 133)
 
 
 def dumps(obj):
@@ -58,54 +57,35 @@ def dumps(obj):
     return (json.dumps(obj, sort_keys=True, indent=1, separators=(",", ": ")) + "\n").encode("utf-8")
 
 
-# -- reading the BIR module (duck-typed over birpy's Module) ------------------
-
-def _tensors(module):
-    t = module.tensors
-    return list(t.values()) if isinstance(t, dict) else list(t)
-
+# -- reading the BIR module (a birpy Module) ----------------------------------
 
 def np_dtype(name):
-    """numpy dtype of a BIR dtype name (birpy's registry; numpy/ml_dtypes names otherwise)."""
-    try:
-        from neuronxcc.starfish.birpy import dtypes as bir_dtypes
-        return bir_dtypes.np_dtype(str(name))
-    except (ImportError, KeyError):
-        import ml_dtypes  # noqa: F401  (registers bfloat16/fp8 names with numpy)
-        return np.dtype(name)
+    """numpy dtype of a BIR dtype name (birpy's registry). Raises KeyError for an unknown name."""
+    from neuronxcc.starfish.birpy import dtypes as bir_dtypes
+
+    return bir_dtypes.np_dtype(str(name))
 
 
 def dtype_name(name):
     """The BIR spelling of a dtype (what def.json records)."""
-    try:
-        from neuronxcc.starfish.birpy import dtypes as bir_dtypes
-        return bir_dtypes.get(str(name)).name
-    except (ImportError, KeyError):
-        return np.dtype(name).name
+    from neuronxcc.starfish.birpy import dtypes as bir_dtypes
+
+    return bir_dtypes.get(str(name)).name
 
 
-def iter_instructions(body):
-    """Every Instruction in a body, descending into loops and control blocks."""
-    for item in body:
-        sub = [getattr(item, attr) for attr in ("body", "then_body", "else_body")
-               if isinstance(getattr(item, attr, None), list)]
-        if sub:
-            for b in sub:
-                yield from iter_instructions(b)
-        else:
-            yield item
+def _custom_op_calls(module):
+    from neuronxcc.starfish.birpy.opcodes import OPCODES_BY_CODE, CUSTOM_OP_OPCODE
 
-
-def _is_custom_op(inst):
-    return getattr(inst, "opcode", None) in CUSTOM_OP_OPCODES
+    name = OPCODES_BY_CODE[CUSTOM_OP_OPCODE].name
+    return [i for i in module.instructions() if i.opcode == name]
 
 
 def _custom_op_function(inst):
-    attrs = getattr(inst, "attrs", None) or {}
-    for key in ("function", "func_name", "fn_name"):
-        if attrs.get(key):
-            return str(attrs[key])
-    raise CustomOpError("Custom op instruction without a function name (attrs 'function')", code="NCC_ECOP009")
+    fn = inst.attrs.get("function")
+    if not fn:
+        raise CustomOpError("Custom op instruction without a function name (attrs 'function')",
+                            code="NCC_ECOP009")
+    return str(fn)
 
 
 def default_custom_op_libs():
@@ -118,23 +98,23 @@ def default_custom_op_libs():
 def bind_custom_ops(module, custom_op_libs=None):
     """The codegen step for custom ops: the module's registry, ids bound.
 
-    Uses the registry codegen already filled (``module.artifact_info``, or its
-    JSON in ``module.attrs["artifact_info"]``) when there is one; otherwise
+    Uses the registry codegen already filled (its JSON in
+    ``module.attrs["artifact_info"]``) when there is one; otherwise
     registers the staged libraries (``custom_op_libs``, else the Frontend's
     ``module.attrs["custom_op_libs"]``, else the builtin set) with
     the versions they report and binds each custom-op instruction's function in
     program order, writing the FunctionId into ``attrs['sub_opcode']``. Returns
     None when the module has no custom op.
     """
-    calls = [i for i in iter_instructions(module.body) if _is_custom_op(i)]
-    info = getattr(module, "artifact_info", None)
-    if info is None and isinstance(getattr(module, "attrs", None), dict) and module.attrs.get("artifact_info"):
+    calls = _custom_op_calls(module)
+    info = None
+    if module.attrs.get("artifact_info"):
         info = customop.ModuleArtifactInfo.from_json(module.attrs["artifact_info"])
     if not calls:
         return info if info else None
     if not info:
         info = customop.ModuleArtifactInfo()
-        if custom_op_libs is None and isinstance(getattr(module, "attrs", None), dict):
+        if custom_op_libs is None:
             custom_op_libs = module.attrs.get("custom_op_libs")      # what the Frontend staged
         paths = list(custom_op_libs) if custom_op_libs is not None else default_custom_op_libs()
         if not paths:
@@ -188,7 +168,7 @@ def _var_entry(tensor, vtype, var_id):
 
 def build_var(module, members):
     """def.json ``var``; adds constant members. Order: inputs, outputs, constants, scratch."""
-    by_name = {t.name: t for t in _tensors(module)}
+    by_name = dict(module.tensors)
     var = {}
 
     def add(name, vtype):
@@ -204,7 +184,7 @@ def build_var(module, members):
     for n in module.outputs:
         add(n, "output")
     used = set()
-    for t in _tensors(module):
+    for t in module.tensors.values():
         if t.kind == "const" and t.name not in var:
             e = add(t.name, "file")
             if t.data is None:
@@ -214,7 +194,7 @@ def build_var(module, members):
                 raise ValueError("constant %r data shape %s != tensor shape %s" % (t.name, data.shape, e["shape"]))
             e["file_name"] = "%s/%s.npy" % (SUBGRAPH, _safe_file_stem(t.name, used))
             members[e["file_name"]] = _npy_bytes(data, np_dtype(t.dtype))
-    for t in _tensors(module):
+    for t in module.tensors.values():
         if t.kind == "scratch" and t.name not in var:
             add(t.name, "tmp-buf")
     return var
@@ -223,14 +203,14 @@ def build_var(module, members):
 def build_dma_queues(module, var):
     """def.json ``dma_queue``: each queue the program uses, typed by what it moves."""
     queues = {}
-    for inst in iter_instructions(module.body):
-        q = (getattr(inst, "attrs", None) or {}).get("queue")
+    for inst in module.instructions():
+        q = inst.attrs.get("queue")
         if q is None:
             continue
         e = queues.setdefault(str(q), {"engines": set(), "kinds": set()})
         e["engines"].add(str(inst.engine))
-        for op in list(getattr(inst, "srcs", [])) + list(getattr(inst, "dsts", [])):
-            v = var.get(getattr(op, "target", None))
+        for op in list(inst.srcs) + list(inst.dsts):
+            v = var.get(op.target)
             if v is not None:
                 e["kinds"].add(v["type"])
     out = {}
@@ -260,19 +240,12 @@ def build_neff_json(var):
                       "storage_id": ["list_int", list(range(len(entries)))]}}
 
 
-def _birpy():
-    try:
-        from neuronxcc.starfish import birpy
-    except ImportError as e:
-        raise NotBuiltYetError("Kelper needs neuronxcc.starfish.birpy (split_by_engine): %s" % e)
-    return birpy
-
-
 def build_program_members(module):
     """``{engine: member}`` and the members: one instruction stream per engine
     (``{"name": engine, "instr": [BIR node JSON]}``) and sg00/program.json (the
     module without body and constant data)."""
-    birpy = _birpy()
+    from neuronxcc.starfish import birpy
+
     streams = birpy.split_by_engine(module)
     members, engines = {}, {}
     for eng, nodes in sorted(streams.items()):
