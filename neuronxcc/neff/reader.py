@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuronxcc.errors import CompilerError, NeffFormatError, NotBuiltYetError
+from neuronxcc.errors import CompilerError, NeffFormatError
 from neuronxcc.neff.container import unpack_neff
 from neuronxcc.neff.header import NEFF_FEATURE_CUSTOM_OPS, NeffHeader
 
@@ -49,6 +49,8 @@ def _json_member(members, name, required=True):
 
 
 def _parse_vars(def_json):
+    from neuronxcc.starfish.birpy import dtypes as bir_dtypes
+
     var = def_json.get("var")
     if not isinstance(var, dict):
         raise NeffFormatError("NEFF def.json has no 'var' object")
@@ -60,8 +62,12 @@ def _parse_vars(def_json):
                         file_name=e.get("file_name"),
                         extra={k: x for k, x in e.items()
                                if k not in ("type", "var_id", "dtype", "shape", "size", "file_name")})
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise NeffFormatError("NEFF def.json var %r is malformed: %s" % (name, err))
+        try:
+            bir_dtypes.get(v.dtype)
+        except KeyError:
+            raise NeffFormatError("NEFF def.json var %r has an unknown dtype %r" % (name, v.dtype))
         out.append(v)
     out.sort(key=lambda v: v.var_id)
     if [v.var_id for v in out] != list(range(len(out))):
@@ -88,8 +94,12 @@ class Neff:
         self.io_transposes = _json_member(members, "sg00/io_transposes.json", required=False)
         self.ucode_lib = self.def_json.get("ucode_lib")
         ucode_doc = _json_member(members, "ucode_lib.json", required=False)
-        if ucode_doc is not None and ucode_doc.get("ucode_lib") != self.ucode_lib:
+        if ucode_doc is not None and (not isinstance(ucode_doc, dict)
+                                      or ucode_doc.get("ucode_lib") != self.ucode_lib):
             raise NeffFormatError("NEFF ucode_lib.json disagrees with def.json's ucode_lib")
+        if self.ucode_lib is not None and not (isinstance(self.ucode_lib, list)
+                                               and all(isinstance(lib, dict) for lib in self.ucode_lib)):
+            raise NeffFormatError("NEFF def.json ucode_lib is not a list of objects")
         for lib in self.ucode_lib or []:
             if lib.get("library") not in members:
                 raise NeffFormatError("NEFF ucode_lib names library %r, which is not a member" % lib.get("library"))
@@ -134,7 +144,7 @@ class Neff:
             raise NeffFormatError("NEFF constant %s (%s) is not a readable .npy: %s" % (name, v.file_name, e))
         from neuronxcc.neff.writer import np_dtype
 
-        want = np_dtype(v.dtype)
+        want = np_dtype(v.dtype)  # a known dtype: _parse_vars checked it
         if arr.dtype != want:
             if arr.dtype.itemsize != want.itemsize:
                 raise NeffFormatError("NEFF constant %s holds %s, def.json says %s" % (name, arr.dtype, v.dtype))
@@ -160,10 +170,8 @@ class Neff:
     def module(self):
         """The BIR module (birpy.merge_engine_streams over the engine files)."""
         if self._module is None:
-            try:
-                from neuronxcc.starfish import birpy
-            except ImportError as e:
-                raise NotBuiltYetError("reading the BIR module of a NEFF needs neuronxcc.starfish.birpy: %s" % e)
+            from neuronxcc.starfish import birpy
+
             program = self.program
             if program is None:
                 raise NeffFormatError("NEFF def.json names no program member; cannot rebuild the BIR module")

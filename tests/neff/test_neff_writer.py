@@ -231,6 +231,10 @@ def test_reader_refuses_inconsistent_members(tmp_path):
     check(lambda mm: set_def(mm, lambda d: d["var"]["x"].__setitem__("var_id", 9)), "dense")
     check(lambda mm: mm.pop("sg00/c.npy"), "missing")
     check(lambda mm: set_def(mm, lambda d: d.__setitem__("ucode_lib", [{"library": "libx.so"}])), "not a member")
+    check(lambda mm: set_def(mm, lambda d: d["var"]["x"].__setitem__("dtype", "float33")), "unknown dtype 'float33'")
+    check(lambda mm: set_def(mm, lambda d: d["var"].__setitem__("x", "not an object")), "var 'x' is malformed")
+    check(lambda mm: set_def(mm, lambda d: d.__setitem__("ucode_lib", ["libx.so"])), "not a list of objects")
+    check(lambda mm: mm.__setitem__("ucode_lib.json", b"[]"), "disagrees")
     with pytest.raises(NeffFormatError, match="Cannot read"):
         read_neff(str(tmp_path / "does-not-exist.neff"))
 
