@@ -33,10 +33,10 @@ import os
 import numpy as np
 
 from neuronxcc.errors import CustomOpError
+from neuronxcc.neff.header import NEFF_FEATURE_CUSTOM_OPS  # noqa: F401  (re-exported)
+from neuronxcc.starfish.birpy.opcodes import CUSTOM_OP_OPCODE  # 133 (0x85), from the one opcode table
 
-CUSTOM_OP_OPCODE = 133                 # 0x85, the CUSTOM_OP instruction header
 MAX_CUSTOM_OP_FUNCTIONS = 254          # ids 0..253; one byte, 0xFF reserved
-NEFF_FEATURE_CUSTOM_OPS = 0x8
 UCODE_LIB_MEMBER = "ucode_lib.json"
 
 BUILTIN_LIB_PREFIX = "libbuiltincustomop_cpu"
