@@ -9,10 +9,6 @@ time, the track that made it, whether it wrote, and the instruction id.
 tracks that overlap and where at least one side writes.
 """
 
-cdef enum:
-    RING = 64
-
-
 cdef class _Ring:
     cdef long long r0[RING]
     cdef long long r1[RING]
@@ -27,8 +23,7 @@ cdef class _Ring:
 
 
 cdef class AccessTracker:
-    cdef dict rings
-    cdef public long long last_conflict_id
+    # attributes and cpdef signatures are declared in _tracker.pxd (the timeline core cimports it)
 
     def __init__(self):
         self.rings = {}

@@ -25,54 +25,16 @@ Totals: ``total_s`` = the last end time; per track busy seconds and
 utilisation = busy / total. Trace: Chrome trace-event JSON, one track (tid) per
 engine and DMA queue, one "X" event per executed instruction.
 """
-import bisect
 import json
 
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy.cost import instruction_cost
+from neuronxcc.starfish.birsim._timecore import Core, Rec
 from neuronxcc.starfish.birsim._tracker import AccessTracker
 
 __all__ = ["Timeline"]
 
 ENGINE_TRACKS = ("PE", "ACT", "DVE", "POOL", "SP")
-
-
-class _Sem:
-    """Signal events of one semaphore sorted by time, with running totals."""
-
-    __slots__ = ("times", "incs", "cums")
-
-    def __init__(self):
-        self.times = []
-        self.incs = []
-        self.cums = []
-
-    def add(self, t, inc):
-        if not self.times or t >= self.times[-1]:
-            self.times.append(t)
-            self.incs.append(inc)
-            self.cums.append((self.cums[-1] if self.cums else 0) + inc)
-            return
-        i = bisect.bisect_right(self.times, t)
-        self.times.insert(i, t)
-        self.incs.insert(i, inc)
-        self.cums.insert(i, 0)
-        acc = self.cums[i - 1] if i else 0
-        for k in range(i, len(self.cums)):
-            acc += self.incs[k]
-            self.cums[k] = acc
-
-    @property
-    def value(self):
-        return self.cums[-1] if self.cums else 0
-
-    def time_reaching(self, v):
-        if v <= 0:
-            return 0.0
-        i = bisect.bisect_left(self.cums, v)
-        if i >= len(self.cums):
-            return None
-        return self.times[i]
 
 
 class Timeline:
@@ -86,32 +48,30 @@ class Timeline:
         self.strict = strict
         self.races = []
         self._acc = AccessTracker()
+        self._core = Core(self._acc, sync == "dependencies")
         self._track_ids = {}
+        self._track_names = []
+        self._sem_ids = {}
+        self._sem_names = []
         self.module = module
         self.tm = tm
-        self.free = {}
-        self.busy = {}
-        self.sems = {}
-        self.end = 0.0
-        self.count = 0
         self.trace = trace
         self.events = []
         self._recs = {}
-        self.sync_deps = sync == "dependencies"
 
     def _cost(self, instr):
-        return self._rec(instr)[8]
+        return self._rec(instr).cost
 
     def _rec(self, instr):
-        """Per-instruction record, built once: (instr, track, track id, busy_s, latency_s,
-        track is the engine, waits [(sem name, int value or None, expr)], signals
-        [(sem name, inc)], Cost). Nothing in it depends on loop variables."""
+        """The core's per-instruction record (cost, track ids, waits, signals), built once."""
         r = self._recs.get(id(instr))
-        if r is None or r[0] is not instr:
+        if r is None or r.instr is not instr:
             c = instruction_cost(instr, self.module, self.tm)
-            waits = tuple((sem, v if isinstance(v, int) else None, v) for sem, v in instr.waits)
-            r = (instr, c.track, self._track_id(c.track), c.busy_s, c.latency_s, c.track == instr.engine,
-                 waits, tuple(instr.signals), c)
+            waits = tuple((self._sem_id(sem), v if isinstance(v, int) else None, v) for sem, v in instr.waits)
+            signals = tuple((self._sem_id(sem), int(inc)) for sem, inc in instr.signals)
+            track = self._track_id(c.track)
+            r = Rec(instr, self._track_id(instr.engine), track, c.busy_s, c.latency_s, c.track == instr.engine,
+                    waits, signals, c)
             self._recs[id(instr)] = r
         return r
 
@@ -119,101 +79,44 @@ class Timeline:
         t = self._track_ids.get(track)
         if t is None:
             t = self._track_ids[track] = len(self._track_ids)
+            self._track_names.append(track)
+            self._core.ensure_tracks(len(self._track_ids))
         return t
 
-    def _issue_time(self, instr, env, waits=None):
-        """(time INSTR's engine can issue it, None) or (None, (sem, value, have)) when a wait
-        cannot be satisfied by the signals recorded so far."""
-        t = self.free.get(instr.engine, 0.0)
-        if waits is None:
-            waits = self._rec(instr)[6]
-        for sem, v, e in waits:
-            if v is None:
-                v = e.eval(env)
-            s = self.sems.get(sem)
-            if s is None:
-                if v <= 0:
-                    continue
-                return None, (sem, v, 0)
-            if v <= 0:
-                continue
-            cums = s.cums
-            i = bisect.bisect_left(cums, v)
-            if i >= len(cums):
-                return None, (sem, v, s.value)
-            at = s.times[i]
-            if at > t:
-                t = at
-        return t, None
+    def _sem_id(self, sem):
+        k = self._sem_ids.get(sem)
+        if k is None:
+            k = self._sem_ids[sem] = len(self._sem_ids)
+            self._sem_names.append(sem)
+            self._core.ensure_sems(len(self._sem_ids))
+        return k
 
     def end_time(self, instr, env):
         """When INSTR would complete if issued now (engine or DMA queue free, waits met), or
         None when a wait is not yet satisfied. (Memory-dependence timing is not included.)"""
-        r = self._rec(instr)
-        t, _ = self._issue_time(instr, env, r[6])
-        if t is None:
-            return None
-        if r[5]:
-            return t + r[3]
-        return max(t, self.free.get(r[1], 0.0)) + r[4] + r[3]
+        t = self._core.end_time(self._rec(instr), env)
+        return None if t < 0 else t
 
     def step(self, instr, env, regions=()):
         """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
         Returns (start, end) seconds."""
         r = self._recs.get(id(instr))
-        if r is None or r[0] is not instr:
+        if r is None or r.instr is not instr:
             r = self._rec(instr)
-        _, track, tid, busy_s, latency_s, on_engine, waits, signals, _c = r
-        free = self.free
-        if waits:
-            t, blocked = self._issue_time(instr, env, waits)
-            if t is None:
-                sem, v, have = blocked
-                raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede "
-                                  "it in program order" % (instr.id, instr.opcode, instr.engine, sem, v, have))
-        else:
-            t = free.get(instr.engine, 0.0)
-        if regions:
-            acc = self._acc
-            dep = acc.conflict_time(tid, regions)
-            if self.sync_deps:
-                if dep > t:
-                    t = dep
-        else:
-            dep = 0.0
-        if on_engine:
-            start = t
-            end = t + busy_s
-            free[track] = end
-        else:
-            start = free.get(track, 0.0)
-            if t > start:
-                start = t
-            end = start + latency_s + busy_s
-            free[track] = end
-            if instr.engine not in free:
-                free[instr.engine] = t
-        if dep > start * (1 + 1e-12) + 1e-15 and not self.sync_deps:
+        core = self._core
+        se = core.step(r, env, regions if regions.__class__ is list else list(regions))
+        if se is None:
+            sem, v, have = core.blocked
+            raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede "
+                              "it in program order" % (instr.id, instr.opcode, instr.engine, self._sem_names[sem],
+                                                       v, have))
+        if core.raced:
             msg = "instruction #%s %s@%s starts at %.4g us before #%s's conflicting access ends (%.4g us)" % (
-                instr.id, instr.opcode, instr.engine, start * 1e6, self._acc.last_conflict_id, dep * 1e6)
+                instr.id, instr.opcode, instr.engine, se[0] * 1e6, core.race_who, core.race_dep * 1e6)
             if self.strict:
                 raise BirSimError("race: " + msg)
             if len(self.races) < 1000:
                 self.races.append(msg)
-        if regions:
-            acc.record(tid, regions, end, instr.id if instr.id is not None else -1)
-        busy = self.busy
-        busy[track] = busy.get(track, 0.0) + (end - start)
-        if signals:
-            sems = self.sems
-            for sem, inc in signals:
-                s = sems.get(sem)
-                if s is None:
-                    s = sems[sem] = _Sem()
-                s.add(end, inc)
-        if end > self.end:
-            self.end = end
-        self.count += 1
         if self.trace:
             out = instr.dsts[0] if instr.dsts else None
             if out is None:
@@ -224,8 +127,26 @@ class Timeline:
                 shp = out.shape
                 parts = shp[0] if shp else 1
                 free = out.num_elements // max(parts, 1)
-            self.events.append((track, instr, start, end, parts, free))
-        return start, end
+            self.events.append((self._track_names[r.track], instr, se[0], se[1], parts, free))
+        return se
+
+    @property
+    def end(self):
+        return self._core.end
+
+    @property
+    def count(self):
+        return self._core.count
+
+    @property
+    def busy(self):
+        """{track: busy seconds} of the tracks that ran something."""
+        out = {}
+        for k, name in enumerate(self._track_names):
+            b, ran = self._core.busy_of(k)
+            if ran:
+                out[name] = b
+        return out
 
     # -- results ------------------------------------------------------------
     def summary(self):
