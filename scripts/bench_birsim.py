@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark birsim: time per simulated instruction, and large-tile ops against
-numpy doing the same math in the same run (ratio = birsim / numpy; target <= 3).
+"""Benchmark birsim: time per simulated instruction, large-tile ops against
+numpy doing the same math in the same run (ratio = birsim / numpy; target <= 3),
+and compiled corpus programs against XLA:CPU executing the same jitted function
+in the same run (ratio = birsim / XLA; target <= 3).
 
-    python scripts/bench_birsim.py [--quick] [--runs N]
+    python scripts/bench_birsim.py [--quick] [--runs N] [--programs a,b,...] [--no-corpus]
 
-Each figure is the median of N runs. Never asserts; prints a table.
+Corpus section: each program of tests/support/corpus.py at the "tiled" size is
+lowered by JAX, compiled with ``neuronx-cc compile`` (goldens off) and run by
+``run_neff`` on fresh inputs; "birsim" is the wall time of ``simulate_neff``
+(NEFF read + simulation + timeline), "sim only" that of ``simulate`` on the
+already-read module; XLA is the warm ``jax.jit(f)`` execution. A program that
+does not compile or simulate shows its one-line reason. Each figure is the
+median of N runs. Never asserts; prints tables.
 """
 import argparse
 import os
@@ -164,10 +172,54 @@ def bench_large(runs, parts, free, reps):
     return rows
 
 
+QUICK_PROGRAMS = ("layernorm", "mlp_gelu_softmax", "transformer_block", "conv_relu_maxpool")
+PROGRAMS = QUICK_PROGRAMS + ("causal_attention", "rmsnorm_rotary", "bf16_matmul", "mlp_train_step",
+                             "embedding_lookup", "batched_einsum", "float_zoo", "cumsum", "matmul_grad")
+
+
+def bench_corpus(runs, names):
+    """[(name, instructions, birsim s, sim-only s, XLA s, error)] for compiled corpus programs."""
+    import tempfile
+
+    import benchlib as bl
+    bl.setup_paths()
+    from support import corpus
+
+    from neuronxcc.neff import read_neff
+    from neuronxcc.starfish.birsim import simulate, simulate_neff
+    from neuronxcc.starfish.birsim.sim import _to_stored, io_permutations
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-birsim-") as base:
+        for name in names:
+            try:
+                prog = corpus.get(name)
+                pb, _ = corpus.lower(prog, prog.make_args(0, "tiled"))
+                model = os.path.join(base, name + ".hlo_module.pb")
+                with open(model, "wb") as f:
+                    f.write(pb)
+                c = bl.compile_cli(model, base, extra=["--internal-golden-size-budget", "0"])
+                if not c.ok:
+                    rows.append((name, 0, None, None, None, "compile: " + (c.error or "failed")))
+                    continue
+                args = prog.make_args(1, "tiled")
+                res = simulate_neff(c.neff, args)           # warm-up (and the instruction count)
+                t_all = _median_time(lambda: simulate_neff(c.neff, args), runs)
+                neff = read_neff(c.neff)
+                stored = _to_stored(neff.module, args, io_permutations(neff))
+                t_sim = _median_time(lambda: simulate(neff.module, stored), runs)
+                t_xla = bl.xla_exec_time(prog.fn, args, runs)
+                rows.append((name, res.instructions, t_all, t_sim, t_xla, None))
+            except Exception as e:       # a benchmark reports, it never stops on one program
+                rows.append((name, 0, None, None, None, bl.one_line(e)))
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, few runs")
     ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--programs", default=None, help="comma-separated corpus programs (default: a fixed list)")
+    ap.add_argument("--no-corpus", action="store_true", help="skip the compiled-corpus section")
     args = ap.parse_args(argv)
     runs = args.runs or (3 if args.quick else 7)
     n = 300 if args.quick else 3000
@@ -180,6 +232,28 @@ def main(argv=None):
     print("\n%-28s %12s %12s %8s" % ("large tile [128,%d]" % free, "birsim ms", "numpy ms", "ratio"))
     for label, ts, tn, r in bench_large(runs, 128, free, reps):
         print("%-28s %12.3f %12.3f %8.2f" % (label, ts, tn, r))
+    if args.no_corpus:
+        return 0
+    names = [n for n in args.programs.split(",") if n] if args.programs else \
+        list(QUICK_PROGRAMS if args.quick else PROGRAMS)
+    print("\ncompiled corpus programs (tiled), %d CPU cores; ratio = birsim / XLA:CPU execute (target <= 3)"
+          % (os.cpu_count() or 0))
+    print("%-20s %7s %11s %11s %11s %8s %8s %12s" % ("program", "instrs", "birsim ms", "sim only ms", "XLA ms",
+                                                   "ratio", "sim/XLA", "instr/s"))
+    ratios, sim_ratios, rates = [], [], []
+    for name, n, t_all, t_sim, t_xla, err in bench_corpus(runs, names):
+        if err is not None:
+            print("%-20s fails: %s" % (name, err))
+            continue
+        ratios.append(t_all / t_xla)
+        sim_ratios.append(t_sim / t_xla)
+        rates.append(n / t_sim)
+        print("%-20s %7d %11.2f %11.2f %11.3f %8.1f %8.1f %12.0f" % (name, n, t_all * 1e3, t_sim * 1e3, t_xla * 1e3,
+                                                                  t_all / t_xla, t_sim / t_xla, n / t_sim))
+    if ratios:
+        print("%-20s %7s %11s %11s %11s %8.1f %8.1f %12.0f" % ("median (%d)" % len(ratios), "", "", "", "",
+                                                            statistics.median(ratios), statistics.median(sim_ratios),
+                                                            statistics.median(rates)))
     return 0
 
 
