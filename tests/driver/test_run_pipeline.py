@@ -34,7 +34,7 @@ def _check_compile_result(r, out):
     assert len(data) > 1024
     header_size, data_size = struct.unpack_from("<QQ", data, 8)
     assert header_size == 1024 and data_size == len(data) - 1024
-    assert not glob.glob(out + ".tmp-*")
+    assert [p for p in os.listdir(os.path.dirname(out)) if os.path.basename(out) in p] == [os.path.basename(out)]
 
 
 @pytest.mark.parametrize("inp", [ADD_TXT])
@@ -229,7 +229,7 @@ def test_output_published_only_when_every_job_passes(tmp_path, monkeypatch):
     assert _run(tmp_path, monkeypatch, [_WriteNeff], "keep.neff") == 0
     assert out.read_bytes() == b"NEFF-BYTES"
     assert len(glob.glob(str(tmp_path / "neuronxcc-*"))) == 1  # the passing compile removed its own
-    assert not glob.glob(str(tmp_path / "keep.neff.tmp-*"))
+    assert sorted(p.name for p in tmp_path.iterdir() if "keep.neff" in p.name) == ["keep.neff"]
 
 
 def test_pipeline_log_lines_and_progress_dots(tmp_path, monkeypatch, caplog, capsys):
@@ -275,18 +275,17 @@ def test_kelper_without_neff_is_an_internal_error(tmp_path, monkeypatch):
 def test_an_unwritable_output_is_one_user_error_and_leaves_no_temporary(tmp_path, monkeypatch):
     # A write that fails when the NEFF is published (e.g. a read-only file system, where the
     # up-front access check cannot tell): the user's error, not an internal one, and no leftovers.
-    import shutil
-
     from neuronxcc.errors import InvalidArgumentError
 
-    real_copy = shutil.copyfile
+    real_replace = os.replace
 
-    def copy_then_fail(src, dst, *a, **kw):
-        real_copy(src, dst, *a, **kw)
-        raise PermissionError(13, "Permission denied", dst)
+    def refuse(src, dst, *a, **kw):
+        if str(dst).endswith("ro.neff"):
+            raise PermissionError(13, "Permission denied", dst)
+        return real_replace(src, dst, *a, **kw)
 
-    monkeypatch.setattr(shutil, "copyfile", copy_then_fail)
+    monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(InvalidArgumentError, match=r"^cannot write \S+ro\.neff: Permission denied$"):
         _run(tmp_path, monkeypatch, [_WriteNeff], "ro.neff")
     assert not (tmp_path / "ro.neff").exists()
-    assert not glob.glob(str(tmp_path / "ro.neff.tmp-*"))
+    assert not glob.glob(str(tmp_path / "*ro.neff*"))  # no temporary left next to it

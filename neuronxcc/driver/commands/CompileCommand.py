@@ -431,17 +431,13 @@ def checkOutputPath(output):
 
 
 def _atomicCopy(src, dst):
-    """Copy to a temporary name next to ``dst``, then rename: ``dst`` is whole or untouched."""
-    tmp = "%s.tmp-%d" % (dst, os.getpid())
+    """Publish ``src`` at ``dst`` with the NEFF writer's atomic write (temp file + rename):
+    ``dst`` is whole or untouched. A write the OS refuses is the user's error (the path)."""
+    from neuronxcc.neff.writer import atomic_write
+
+    with open(src, "rb") as f:
+        data = f.read()
     try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException as e:
-        if os.path.lexists(tmp):
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        if isinstance(e, OSError):
-            raise InvalidArgumentError("cannot write %s: %s" % (dst, e.strerror or e)) from e
-        raise
+        atomic_write(dst, data)
+    except OSError as e:
+        raise InvalidArgumentError("cannot write %s: %s" % (dst, e.strerror or e)) from e
