@@ -5,7 +5,7 @@
 # a minimal PATH: it runs the Python of the prefix the package is installed in
 # (<prefix>/lib/pythonX.Y/site-packages/neuronxcc/...) or a checkout's .venv,
 # else python3 on PATH,
-# with the package's parent directory first on PYTHONPATH.
+# with the package's parent directory first on sys.path.
 tool=$1
 shift
 starfish=$(cd -- "$(dirname -- "$0")" && pwd -P)
@@ -23,6 +23,7 @@ if [ -z "$py" ]; then
   echo "$tool: cannot find a Python interpreter for $pkgparent" >&2
   exit 70
 fi
-PYTHONPATH="$pkgparent${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONPATH
-exec "$py" -m neuronxcc.starfish.tools "$tool" "$@"
+# Not "python -m": that would put the cwd first on sys.path, and a cwd that
+# holds a neuronxcc source tree would shadow the installed package.
+exec "$py" -c 'import sys; sys.path[0] = sys.argv.pop(1); from neuronxcc.starfish.tools import launcher_main; launcher_main()' \
+    "$pkgparent" "$tool" "$@"

@@ -63,8 +63,14 @@ walrus_driver_main = _entry("walrus_driver")
 birsim_main = _entry("birsim")
 
 
-if __name__ == "__main__":
+def launcher_main():
+    """``starfish/launch.sh`` and ``python -m neuronxcc.starfish.tools``: argv is [prog, TOOL, ARGS...]."""
     if len(sys.argv) < 2:
         sys.stderr.write("usage: python -m neuronxcc.starfish.tools TOOL [ARGS...]\n")
         sys.exit(2)
-    sys.exit(run_tool(sys.argv[1], sys.argv[2:]))
+    sys.argv = [sys.argv[1]] + sys.argv[2:]
+    sys.exit(run_tool(sys.argv[0], sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    launcher_main()
