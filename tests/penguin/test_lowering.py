@@ -72,9 +72,11 @@ def test_integer_and_predicate_ops_exact():
 def test_dynamic_slice_update_and_gather_with_registers():
     x = f32(300, 20)
     ids = R.integers(0, 300, (7,)).astype(np.int32)
-    check(lambda x, i, p: (jax.lax.dynamic_slice(x, (p, 2), (5, 10)),
-                           jax.lax.dynamic_update_slice(x, jnp.ones((4, 20)), (p, 0)), x[i]),
-          x, ids, np.int32(298))
+    mod = check(lambda x, i, p: (jax.lax.dynamic_slice(x, (p, 2), (5, 10)),
+                                 jax.lax.dynamic_update_slice(x, jnp.ones((4, 20)), (p, 0)), x[i]),
+                x, ids, np.int32(298))
+    assert any(i.opcode == "register_load" for i in mod.instructions())
+    assert any(i.opcode == "dma_gather" for i in mod.instructions())      # rows gathered 128 at a time
 
 
 def test_while_loop_and_cond():

@@ -18,7 +18,7 @@ access patterns, so no address is ever computed on the host.
 """
 import numpy as np
 
-from neuronxcc.starfish.penguin.emit import Axis
+from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import Node, apply_view
 from neuronxcc.starfish.penguin.tiles import LoweringError, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
@@ -99,6 +99,13 @@ class IndexingMixin:
             return [out]
         em = self.em
         P = self.P
+        W = 1
+        for k in window_dims:
+            W *= sizes[k]
+        if (len(sim) == 1 and not obd and sim[0] in collapsed and out_batch and W <= MAX_WINDOW
+                and isinstance(I.offset, int) and isinstance(O.offset, int)):
+            self._row_gather(O, I, out, sim[0], sizes, window_dims, offset_dims, out_batch, idx_batch, ivd, W)
+            return [out]
         axes = [Axis(out.shape[k], 1, "g") for k in out_batch]
 
         def body(starts, _sizes):
@@ -124,6 +131,34 @@ class IndexingMixin:
 
         em.nest(axes, body)
         return [out]
+
+    def _row_gather(self, O, I, out, od, sizes, window_dims, offset_dims, out_batch, idx_batch, ivd, W):
+        """Embedding-style gather: up to 128 rows per indirect DMA (dma_gather), one index per partition."""
+        em = self.em
+        P = self.P
+        last = len(out_batch) - 1
+        axes = [Axis(out.shape[k], 1, "g") for k in out_batch[:-1]] + \
+            [Axis(out.shape[out_batch[-1]], choose_tile(out.shape[out_batch[-1]], 128), "gp")]
+        odt = onchip_dtype(em.m.tensors[O.base].dtype)
+
+        def body(starts, sizes_):
+            pn = sizes_[last]
+            ioff = P.const(I.offset)
+            for ib, s0 in zip(idx_batch, starts):
+                ioff = ioff + s0 * I.strides[ib]
+            idx = em.chip(em.sbuf("gidx", pn, 1, "int32"), "int32", pn, [[1, 1]])
+            em.dma(idx, em.hbm(I.base, ioff, [[I.strides[idx_batch[last]], pn], [1, 1]]), queue="q1")
+            rows = em.chip(em.sbuf("grow", pn, W, odt), odt, pn, [[1, W]])
+            src_pat = [[O.strides[k], sizes[k]] for k in window_dims] or [[1, 1]]
+            em.inst("dma_gather", "SP", [rows], [em.hbm(O.base, P.const(O.offset), src_pat), idx], queue="q0",
+                    index_stride=int(O.strides[od]), index_min=0, index_max=int(O.shape[od] - sizes[od]))
+            dst_off = P.const(out.offset)
+            for ob, s0 in zip(out_batch, starts):
+                dst_off = dst_off + s0 * out.strides[ob]
+            dst_pat = [[out.strides[out_batch[-1]], pn]] + [[out.strides[k], out.shape[k]] for k in offset_dims]
+            em.dma(em.hbm(out.base, dst_off, dst_pat), rows)
+
+        em.nest(axes, body)
 
     # -- scatter -----------------------------------------------------------------------------
     def op_scatter(self, op, args, outs):
