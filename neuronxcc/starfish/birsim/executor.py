@@ -58,6 +58,13 @@ class Executor:
         self._indirect = {}
         self._handlers = {name: getattr(self, "op_" + name) for name in OPCODES}
 
+    def close(self):
+        """Drop the cached plans and handlers (they refer back to this executor), so the
+        machine state can be freed, and its buffers reused, as soon as nothing else holds it."""
+        self._plans = {}
+        self._handlers = {}
+        self._indirect = {}
+
     # -- control --------------------------------------------------------------
     def run(self):
         from neuronxcc.starfish.birsim.blas import single_threaded

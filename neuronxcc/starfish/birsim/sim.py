@@ -92,17 +92,20 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
                 cache.extend(load_libraries(custom_op_dir))
             return cache
     ex = Executor(module, state, tl, libs)
-    if order == "streams":
-        import numpy as _np
+    try:
+        if order == "streams":
+            import numpy as _np
 
-        from neuronxcc.starfish.birsim.blas import single_threaded
-        from neuronxcc.starfish.birsim.streams import run_streams
-        with _np.errstate(all="ignore"), single_threaded():
-            run_streams(ex, module)
-    elif order == "program":
-        ex.run()
-    else:
-        raise ValueError("order must be 'program' or 'streams'")
+            from neuronxcc.starfish.birsim.blas import single_threaded
+            from neuronxcc.starfish.birsim.streams import run_streams
+            with _np.errstate(all="ignore"), single_threaded():
+                run_streams(ex, module)
+        elif order == "program":
+            ex.run()
+        else:
+            raise ValueError("order must be 'program' or 'streams'")
+    finally:
+        ex.close()
     outs = [state.get_tensor(n) for n in module.outputs]
     return SimResult(outs, tl, state)
 

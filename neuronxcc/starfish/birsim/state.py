@@ -94,9 +94,15 @@ def _fresh(parts, row_bytes, fill, memlocs, owned):
             owned.append(buf)
             return buf
     owned.append(buf)
+    grid = buf.reshape(parts, row_bytes)
     r1 = min(parts, max(x.start_partition + x.partitions for x in memlocs))
     b1 = min(row_bytes, max(x.byte_offset + x.bytes_per_partition for x in memlocs))
-    buf.reshape(parts, row_bytes)[:r1, :b1] = fill
+    if sum(x.partitions * x.bytes_per_partition for x in memlocs) < r1 * b1:
+        for x in memlocs:          # the memlocs' own rectangles cover less than their bounding box
+            grid[x.start_partition:x.start_partition + x.partitions,
+                 x.byte_offset:x.byte_offset + x.bytes_per_partition] = fill
+    else:
+        grid[:r1, :b1] = fill
     return buf
 
 
