@@ -32,13 +32,12 @@ def test_lowering_gap_is_a_one_line_error_naming_the_instruction(tmp_path):
     import jax
     from neuronxcc.starfish.penguin.tiles import LoweringError
 
-    def f(x, g):    # weight gradient of a depthwise conv: batch_group_count convolution
-        return jax.lax.conv_general_dilated(x, g, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"),
-                                            feature_group_count=2)
-    g = penguin_of(f, np.ones((1, 5, 5, 2), np.float32), np.ones((3, 3, 1, 4), np.float32))
+    def f(x):        # a reduction whose combiner is not a plain add/max/min/mul/and/or
+        return jax.lax.reduce(x, 0.0, lambda a, b: a + 2.0 * b, (0,))
+    g = penguin_of(f, np.ones((5, 3), np.float32))
     ir.save(g, str(tmp_path / "p.json"))
     with pytest.raises(LoweringError) as ei:
         run_frontend(str(tmp_path / "p.json"), str(tmp_path / "sg00"))
     line = ei.value.one_line()
-    assert line.startswith("[NCC_EPEN001]") and "'convolution'" in line and "test_frontend.py:" in line
+    assert line.startswith("[NCC_EPEN001]") and "'reduce'" in line and "test_frontend.py:" in line
     assert not (tmp_path / "sg00" / "bir.json").exists()

@@ -121,3 +121,12 @@ def test_softmax_is_one_row_fused_kernel():
     assert not [t for t in mod.tensors.values() if t.kind == "scratch"]
     red = [i for i in mod.instructions() if i.opcode == "tensor_reduce"]
     assert len(red) >= 2 and all(i.srcs[0].free_size == 200 for i in red)
+
+
+def test_grouped_and_depthwise_convolutions():
+    x, w, wd = f32(2, 7, 7, 6), f32(3, 3, 3, 8, scale=0.3), f32(3, 3, 1, 12, scale=0.3)
+    dn = ("NHWC", "HWIO", "NHWC")
+    check(lambda x, w, wd: (jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dn,
+                                                         feature_group_count=2),
+                            jax.lax.conv_general_dilated(x, wd, (2, 2), "VALID", dimension_numbers=dn,
+                                                         feature_group_count=6)), x, w, wd)

@@ -292,7 +292,7 @@ class Kernels:
         ci = em.chip(em.sbuf("ami", pn, 1, "float32"), "float32", pn, [[1, 1]])
         em.inst("tensor_reduce", "DVE", [ci], [cand.ap], op="min", axes=1)
         # better = m > acc_v (strict keeps the earlier index); acc_i = better ? ci : acc_i
-        better = em.chip(em.sbuf("amb", pn, 1, "float32"), "float32", pn, [[1, 1]])
+        better = em.chip(em.sbuf("amb", pn, 1, "bool"), "bool", pn, [[1, 1]])      # integer predicate
         em.inst("tensor_tensor", "DVE", [better], [m, acc_v.ap], op="gt" if red == "argmax" else "lt")
         ci_i = em.chip(em.sbuf("amii", pn, 1, acc_i.dtype), acc_i.dtype, pn, [[1, 1]])
         em.inst("tensor_copy", "DVE", [ci_i], [ci])

@@ -221,7 +221,7 @@ class WindowMixin:
         cin = X.shape[d["in_feature"]]
         cout = Kv.shape[d["k_out"]]
         depthwise = fgc > 1 and fgc == cin == cout and Kv.shape[d["k_in"]] == 1
-        if (bgc != 1 and fgc != 1) or (fgc != 1 and not depthwise):
+        if bgc != 1 and fgc != 1:
             raise _err(op, "grouped convolution (feature_group_count=%d, batch_group_count=%d)" % (fgc, bgc))
         Xp = self._conv_input(X, d, w)
         Kp = Kv.transpose(list(d["k_spatial"]) + [d["k_in"], d["k_out"]])
@@ -245,10 +245,16 @@ class WindowMixin:
             return [View.contiguous(out.base, o.dtype, o.shape)]
         # batch groups G: input batch (G, B/G), output features (G, Cout/G); G = 1 for a plain conv.
         # matmul batch loops over (G, B/G, out spatial[:-1]); M = last out spatial; K = Cin; N = Cout/G
-        G = bgc
+        G = bgc if bgc > 1 else fgc
         B = Xp.shape[0]
         cog = cout // G
-        XG = Xp.split_axis(0, B // G)
+        if fgc > 1:
+            # feature groups: input channels (G, Cg), group g reads its Cg channels
+            cin = cin // G
+            XG = Xp.split_axis(ns + 1, cin)                     # (B, sp.., G, Cg)
+            XG = XG.transpose([ns + 1, 0] + list(range(1, ns + 1)) + [ns + 2])
+        else:
+            XG = Xp.split_axis(0, B // G)                       # (G, B/G, sp.., Cin)
         OG = Op.split_axis(ns + 1, cog)                       # (B/G, o.., G, Cog)
         OG = OG.transpose([ns + 1, 0] + list(range(1, ns + 1)) + [ns + 2])
         terms = []
