@@ -28,7 +28,10 @@ A layer that cannot handle a program yet gives that program's row as
 ``fails: <one-line reason>``; nothing is ever fabricated, and the benchmark
 never asserts. ``--quick`` runs a subset (small repeats) in about two minutes.
 
-    scripts/bench.py [--quick] [--output build/bench.md] [--json [PATH]] [--update-readme]
+    scripts/bench.py [--quick] [--output build/bench.md] [--json [PATH]] [--update-readme] [--committed]
+
+``--committed`` measures the committed HEAD in a local clone built in place (the shared working tree
+may hold half-done edits); the README table is produced that way.
 """
 import argparse
 import contextlib
@@ -709,7 +712,15 @@ def main(argv=None):
                     help="comma list of sections to run (%s)" % ",".join(SECTION_KEYS))
     ap.add_argument("--programs", default=None, help="comma list of corpus programs (default: all; quick: 4)")
     ap.add_argument("--repeats", type=int, default=None, help="compile/simulation repeats (median)")
+    ap.add_argument("--committed", action="store_true",
+                    help="measure the committed HEAD: clone this checkout, build it in place and run there "
+                         "(edits in the working tree are not measured)")
+    argv = list(sys.argv[1:] if argv is None else argv)
     opts = ap.parse_args(argv)
+    if opts.committed:
+        rest = [a for a in argv if a != "--committed"]
+        return bl.run_in_clone(rest, os.path.abspath(opts.output), os.path.abspath(opts.readme),
+                               None if opts.json is None else (os.path.abspath(opts.json) if opts.json else ""))
     # Measure what an installed package gives: its modules are byte-compiled once. Without this a
     # PYTHONDONTWRITEBYTECODE=1 environment recompiles every module from source in every tool process.
     bytecode_env = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

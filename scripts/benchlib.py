@@ -327,6 +327,38 @@ def count_instructions(neff_path):
     return len(neff.module.instructions()), os.path.getsize(neff_path)
 
 
+# ------------------------------------------------------------------ committed-state runs
+
+def run_in_clone(script_args, output, readme, json_path):
+    """Run bench.py from a local clone of this checkout's HEAD, built in place; returns its exit status.
+
+    The shared working tree may hold other engineers' half-done edits; a clone measures exactly the
+    committed state (the table names the commit). Outputs go to the given absolute paths.
+    """
+    import subprocess
+    d = tempfile.mkdtemp(prefix="ncc-bench-clone-")
+    clone = os.path.join(d, "repo")
+    try:
+        subprocess.run(["git", "clone", "-q", "--local", REPO, clone], check=True)
+        os.makedirs(os.path.join(clone, "neuronxcc", "data", "custom_op"), exist_ok=True)  # built libraries
+        venv = os.path.join(REPO, ".venv")
+        if os.path.isdir(venv):
+            os.symlink(venv, os.path.join(clone, ".venv"))      # the tool launchers look for it
+        b = subprocess.run([sys.executable, os.path.join("scripts", "dev_build.py")], cwd=clone,
+                           capture_output=True, text=True)
+        if b.returncode != 0:
+            sys.stderr.write("bench: building the clone failed:\n%s\n" % (b.stdout + b.stderr)[-3000:])
+            return 1
+        args = list(script_args) + ["--output", output, "--readme", readme]
+        if json_path is not None:
+            args += ["--json", json_path or os.path.splitext(output)[0] + ".json"]
+        env = dict(os.environ, PYTHONPATH=clone)
+        return subprocess.call([sys.executable, os.path.join(clone, "scripts", "bench.py")] + args, cwd=clone,
+                               env=env)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # ------------------------------------------------------------------ report model
 
 class Section:
