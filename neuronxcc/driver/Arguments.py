@@ -272,7 +272,8 @@ def addCompileArguments(p):
     h("--internal-compile-metrics", default=None, metavar="FILE",
       help="write per-job times (and the walrus metrics) of this compile as JSON to FILE")
     h("--internal-test-crash-signal", default=None,
-      help="TEST ONLY: the compile kills itself with this signal (ABRT, KILL, SEGV) before doing any work")
+      help="TEST ONLY: the compile kills itself with this signal (ABRT, KILL, SEGV, INT, TERM) once its "
+           "input is staged in the work dir")
     return p
 
 

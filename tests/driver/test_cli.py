@@ -169,6 +169,17 @@ def test_fork_subcommand_maps_child_signals_to_banners(sig, banner, tmp_path):
     assert "Subcommand returned with exitcode=-%d" % getattr(signal, sig) in (tmp_path / "log-neuron-cc.txt").read_text()
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_compile_leaves_nothing_and_dies_of_the_signal(sig, tmp_path):
+    # as Ctrl-C (SIGINT is SIG_DFL in the driver) or a framework's timeout (SIGTERM) mid-pipeline
+    r = run_ncc(["compile", ADD_PB, "--output", "x.neff", "--internal-test-crash-signal=" + sig], cwd=tmp_path)
+    assert r.returncode == -getattr(signal, sig), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout and "Compiler status" not in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log-neuron-cc.txt"]  # no work dir, no NEFF
+    log = (tmp_path / "log-neuron-cc.txt").read_text()
+    assert "Intermediate files stored in %s" % tmp_path in log
+
+
 def test_fork_subcommand_error_and_success_paths(tmp_path):
     r = run_ncc(["--fork-subcommand", "compile", "missing.pb"], cwd=tmp_path)
     assert r.returncode == 70

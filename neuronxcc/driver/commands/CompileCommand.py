@@ -18,7 +18,8 @@ runPipeline: a fresh work directory per compile (``tempfile.mkdtemp`` under
 the input staged as ``model.hlo_module.pb``, progress dots on stdout, the
 jobs, then ``--output`` published atomically only when every job passed.
 The work directory is removed on success unless SaveTemps ran; it is kept
-(and its path logged) on failure.
+(and its path logged) on failure. A SIGINT/SIGTERM while it exists removes it
+and the process still dies of that signal (see _RemoveWorkdirOnInterrupt).
 """
 import argparse
 import logging
@@ -288,7 +289,14 @@ class CompileCommand(CommandInterface):
         state.argv_split = self.argv_split
         base = Job.getAbsPath(args.temp_dir) if args.temp_dir else launch
         os.makedirs(base, exist_ok=True)
-        state.workdir = tempfile.mkdtemp(prefix="neuronxcc-", dir=base)
+        with _RemoveWorkdirOnInterrupt(state):
+            state.workdir = tempfile.mkdtemp(prefix="neuronxcc-", dir=base)
+            self._runInWorkdir(pipeline, args, state, launch)
+        return 0
+
+    def _runInWorkdir(self, pipeline, args, state, launch):
+        from neuronxcc.driver.Job import setLaunchDir
+
         self.logger.info("Intermediate files stored in %s, output in %s", state.workdir, state.output)
         names = pipeline.getJobNames()
         ok = False
@@ -298,6 +306,8 @@ class CompileCommand(CommandInterface):
         try:
             self.stageInput(state)
             staged = True
+            if args.internal_test_crash_signal:
+                _crash(args.internal_test_crash_signal)
             with _ProgressDots():
                 pipeline.runSingleInput(state)
             self.publishOutputs(state, names)
@@ -319,7 +329,6 @@ class CompileCommand(CommandInterface):
             else:
                 self.logger.log(USER if not ok else logging.INFO, "Artifacts stored in: %s", state.workdir,
                                 extra=FILE_ONLY)
-        return 0
 
     def _saveTempsAfterFailure(self, pipeline, state):
         for job in pipeline:
@@ -358,8 +367,6 @@ class CompileCommand(CommandInterface):
     def run(self, argv, logfile=None):
         try:
             pipeline, args = self.buildPipeline(argv, self.logger)
-            if args.internal_test_crash_signal:
-                _crash(args.internal_test_crash_signal)
             self.runPipeline(pipeline, args)
         except BaseException as e:
             if not (isinstance(e, SystemExit) and not e.code):
@@ -401,8 +408,39 @@ def _status(word):
                                                                       extra=FILE_ONLY)
 
 
+class _RemoveWorkdirOnInterrupt:
+    """SIGINT/SIGTERM while the jobs run: remove the work dir (unless SaveTemps keeps it),
+    then die of the same signal, as SIG_DFL would. Only where the signal's disposition is
+    SIG_DFL (what ``main`` sets for SIGINT) and in the main thread; elsewhere nothing changes."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, state):
+        self.state = state
+        self.saved = {}
+
+    def _handler(self, signo, frame):
+        if self.state.workdir and not self.state.keep_workdir:
+            shutil.rmtree(self.state.workdir, ignore_errors=True)
+        signal.signal(signo, signal.SIG_DFL)
+        os.kill(os.getpid(), signo)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signo in self.SIGNALS:
+                if signal.getsignal(signo) == signal.SIG_DFL:
+                    self.saved[signo] = signal.signal(signo, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        for signo, old in self.saved.items():
+            signal.signal(signo, old)
+        return False
+
+
 def _crash(name):
-    """TEST ONLY (--internal-test-crash-signal): kill this process with a signal."""
+    """TEST ONLY (--internal-test-crash-signal): kill this process with a signal once the
+    work dir holds the staged input (as an interrupt or a crash in the middle of a compile)."""
     n = str(name).upper()
     if not n.startswith("SIG"):
         n = "SIG" + n
@@ -411,7 +449,9 @@ def _crash(name):
         raise InvalidArgumentError("--internal-test-crash-signal: unknown signal %s" % name)
     sys.stdout.flush()
     sys.stderr.flush()
-    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught or reset
+    # SIGINT/SIGTERM keep their handler (SIG_DFL or _RemoveWorkdirOnInterrupt); SIGKILL and
+    # SIGSTOP cannot be caught; the rest are reset so that a Python-level handler cannot swallow them.
+    if sig not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)
     time.sleep(5)
