@@ -182,7 +182,10 @@ class CommandDriver:
         if filelevel is None:
             raise InvalidArgumentError("invalid --logfile-verbose level %r" % known_args.logfile_verbose)
         logfile = os.path.abspath(known_args.logfile or DEFAULT_LOGFILE)
-        return setup_logging(console, logfile, filelevel), logfile
+        try:
+            return setup_logging(console, logfile, filelevel), logfile
+        except OSError as e:
+            raise InvalidArgumentError("cannot write the log file %s: %s" % (logfile, e.strerror or e)) from e
 
     # -- running -----------------------------------------------------------------------------
     def run(self, argv):

@@ -257,3 +257,18 @@ def test_unwritable_output_directory(tmp_path):
     assert r.returncode == 70
     assert _one_error_line(r) == "[NCC_EARG002] output directory is not writable: %s" % ro
     assert not list(ro.iterdir())
+
+
+def test_unusable_log_file_and_temp_dir_are_user_errors(tmp_path):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("")
+    for flags, expect in (
+            (["--logfile", "nodir/log.txt"], "[NCC_EARG002] cannot write the log file %s/nodir/log.txt: " % tmp_path),
+            (["--logfile", "adir"], "[NCC_EARG002] cannot write the log file %s/adir: Is a directory" % tmp_path),
+            (["--temp-dir", "afile/sub"], "[NCC_EARG002] cannot create the work directory in %s/afile/sub: "
+             % tmp_path)):
+        r = run_ncc(["compile", ADD_PB, "--output", "x.neff"] + flags, cwd=tmp_path)
+        assert r.returncode == 70, r.stderr
+        assert _one_error_line(r).startswith(expect), r.stderr
+        assert not (tmp_path / "x.neff").exists()
+        assert not list(tmp_path.glob("neuronxcc-*"))

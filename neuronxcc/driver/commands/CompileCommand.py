@@ -288,9 +288,13 @@ class CompileCommand(CommandInterface):
         state.input_path = Job.getAbsPath(args.model_files[0])
         state.argv_split = self.argv_split
         base = Job.getAbsPath(args.temp_dir) if args.temp_dir else launch
-        os.makedirs(base, exist_ok=True)
         with _RemoveWorkdirOnInterrupt(state):
-            state.workdir = tempfile.mkdtemp(prefix="neuronxcc-", dir=base)
+            try:
+                os.makedirs(base, exist_ok=True)
+                state.workdir = tempfile.mkdtemp(prefix="neuronxcc-", dir=base)
+            except OSError as e:
+                raise InvalidArgumentError("cannot create the work directory in %s: %s%s" % (
+                    base, e.strerror or e, "" if args.temp_dir else " (choose one with --temp-dir)")) from e
             self._runInWorkdir(pipeline, args, state, launch)
         return 0
 
