@@ -115,7 +115,7 @@ def copies(draw):
         strides = [draw(st.integers(-3, 4)) * isz for _ in range(6)]
         lo = sum(min(0, s * (k - 1)) for s, k in zip(strides, ns))
         hi = sum(max(0, s * (k - 1)) for s, k in zip(strides, ns))
-        base = draw(st.integers(-lo, 600 - hi - isz))
+        base = draw(st.integers(-lo, 2048 - hi - isz))
         return base, np.array(strides, np.intp), np.array(ns, np.intp)
     return isz, n, ap(), ap(), draw(st.booleans()), draw(st.integers(0, 99))
 
@@ -125,8 +125,8 @@ def copies(draw):
 def test_copy_raw_matches_gather_scatter(case):
     isz, n, s, d, same, seed = case
     rng = np.random.default_rng(seed)
-    sb = rng.integers(0, 256, 600, dtype=np.uint8)
-    db = sb if same else rng.integers(0, 256, 600, dtype=np.uint8)
+    sb = rng.integers(0, 256, 2048, dtype=np.uint8)
+    db = sb if same else rng.integers(0, 256, 2048, dtype=np.uint8)
     ref_d = db.copy()
     ref_s = ref_d if same else sb.copy()
     tmp = np.empty(n * isz, np.uint8)

@@ -13,19 +13,7 @@ from neuronxcc.errors import BirSimError
 
 
 cdef class APInfo:
-    # Python-visible static data (used by the state for views and kernels)
-    cdef public object tgt, strides, nums, shape, npdt, vstrides, rview, wview, dtype, expr, target_name
-    cdef public int code
-    cdef public Py_ssize_t itemsize, n, static_base
-    cdef public long long ext_lo, ext_hi, const_off, limit
-    cdef public bint has_fixed
-    cdef public Py_ssize_t fixed
-    cdef public object fixed_region
-    cdef tuple names
-    cdef long long[8] coeffs
-    cdef int ncoef
-    cdef long long row0, row1, byte0
-    cdef object key
+    # attributes and cpdef signatures: _apinfo.pxd (the typed plans cimport it)
 
     def __init__(self, tgt, dtype, code, itemsize, strides, nums, shape, npdt, vstrides, static_base,
                  ext_lo, ext_hi, const_off, coeffs, expr, row0, row1, byte0, target_name):

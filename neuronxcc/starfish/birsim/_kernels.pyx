@@ -537,76 +537,115 @@ cdef inline void _extent(Py_ssize_t base, const Py_ssize_t* strides, const Py_ss
             hi[0] += d
 
 
-def copy_raw(const uint8_t[::1] sbuf, Py_ssize_t sbase, const Py_ssize_t[::1] sstrides, const Py_ssize_t[::1] snums,
-             uint8_t[::1] dbuf, Py_ssize_t dbase, const Py_ssize_t[::1] dstrides, const Py_ssize_t[::1] dnums,
-             Py_ssize_t itemsize):
-    """Bit-exact copy of the source AP's elements into the destination AP, paired in
-    row-major order (equal element counts; the caller checks). Equivalent to
-    gather_raw then scatter_raw: when the two byte ranges may overlap in the same
-    storage the source is gathered into a temporary first."""
-    cdef Py_ssize_t n = _count(snums)
-    cdef Py_ssize_t slo, shi, dlo, dhi, j, k
-    cdef const uint8_t* sp = &sbuf[0]
-    cdef uint8_t* dp = &dbuf[0]
-    cdef uint8_t* tmp = NULL
+cdef inline void _copy_elems(uint8_t* d, Py_ssize_t ds, const uint8_t* s, Py_ssize_t ss, Py_ssize_t n,
+                             Py_ssize_t isz) noexcept nogil:
+    """n elements of isz bytes, strided on both sides (constant-size copies for the usual sizes)."""
+    cdef Py_ssize_t k
+    if ss == isz and ds == isz:
+        memcpy(d, s, n * isz)
+    elif isz == 4:
+        for k in range(n):
+            memcpy(d + k * ds, s + k * ss, 4)
+    elif isz == 2:
+        for k in range(n):
+            memcpy(d + k * ds, s + k * ss, 2)
+    elif isz == 1:
+        for k in range(n):
+            d[k * ds] = s[k * ss]
+    else:
+        for k in range(n):
+            memcpy(d + k * ds, s + k * ss, isz)
+
+
+cdef inline Py_ssize_t _count_p(const Py_ssize_t* nums) noexcept nogil:
+    cdef Py_ssize_t n = 1, k
+    for k in range(NDIM):
+        n *= nums[k]
+    return n
+
+
+cdef void _walk_copy(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
+                     uint8_t* dp, Py_ssize_t dbase, const Py_ssize_t* dstrides, const Py_ssize_t* dnums,
+                     Py_ssize_t itemsize, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t si[NDIM]
     cdef Py_ssize_t di[NDIM]
-    cdef Py_ssize_t so, do, srun, drun, run
+    cdef Py_ssize_t so = sbase, do = dbase, srun, drun, run, j = 0, k
     cdef Py_ssize_t ss5 = sstrides[5], ds5 = dstrides[5]
+    for k in range(NDIM):
+        si[k] = 0
+        di[k] = 0
+    while j < n:
+        # the longest run both sides can take without leaving their innermost dimension
+        srun = snums[5] - si[5]
+        drun = dnums[5] - di[5]
+        run = srun if srun < drun else drun
+        _copy_elems(dp + do + di[5] * ds5, ds5, sp + so + si[5] * ss5, ss5, run, itemsize)
+        j += run
+        si[5] += run
+        di[5] += run
+        # carry the counters into the outer dimensions
+        if si[5] == snums[5] and j < n:
+            si[5] = 0
+            k = 4
+            while True:
+                si[k] += 1
+                so += sstrides[k]
+                if si[k] < snums[k] or k == 0:
+                    break
+                so -= sstrides[k] * si[k]
+                si[k] = 0
+                k -= 1
+        if di[5] == dnums[5] and j < n:
+            di[5] = 0
+            k = 4
+            while True:
+                di[k] += 1
+                do += dstrides[k]
+                if di[k] < dnums[k] or k == 0:
+                    break
+                do -= dstrides[k] * di[k]
+                di[k] = 0
+                k -= 1
+
+
+cdef int copy_raw_ptr(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
+                      uint8_t* dp, Py_ssize_t dbase, const Py_ssize_t* dstrides, const Py_ssize_t* dnums,
+                      Py_ssize_t itemsize) noexcept nogil:
+    """Bit-exact copy of the source AP's elements into the destination AP, paired in
+    row-major order (equal element counts: the caller checks). Equivalent to a gather
+    then a scatter: when the two byte ranges may overlap in the same storage the source
+    goes through a temporary first. Returns -1 when that temporary cannot be allocated."""
+    cdef Py_ssize_t n = _count_p(snums)
+    cdef Py_ssize_t slo, shi, dlo, dhi
+    cdef Py_ssize_t cstr[NDIM]
+    cdef uint8_t* tmp
+    cdef int k
     if n == 0:
-        return
-    _extent(sbase, &sstrides[0], &snums[0], itemsize, &slo, &shi)
-    _extent(dbase, &dstrides[0], &dnums[0], itemsize, &dlo, &dhi)
+        return 0
+    _extent(sbase, sstrides, snums, itemsize, &slo, &shi)
+    _extent(dbase, dstrides, dnums, itemsize, &dlo, &dhi)
     if <const void*>sp == <const void*>dp and slo < dhi and dlo < shi:
         tmp = <uint8_t*>malloc(n * itemsize)
         if tmp == NULL:
-            raise MemoryError()
-        gather_raw(sbuf, itemsize, sbase, sstrides, snums, <uint8_t[:n * itemsize]>tmp)
-        try:
-            scatter_raw(<uint8_t[:n * itemsize]>tmp, dbuf, itemsize, dbase, dstrides, dnums)
-        finally:
-            free(tmp)
-        return
+            return -1
+        # the temporary, addressed with the source's counts, row-major contiguous
+        cstr[5] = itemsize
+        for k in range(4, -1, -1):
+            cstr[k] = cstr[k + 1] * snums[k + 1]
+        _walk_copy(sp, sbase, sstrides, snums, tmp, 0, cstr, snums, itemsize, n)
+        _walk_copy(tmp, 0, cstr, snums, dp, dbase, dstrides, dnums, itemsize, n)
+        free(tmp)
+        return 0
+    _walk_copy(sp, sbase, sstrides, snums, dp, dbase, dstrides, dnums, itemsize, n)
+    return 0
+
+
+def copy_raw(const uint8_t[::1] sbuf, Py_ssize_t sbase, const Py_ssize_t[::1] sstrides, const Py_ssize_t[::1] snums,
+             uint8_t[::1] dbuf, Py_ssize_t dbase, const Py_ssize_t[::1] dstrides, const Py_ssize_t[::1] dnums,
+             Py_ssize_t itemsize):
+    """copy_raw_ptr on buffers (see there)."""
+    cdef int r
     with nogil:
-        for k in range(NDIM):
-            si[k] = 0
-            di[k] = 0
-        so = sbase
-        do = dbase
-        j = 0
-        while j < n:
-            # the longest run both sides can take without leaving their innermost dimension
-            srun = snums[5] - si[5]
-            drun = dnums[5] - di[5]
-            run = srun if srun < drun else drun
-            if ss5 == itemsize and ds5 == itemsize:
-                memcpy(dp + do + di[5] * ds5, sp + so + si[5] * ss5, run * itemsize)
-            else:
-                for k in range(run):
-                    memcpy(dp + do + (di[5] + k) * ds5, sp + so + (si[5] + k) * ss5, itemsize)
-            j += run
-            si[5] += run
-            di[5] += run
-            # carry the counters into the outer dimensions
-            if si[5] == snums[5] and j < n:
-                si[5] = 0
-                k = 4
-                while True:
-                    si[k] += 1
-                    so += sstrides[k]
-                    if si[k] < snums[k] or k == 0:
-                        break
-                    so -= sstrides[k] * si[k]
-                    si[k] = 0
-                    k -= 1
-            if di[5] == dnums[5] and j < n:
-                di[5] = 0
-                k = 4
-                while True:
-                    di[k] += 1
-                    do += dstrides[k]
-                    if di[k] < dnums[k] or k == 0:
-                        break
-                    do -= dstrides[k] * di[k]
-                    di[k] = 0
-                    k -= 1
+        r = copy_raw_ptr(&sbuf[0], sbase, &sstrides[0], &snums[0], &dbuf[0], dbase, &dstrides[0], &dnums[0], itemsize)
+    if r < 0:
+        raise MemoryError()

@@ -13,8 +13,8 @@ import numpy as np
 
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
-from neuronxcc.starfish.birsim import _kernels as K
 from neuronxcc.starfish.birsim import alu
+from neuronxcc.starfish.birsim._plans import RawCopy
 
 __all__ = ["prepare"]
 
@@ -44,16 +44,7 @@ def _copy(ex, instr, attrs, out, src):
     s = st._static(src)
     if out.dtype != src.dtype or s.n != d.n or s.itemsize != d.itemsize:
         return None
-    sbuf, sstr, snum = s.tgt.buf, s.strides, s.nums
-    dbuf, dstr, dnum = d.tgt.buf, d.strides, d.nums
-    isz = s.itemsize
-    sbase, dbase = s.base, d.base
-    copy = K.copy_raw
-
-    def run(env):
-        b = sbase(env)
-        copy(sbuf, b, sstr, snum, dbuf, dbase(env), dstr, dnum, isz)
-    return run
+    return RawCopy(s, d)
 
 
 def _dma_copy(ex, instr, attrs):
