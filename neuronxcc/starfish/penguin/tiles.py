@@ -91,6 +91,8 @@ class TileEval:
         self.em = cg.em
         self.s = space
         self.memo = {}
+        self.keys = {}
+        self._alive = []
         self.nloads = 0
 
     # -- storage -----------------------------------------------------------------
@@ -180,9 +182,28 @@ class TileEval:
         return out
 
     # -- evaluation ------------------------------------------------------------------
+    def key(self, x):
+        """Structural key of an expression: equal keys compute equal tiles (CSE within a tile)."""
+        i = id(x)
+        k = self.keys.get(i)
+        if k is None:
+            if isinstance(x, Splat):
+                k = ("s", repr(x.value), x.dtype)
+            elif isinstance(x, View):
+                k = ("v", x.base, x.dtype, x.shape, x.strides, str(x.offset))
+            else:
+                k = ("n", x.op, repr(sorted(x.attrs.items())), x.dtype, x.shape,
+                     tuple(self.key(a) for a in x.args))
+            self.keys[i] = k
+            self._alive.append(x)        # ids stay valid while the key is cached
+        return k
+
     def value(self, x):
-        k = id(x)
+        if id(x) in self.memo:
+            return self.memo[id(x)]
+        k = self.key(x)
         if k in self.memo:
+            self.memo[id(x)] = self.memo[k]
             return self.memo[k]
         if isinstance(x, Splat):
             r = TV("splat", x.dtype, value=x.value)
@@ -194,6 +215,7 @@ class TileEval:
             args = [self.value(a) for a in x.args]
             r = self.op(x, args)
         self.memo[k] = r
+        self.memo[id(x)] = r
         return r
 
     def cast(self, a, dtype):
