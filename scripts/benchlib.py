@@ -494,8 +494,11 @@ def to_json(report):
 
 def update_readme(readme, text):
     """Replace the block between the bench markers in ``readme`` by ``text``. Returns True if written."""
-    with open(readme, encoding="utf-8") as f:
-        old = f.read()
+    try:
+        with open(readme, encoding="utf-8") as f:
+            old = f.read()
+    except OSError:
+        return False
     i, j = old.find(BEGIN), old.find(END)
     if i < 0 or j < i:
         return False
