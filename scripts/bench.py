@@ -7,21 +7,23 @@ Sections (the README's "Benchmarks" table is this script's output):
 1. Compile: ``neuronx-cc compile`` wall time (CLI, a child process) and the
    in-process pipeline time (``CommandDriver().run`` here), each against
    XLA:CPU's ``compile()`` of the same jax program, per corpus program and as
-   the median; the per-job breakdown parsed from the driver's log.
+   the median; the per-job breakdown from the driver's ``--internal-compile-metrics``
+   JSON (else its log).
 2. Scaling: the matmul+gradient graph (three dots, two transposes) at 1024,
    4096 and 16000 square, compile only (goldens off): compile time, BIR
    instruction count (read back from the NEFF), NEFF size.
 3. Simulator: birsim wall time on the compiled NEFF against XLA:CPU executing
-   the same program; simulated instructions per second; outputs checked.
+   the same program; simulated instructions per second; outputs checked;
+   ``scripts/bench_birsim.py``'s per-instruction and large-tile-vs-numpy figures.
 4. Generated code: birsim's estimated device time against the roofline bound
    (max of FLOPs at the PE peak for the dtype and bytes at HBM bandwidth,
    ``neuronxcc.hwm``), per-engine utilisation; a matmul sweep (f32, bf16) and
    the transformer block.
 5. Allocation: SBUF/PSUM peak bytes per partition against the max-live lower
-   bound (from each compile's ``sg00/metrics.json``); allocation time on the
-   largest program.
+   bound (walrus's metrics of each compile); allocation time on the largest
+   program; ``scripts/bench_alloc.py``'s synthetic interval sets.
 6. pelican against sympy (``scripts/bench_pelican.py``); the HLO reference
-   interpreter against XLA:CPU execution.
+   interpreter against XLA:CPU execution (``scripts/bench_hlo_interp.py``).
 
 Programs come from the test suite's JAX corpus (``tests/support/corpus.py``).
 A layer that cannot handle a program yet gives that program's row as
