@@ -83,6 +83,13 @@ class TensorTooLargeError(CompilerInvalidInputException):
     code = "NCC_EOOM001"
 
 
+class EvaluationLimitError(CompilerInvalidInputException):
+    """The reference interpreter stopped a program that ran past a work limit
+    (e.g. a while loop that does not end on the golden inputs)."""
+
+    code = "NCC_EVRF020"
+
+
 class OutOfMemoryError(CompilerError):
     """On-chip memory (SBUF/PSUM) exhausted and spilling could not help."""
 
