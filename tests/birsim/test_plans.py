@@ -134,3 +134,29 @@ def test_copy_raw_matches_gather_scatter(case):
     K.scatter_raw(tmp, ref_d, isz, d[0], d[1], d[2])
     K.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
     assert np.array_equal(db, ref_d)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(32, 70), st.integers(32, 70), st.sampled_from([1, 2, 4, 8]), st.booleans(), st.booleans(),
+       st.booleans(), st.integers(0, 99))
+def test_blocked_transposing_copies_match_gather_scatter(a, b, isz, s_rowmajor, d_rowmajor, negate, seed):
+    """Large 2-D copies whose sides are laid out differently take the blocked kernel."""
+    rng = np.random.default_rng(seed)
+    pad = int(rng.integers(0, 3))
+
+    def layout(rowmajor, sign):
+        sa, sb = ((b + pad) * isz, isz) if rowmajor else (isz, (a + pad) * isz)
+        strides = np.array([0, 0, 0, 0, sign * sa, sb], np.intp)
+        base = (a - 1) * sa if sign < 0 else 0
+        return base, strides, np.array([1, 1, 1, 1, a, b], np.intp)
+    size = (a + pad) * (b + pad) * isz + 64
+    s = layout(s_rowmajor, -1 if negate else 1)
+    d = layout(d_rowmajor, 1)
+    sb = rng.integers(0, 256, size, dtype=np.uint8)
+    db = rng.integers(0, 256, size, dtype=np.uint8)
+    ref = db.copy()
+    tmp = np.empty(a * b * isz, np.uint8)
+    K.gather_raw(sb, isz, s[0], s[1], s[2], tmp)
+    K.scatter_raw(tmp, ref, isz, d[0], d[1], d[2])
+    K.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
+    assert np.array_equal(db, ref)

@@ -564,9 +564,56 @@ cdef inline Py_ssize_t _count_p(const Py_ssize_t* nums) noexcept nogil:
     return n
 
 
+cdef enum:
+    TBLOCK = 32
+
+
+cdef inline Py_ssize_t _absz(Py_ssize_t x) noexcept nogil:
+    return -x if x < 0 else x
+
+
+cdef bint _blocked_2d(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
+                      uint8_t* dp, Py_ssize_t dbase, const Py_ssize_t* dstrides, const Py_ssize_t* dnums,
+                      Py_ssize_t isz) noexcept nogil:
+    """A transposing copy (same 2-D counts on both sides, one side not unit-stride inside)
+    in cache-sized blocks. Only when no two destination elements share an address, so
+    the order of the writes cannot matter. False when the case does not apply."""
+    cdef Py_ssize_t k, A, B, i0, j0, i1, j1, i, j
+    cdef Py_ssize_t sa, sb, da, db
+    for k in range(4):
+        if snums[k] != 1 or dnums[k] != 1:
+            return False
+    A = snums[4]
+    B = snums[5]
+    if dnums[4] != A or dnums[5] != B or A < TBLOCK or B < TBLOCK:
+        return False
+    sa, sb, da, db = sstrides[4], sstrides[5], dstrides[4], dstrides[5]
+    if sb == isz and db == isz:
+        return False
+    if not (_absz(da) >= _absz(db) * (B - 1) + isz or _absz(db) >= _absz(da) * (A - 1) + isz):
+        return False
+    i0 = 0
+    while i0 < A:
+        i1 = i0 + TBLOCK if i0 + TBLOCK < A else A
+        j0 = 0
+        while j0 < B:
+            j1 = j0 + TBLOCK if j0 + TBLOCK < B else B
+            if _absz(da) < _absz(db):      # the destination is denser along A: walk A innermost
+                for j in range(j0, j1):
+                    _copy_elems(dp + dbase + i0 * da + j * db, da, sp + sbase + i0 * sa + j * sb, sa, i1 - i0, isz)
+            else:
+                for i in range(i0, i1):
+                    _copy_elems(dp + dbase + i * da + j0 * db, db, sp + sbase + i * sa + j0 * sb, sb, j1 - j0, isz)
+            j0 = j1
+        i0 = i1
+    return True
+
+
 cdef void _walk_copy(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
                      uint8_t* dp, Py_ssize_t dbase, const Py_ssize_t* dstrides, const Py_ssize_t* dnums,
                      Py_ssize_t itemsize, Py_ssize_t n) noexcept nogil:
+    if _blocked_2d(sp, sbase, sstrides, snums, dp, dbase, dstrides, dnums, itemsize):
+        return
     cdef Py_ssize_t si[NDIM]
     cdef Py_ssize_t di[NDIM]
     cdef Py_ssize_t so = sbase, do = dbase, srun, drun, run, j = 0, k
