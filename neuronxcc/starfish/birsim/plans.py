@@ -176,7 +176,47 @@ def _memset(ex, instr, attrs):
     return run
 
 
+def _iota(ex, instr, attrs):
+    """The grid depends only on the attributes: computed once, written each time."""
+    out = instr.dsts[0]
+    st = ex.st
+    s = st._static(out)
+    base = s.base
+    v = ex._iota_grid(attrs, out.num_partitions)
+    if _dt.get(out.dtype).is_int:
+        vals, write = v, st.write_i_at
+    else:
+        vals, write = v.astype(_F), st.write_f_at
+    vals.flags.writeable = False
+
+    def run(env):
+        write(s, base(env), vals)
+    return run
+
+
+def _affine_select(ex, instr, attrs):
+    """The condition grid depends only on the attributes: computed once."""
+    out, src = instr.dsts[0], instr.srcs[0]
+    st = ex.st
+    cond = alu.compare_f(attrs["cmp"], ex._iota_grid(attrs, out.num_partitions), 0)
+    on_false = attrs["on_false"]
+    so, ss = st._static(out), st._static(src)
+    rows = _rows(src)
+    where = np.where
+    if _is_int(out) and _is_int(src) and float(on_false) == int(on_false):
+        fill, read, write = int(on_false), st.read_i_at, st.write_i_at
+    else:
+        fill, read, write = _F(on_false), st.read_f_at, st.write_f_at
+
+    def run(env):
+        x = read(ss, ss.base(env)).reshape(rows, -1)
+        write(so, so.base(env), where(cond, x, fill))
+    return run
+
+
 _PREP = {
+    "iota": _iota,
+    "affine_select": _affine_select,
     "dma_copy": _dma_copy,
     "tensor_copy": _tensor_copy,
     "tensor_scalar": _tensor_scalar,
