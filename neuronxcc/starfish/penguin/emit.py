@@ -14,6 +14,9 @@ from neuronxcc.starfish import birpy
 from neuronxcc.starfish.birpy import dtypes as bdt
 
 
+NUM_QUEUES = 8                   # of the 16 DMA queues per engine
+
+
 def pel():
     from neuronxcc import pelican
     return pelican
@@ -46,6 +49,7 @@ class Emitter:
         self.b = birpy.Builder(module)
         self._n = {}
         self.label = None            # debug name of the instruction being lowered (HLO op)
+        self._q = 0
 
     # -- names -----------------------------------------------------------------
     def fresh(self, prefix):
@@ -89,8 +93,15 @@ class Emitter:
     def inst(self, opcode, engine, dsts, srcs, **attrs):
         return self.b.inst(opcode, engine, dsts, srcs, name=self.label, **attrs)
 
-    def dma(self, dst, src, queue="q0"):
-        return self.inst("dma_copy", "SP", [dst], [src], queue=queue)
+    def next_queue(self):
+        """DMA queues in rotation: every queue is its own timeline track, so independent
+        transfers issued by neighbouring instructions overlap (dependences are semaphores)."""
+        q = "q%d" % (self._q % NUM_QUEUES)
+        self._q += 1
+        return q
+
+    def dma(self, dst, src, queue=None):
+        return self.inst("dma_copy", "SP", [dst], [src], queue=queue or self.next_queue())
 
     # -- loop nests ----------------------------------------------------------------
     def nest(self, axes, body, starts=(), sizes=()):

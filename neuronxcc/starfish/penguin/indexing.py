@@ -147,11 +147,12 @@ class IndexingMixin:
             for ib, s0 in zip(idx_batch, starts):
                 ioff = ioff + s0 * I.strides[ib]
             idx = em.chip(em.sbuf("gidx", pn, 1, "int32"), "int32", pn, [[1, 1]])
-            em.dma(idx, em.hbm(I.base, ioff, [[I.strides[idx_batch[last]], pn], [1, 1]]), queue="q1")
+            em.dma(idx, em.hbm(I.base, ioff, [[I.strides[idx_batch[last]], pn], [1, 1]]))
             rows = em.chip(em.sbuf("grow", pn, W, odt), odt, pn, [[1, W]])
             src_pat = [[O.strides[k], sizes[k]] for k in window_dims] or [[1, 1]]
-            em.inst("dma_gather", "SP", [rows], [em.hbm(O.base, P.const(O.offset), src_pat), idx], queue="q0",
-                    index_stride=int(O.strides[od]), index_min=0, index_max=int(O.shape[od] - sizes[od]))
+            em.inst("dma_gather", "SP", [rows], [em.hbm(O.base, P.const(O.offset), src_pat), idx],
+                    queue=em.next_queue(), index_stride=int(O.strides[od]), index_min=0,
+                    index_max=int(O.shape[od] - sizes[od]))
             dst_off = P.const(out.offset)
             for ob, s0 in zip(out_batch, starts):
                 dst_off = dst_off + s0 * out.strides[ob]
@@ -247,7 +248,7 @@ class IndexingMixin:
             a_ap = em.chip(a, odt, 1, [[1, W]])
             b_ap = em.chip(b, odt, 1, [[1, W]])
             em.dma(a_ap, em.hbm(out.base, dst_off, dst_pat))
-            em.dma(b_ap, em.hbm(U.base, src_off, src_pat), queue="q1")
+            em.dma(b_ap, em.hbm(U.base, src_off, src_pat))
             eng = "POOL" if odt.startswith("int") or odt.startswith("uint") else "DVE"
             if kind == "replace":
                 c_ap = b_ap
@@ -259,7 +260,7 @@ class IndexingMixin:
                 for k, s0 in enumerate(starts):
                     foff = foff + s0 * flags.strides[k]
                 f_ap = em.chip(em.sbuf("scf", 1, W, "int32"), "int32", 1, [[1, W]])
-                em.dma(f_ap, em.hbm(flags.base, foff, [[0, W]]), queue="q2")
+                em.dma(f_ap, em.hbm(flags.base, foff, [[0, W]]))
                 em.inst("select", eng, [a_ap], [f_ap, c_ap, a_ap])
                 c_ap = a_ap
             em.dma(em.hbm(out.base, dst_off, dst_pat), c_ap)

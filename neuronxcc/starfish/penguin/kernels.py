@@ -381,7 +381,7 @@ class Kernels:
                 em.dma(st_ap, em.hbm(L.base, offs(L, bs + [m0, k0]),
                                      [[L.strides[nb + 1], kn], [L.strides[nb], mn]]))
                 em.dma(mv_ap, em.hbm(R.base, offs(R, bs + [k0, n0]),
-                                     [[R.strides[nb], kn], [R.strides[nb + 1], nn]]), queue="q1")
+                                     [[R.strides[nb], kn], [R.strides[nb + 1], nn]]))
                 em.inst("matmul", "PE", [ps_ap], [st_ap, mv_ap], psum_zero=first[0])
                 first[0] = False
 

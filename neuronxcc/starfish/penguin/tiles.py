@@ -159,8 +159,8 @@ class TileEval:
         t = self.em.m.tensors[v.base]
         out = self.new_tile(v.dtype if v.dtype == t.dtype else t.dtype, "ld")
         src = self.em.hbm(v.base, self.leaf_offset(v), self.leaf_pattern(v))
-        # independent loads of one tile go to different DMA queues so their latencies overlap
-        self.em.dma(out.ap, src, queue="q%d" % (1 + self.nloads % 3))
+        # independent loads of one tile go to different DMA queues (Emitter.dma rotates them)
+        self.em.dma(out.ap, src)
         self.nloads += 1
         if v.dtype != t.dtype:           # bitcast views keep the base dtype
             out.dtype = t.dtype

@@ -411,7 +411,7 @@ class WindowMixin:
             em.dma(idx, em.hbm(I.base, ioff, [[I.strides[1], pn], [1, 1]]))
             got = em.chip(em.sbuf("pval", pn, 1, st), st, pn, [[1, 1]])
             off = (P.const(src.offset) if isinstance(src.offset, int) else src.offset) + r * src.strides[0]
-            em.inst("dma_gather", "SP", [got], [em.hbm(src.base, off, [[1, 1]]), idx], queue="q0",
+            em.inst("dma_gather", "SP", [got], [em.hbm(src.base, off, [[1, 1]]), idx], queue=em.next_queue(),
                     index_stride=int(src.strides[1]), index_min=0, index_max=n - 1)
             em.dma(em.hbm(t, r * n + j0, [[1, pn], [1, 1]]), got)
 
