@@ -184,6 +184,22 @@ def test_snapshot_unpack_rejects_bad_input(tmp_path):
     r = run_tool("snapshot-unpack", [str(evil), "-o", str(tmp_path / "x")], cwd=tmp_path)
     assert r.returncode == 70 and "escapes" in r.stderr
     assert not (tmp_path / "escape.txt").exists()
+    # a manifest that is not what SaveTemps writes, a file as the output dir, no argument at all
+    import io
+
+    odd = tmp_path / "odd.tar.gz"
+    with tarfile.open(odd, "w:gz") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"[]"))
+    (tmp_path / "afile").write_text("")
+    for args, expect in (([str(odd), "-o", str(tmp_path / "o")], "[NCC_EINP001] %s: malformed manifest.json" % odd),
+                         ([str(odd), "-o", str(tmp_path / "afile")], "[NCC_EARG002] cannot create the output "
+                                                                     "directory %s: " % (tmp_path / "afile")),
+                         ([], "[NCC_EARG002] snapshot-unpack: the following arguments are required: snapshot")):
+        r = run_tool("snapshot-unpack", args, cwd=tmp_path)
+        assert r.returncode == 70 and len(_lines(r.stderr)) == 1, r.stderr
+        assert _lines(r.stderr)[0].startswith(expect), r.stderr
 
 
 # -- publishing --output, in process with stand-in jobs -------------------------------------

@@ -8,7 +8,6 @@ A snapshot is a gzip'd tar with
 that would land outside DIR) and writes ``DIR/replay.sh``, which reruns the
 compile with the same flags on the saved input (the NEFF goes into DIR).
 """
-import argparse
 import io
 import json
 import os
@@ -18,23 +17,18 @@ import sys
 import tarfile
 import time
 
-from neuronxcc.errors import CompilerError, InputFileError
+from neuronxcc.errors import CompilerError, InputFileError, InternalCompilerError, InvalidArgumentError
 
 MANIFEST = "manifest.json"
 FORMAT = 1
 
 
 def _versions():
+    from neuronxcc.driver.CommandDriver import numpyVersion
     from neuronxcc.version import __hwm_version__, __version__
 
-    v = {"neuronxcc": __version__, "hwm": __hwm_version__, "python": platform.python_version()}
-    try:
-        import numpy
-
-        v["numpy"] = numpy.__version__
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
-    return v
+    return {"neuronxcc": __version__, "hwm": __hwm_version__, "python": platform.python_version(),
+            "numpy": numpyVersion()}
 
 
 def replayFlags(state):
@@ -95,49 +89,74 @@ def _safeMembers(tar, dest):
 
 def unpack(snapshot, dest):
     """Extract ``snapshot`` into ``dest``; returns the manifest (dict) and writes replay.sh."""
+    if os.path.isdir(snapshot):
+        raise InputFileError("snapshot %s is a directory; give the snapshot.tar.gz in it" % snapshot)
     if not os.path.isfile(snapshot):
         raise InputFileError("snapshot not found: %s" % snapshot)
     try:
-        with tarfile.open(snapshot, "r:*") as tar:
+        tar = tarfile.open(snapshot, "r:*")
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise InputFileError("cannot read snapshot %s: %s" % (snapshot, str(e).split("\n")[0]))
+    with tar:
+        try:
             names = tar.getnames()
-            if MANIFEST not in names:
-                raise InputFileError("%s is not a neuronx-cc snapshot (no %s)" % (snapshot, MANIFEST))
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise InputFileError("cannot read snapshot %s: %s" % (snapshot, e))
+        if MANIFEST not in names:
+            raise InputFileError("%s is not a neuronx-cc snapshot (no %s)" % (snapshot, MANIFEST))
+        try:
             os.makedirs(dest, exist_ok=True)
-            members = list(_safeMembers(tar, dest))
+        except OSError as e:
+            raise InvalidArgumentError("cannot create the output directory %s: %s" % (dest, e.strerror or e))
+        members = list(_safeMembers(tar, dest))
+        try:
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(dest, members=members, filter="data")
             else:  # pragma: no cover - Pythons without extraction filters
                 tar.extractall(dest, members=members)
-    except (tarfile.TarError, EOFError, OSError) as e:
-        if isinstance(e, CompilerError):
-            raise
-        raise InputFileError("cannot read snapshot %s: %s" % (snapshot, e))
-    with open(os.path.join(dest, MANIFEST)) as f:
-        manifest = json.load(f)
-    argv = ["compile", manifest["input"]] + list(manifest.get("flags", [])) + ["--output", manifest["output"]]
+        except (tarfile.TarError, EOFError) as e:
+            raise InputFileError("cannot read snapshot %s: %s" % (snapshot, e))
+        except OSError as e:
+            raise InvalidArgumentError("cannot unpack into %s: %s" % (dest, e.strerror or e))
+    try:
+        with open(os.path.join(dest, MANIFEST)) as f:
+            manifest = json.load(f)
+        argv = ["compile", str(manifest["input"])] + [str(a) for a in manifest.get("flags", [])] + [
+            "--output", str(manifest["output"])]
+        version = manifest.get("versions", {}).get("neuronxcc", "?")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise InputFileError("%s: malformed %s (%s: %s)" % (snapshot, MANIFEST, type(e).__name__, e))
     script = os.path.join(dest, "replay.sh")
     with open(script, "w") as f:
         f.write("#!/bin/sh\n# Replays a neuronx-cc compile saved by SaveTemps (compiler %s).\n"
                 'cd "$(dirname -- "$0")" || exit 1\nexec "${NEURONX_CC:-neuronx-cc}" %s "$@"\n'
-                % (manifest.get("versions", {}).get("neuronxcc", "?"), shlex.join(argv)))
+                % (version, shlex.join(argv)))
     os.chmod(script, 0o755)
     manifest["replay_argv"] = argv
     return manifest
 
 
 def unpack_main(argv):
-    p = argparse.ArgumentParser(prog="snapshot-unpack",
-                                description="Unpack a neuronx-cc compile snapshot (written by SaveTemps) "
-                                            "and write replay.sh to rerun the compile.")
+    """The ``snapshot-unpack`` tool. Every error is one ``[NCC_...]`` line on stderr and status 70."""
+    from neuronxcc.driver.Arguments import InterceptingArgumentParser
+
+    p = InterceptingArgumentParser(prog="snapshot-unpack",
+                                   description="Unpack a neuronx-cc compile snapshot (written by SaveTemps) "
+                                               "and write replay.sh to rerun the compile.")
     p.add_argument("snapshot", help="the snapshot.tar.gz from a work directory kept by SaveTemps")
     p.add_argument("-o", "--output-dir", default=None, help="where to unpack (default: ./<snapshot>-unpacked)")
     p.add_argument("--replay", action="store_true", help="run the compile after unpacking")
-    args = p.parse_args(argv)
-    dest = args.output_dir or os.path.basename(args.snapshot).split(".")[0] + "-unpacked"
     try:
+        args = p.parse_args(argv)
+        dest = args.output_dir or os.path.basename(args.snapshot).split(".")[0] + "-unpacked"
         manifest = unpack(args.snapshot, dest)
     except CompilerError as e:
         sys.stderr.write(e.one_line() + "\n")
+        return os.EX_SOFTWARE
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else 0
+    except Exception as e:  # a bug: still one line, no traceback
+        sys.stderr.write(InternalCompilerError("snapshot-unpack: %s: %s" % (type(e).__name__, e)).one_line() + "\n")
         return os.EX_SOFTWARE
     print("Unpacked %s to %s" % (args.snapshot, dest))
     print("Replay with: %s" % os.path.join(dest, "replay.sh"))
