@@ -59,8 +59,11 @@ def run_streams(ex, module):
         best = None
         best_key = None
         for eng, (gen, env, instr) in live.items():
-            merged = dict(regs)
-            merged.update(env)
+            if regs:
+                merged = dict(regs)
+                merged.update(env)
+            else:
+                merged = env          # read-only here: no registers to merge
             t = tl.end_time(instr, merged)
             if t is None:
                 continue
@@ -72,8 +75,11 @@ def run_streams(ex, module):
                                 for e, (_, _, i) in live.items())
             raise BirSimError("deadlock: no engine can proceed (%s)" % waiting)
         gen, env, instr = live[best]
-        merged = dict(regs)
-        merged.update(env)
+        if regs or instr.opcode == "register_load":
+            merged = dict(regs)
+            merged.update(env)
+        else:
+            merged = env              # nothing writes the env but register_load
         ex.env = merged
         ex.execute(instr)
         nxt = next(gen, None)
