@@ -53,6 +53,8 @@ def test_neff_info_is_dispatchable(tmp_path):
     r = run_ncc(["neff-info", "missing.neff"], cwd=tmp_path)
     assert r.returncode == 70
     assert _one_error_line(r) == "[NCC_EINP001] NEFF file not found: missing.neff"
+    r = run_ncc(["neff-info", "."], cwd=tmp_path)
+    assert r.returncode == 70 and _one_error_line(r) == "[NCC_EINP001] . is a directory, not a NEFF file"
     junk = tmp_path / "junk.neff"
     junk.write_bytes(b"not a neff at all")
     r = run_ncc(["neff-info", str(junk)], cwd=tmp_path)

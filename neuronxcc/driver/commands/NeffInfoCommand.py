@@ -23,6 +23,8 @@ class NeffInfoCommand(CommandInterface):
         p = InterceptingArgumentParser(prog="neuronx-cc neff-info", description=self.getDescription())
         p.add_argument("neff", help="the NEFF file")
         args = p.parse_args(argv)
+        if os.path.isdir(args.neff):
+            raise InputFileError("%s is a directory, not a NEFF file" % args.neff)
         if not os.path.isfile(args.neff):
             raise InputFileError("NEFF file not found: %s" % args.neff)
         from neuronxcc.driver.Libraries import require
