@@ -236,3 +236,12 @@ def test_validation_errors(build, tmp_path):
     with pytest.raises(InvalidArgumentError, match="implicit-integer-downcast"):
         build("--implicit-integer-downcast=dot,bogus")
     assert build("--implicit-integer-downcast=dot,pow")[1].implicit_integer_downcast == "dot,pow"
+
+
+def test_auto_cast_is_reported_as_not_applied(build, caplog):
+    with caplog.at_level(logging.WARNING):
+        build("--auto-cast=none", "--auto-cast-type=fp8_e4m3")
+    assert "auto-cast" not in caplog.text
+    with caplog.at_level(logging.WARNING):
+        build("--auto-cast", "matmult", "--target", "trn1")
+    assert "--auto-cast matmult (--auto-cast-type bf16) is not applied by this compiler" in caplog.text

@@ -174,8 +174,17 @@ class CompileCommand(CommandInterface):
             args.optlevel = "1"
         if args.optlevel == "0":
             args.enable_internal_new_backend = False
-        if args.auto_cast_type == "fp8_e4m3" and args.target in ("trn1", "trn1n", "inf2"):
-            self.logger.warning("--auto-cast-type fp8_e4m3 needs trn2; computing in bf16 on %s", args.target)
+        if args.auto_cast != "none":
+            # Nothing below the driver reads --auto-cast/--auto-cast-type: say so rather than
+            # let the caller believe the math was cast.
+            self.logger.warning("--auto-cast %s (--auto-cast-type %s) is not applied by this compiler: every "
+                                "operation keeps the element types of the HLO", args.auto_cast, args.auto_cast_type)
+        unused = [flag for flag, on in (("--model-type " + args.model_type, args.model_type != "generic"),
+                                        ("--enable-saturate-infinity", args.enable_saturate_infinity),
+                                        ("--enable-fast-context-switch", args.enable_fast_context_switch))
+                  if on]
+        if unused:
+            self.logger.info("Accepted without effect on this compiler's output: %s", ", ".join(unused))
 
     # -- the three collectors --------------------------------------------------------
     def collectFrontendPipeline(self, args):
