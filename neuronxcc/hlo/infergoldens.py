@@ -153,7 +153,7 @@ def read_npz(path, module):
 def write_npz(path, inputs, outputs):
     """Write input{i}/output{i} atomically (temp file + rename)."""
     d = {"input%d" % i: np.asarray(a) for i, a in enumerate(inputs)}
-    d.update(("output%d" % i, np.ascontiguousarray(a)) for i, a in enumerate(outputs))
+    d.update(("output%d" % i, np.asarray(a, order="C")) for i, a in enumerate(outputs))  # keeps rank 0
     tmp = path + ".tmp%d" % os.getpid()
     try:
         with open(tmp, "wb") as f:

@@ -447,7 +447,7 @@ def p_convert(ev, inst):
 
 @handler("bitcast_convert")
 def h_bitcast_convert(ev, inst, args):
-    x = np.ascontiguousarray(args[0])
+    x = np.asarray(args[0], order="C")   # (np.ascontiguousarray would make a scalar 1-d)
     dt = dtype_of(inst.shape)
     out_dims = dims_of(inst.shape)
     if x.dtype.itemsize == dt.itemsize:
@@ -506,7 +506,7 @@ def h_reduce_precision(ev, inst, args):
 def h_map(ev, inst, args):
     comp = computation(ev, inst, "to_apply")
     out = ev.apply(comp, list(args))
-    return np.ascontiguousarray(cast(out, dtype_of(inst.shape)))
+    return np.asarray(cast(out, dtype_of(inst.shape)), order="C")
 
 
 # --- leaves and structure -------------------------------------------------------

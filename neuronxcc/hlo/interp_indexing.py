@@ -113,7 +113,7 @@ def h_gather(ev, inst, args):
         else:
             perm[o] = b
             b += 1
-    return np.ascontiguousarray(np.transpose(res, perm)).astype(dtype_of(inst.shape), copy=False)
+    return np.asarray(np.transpose(res, perm), order="C").astype(dtype_of(inst.shape), copy=False)
 
 
 @handler("scatter")

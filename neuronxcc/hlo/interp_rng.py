@@ -134,7 +134,7 @@ def threefry_bits(state, dtype, dims):
         both = np.stack([x0.reshape(half), x1.reshape(half)], axis=split + 1)
         full = half[:split] + (2 * half[split],) + half[split + 1:]
         vals = both.reshape(full)[tuple(slice(0, d) for d in dims)]
-    vals = np.ascontiguousarray(vals).astype(np.dtype("u%d" % dtype.itemsize)).view(dtype)
+    vals = np.asarray(vals, order="C").astype(np.dtype("u%d" % dtype.itemsize)).view(dtype)
     return np.array([s0, (s1 + blocks) & ((1 << 64) - 1)], np.uint64), vals
 
 

@@ -121,3 +121,15 @@ def test_missing_output_flag_and_help(tmp_path):
     assert r.returncode == 70 and "--output" in r.stderr and "Traceback" not in r.stderr
     r = run_tool("xla_infergoldens", ["--help"])
     assert r.returncode == 0 and "--size-budget" in r.stdout
+
+
+def test_scalar_outputs_stay_scalars(tmp_path):
+    model = tmp_path / "scalar.hlo"
+    model.write_text("HloModule scalar\n\nENTRY e {\n  p = f32[] parameter(0)\n"
+                     "  n = f32[] negate(p)\n  b = s32[] bitcast-convert(n)\n  ROOT t = (f32[], s32[]) tuple(n, b)\n}\n")
+    np.savez(tmp_path / "in.npz", input0=np.float32(1.5))
+    out = tmp_path / "g.npz"
+    assert main([str(model), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]) == 0
+    with np.load(out) as z:
+        assert z["input0"].shape == () and z["output0"].shape == () and z["output1"].shape == ()
+        assert z["output0"] == -1.5 and z["output1"] == np.float32(-1.5).view(np.int32)

@@ -471,3 +471,30 @@ ENTRY e {
     np.testing.assert_array_equal(sc, x + 1)          # windows at 4 and -1 stick out: skipped
     np.testing.assert_array_equal(g[1], x[3:6])       # start 4 clamped to 3
     np.testing.assert_array_equal(g[2], x[0:3])       # start -1 clamped to 0
+
+
+def test_rank_zero_results_stay_rank_zero():
+    # map, bitcast-convert and gather of scalars (np.ascontiguousarray would return 1-d arrays)
+    text = """HloModule rank0
+
+adder {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY e {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  v = f32[5] parameter(2)
+  i = s32[1] parameter(3)
+  m = f32[] map(p, q), dimensions={}, to_apply=adder
+  b = u32[] bitcast-convert(m)
+  g = f32[] gather(v, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=0, slice_sizes={1}
+  ROOT t = (f32[], u32[], f32[]) tuple(m, b, g)
+}
+"""
+    v = np.arange(5, dtype=np.float32) * 1.5
+    m, b, g = run(text, np.float32(1.25), np.float32(2.0), v, np.array([3], np.int32))
+    assert m.shape == b.shape == g.shape == ()
+    assert m == 3.25 and b == np.float32(3.25).view(np.uint32) and g == 4.5
