@@ -213,16 +213,26 @@ def _parse_module(sc):
             raise sc.error("unknown computation %s" % name, pos)
         return names[name]
 
-    seen = set()
+    # Names are scoped per computation; like XLA's parser, a name an earlier computation
+    # already used is made unique module-wide with a ".N" suffix (b -> b.1).
+    taken = {r.name for c in comps for r in c[2]}
+    used = set()
     for cname, _, recs, cpos, thread in comps:
         comp = names[cname]
         comp.execution_thread = thread
         by_name = {}
+        renamed = {}
         for r in recs:
-            if r.name in by_name or r.name in seen:
-                raise sc.error("instruction name %s is used twice" % r.name, r.pos)
+            if r.name in by_name:
+                raise sc.error("instruction name %s is used twice in computation %s" % (r.name, cname), r.pos)
             by_name[r.name] = r
-            seen.add(r.name)
+            if r.name in used:
+                k = 1
+                while "%s.%d" % (r.name, k) in taken:
+                    k += 1
+                renamed[r.name] = "%s.%d" % (r.name, k)
+                taken.add(renamed[r.name])
+            used.add(renamed.get(r.name, r.name))
         roots = [r for r in recs if r.root]
         if len(roots) > 1:
             raise sc.error("computation %s has more than one ROOT" % cname, roots[1].pos)
@@ -232,6 +242,8 @@ def _parse_module(sc):
         for r in _topo(sc, cname, recs, by_name):
             instr = _build(sc, r, [instrs[o] for o, _ in r.operands], comp_ref)
             instrs[r.name] = instr
+            if r.name in renamed:
+                instr.name = renamed[r.name]
             comp.add(instr)
         comp.root = instrs[(roots[0] if roots else recs[-1]).name]
         for r in recs:

@@ -189,3 +189,30 @@ ENTRY %SyncTensorsGraph.7 (p0.1: f32[16]) -> (f32[16], f32[]) {
     xla = _xla().hlo_module_from_text(text.replace(", api_version=API_VERSION_UNSPECIFIED", ""))
     d = diff_modules(m, load_module(xla.as_serialized_hlo_module_proto()))
     assert d == ["constant.8: literal array(-0., dtype=float32) vs array(0., dtype=float32)"]
+
+
+def test_names_are_scoped_per_computation_like_xla():
+    # XLA's parser accepts a name reused in another computation and makes it unique (b -> b.1)
+    text = """HloModule scoped
+
+adder {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  b.2 = f32[4] negate(b)
+  ROOT s = f32[4] map(p, b.2), dimensions={0}, to_apply=adder
+}
+"""
+    ours = parse_hlo_text(text)
+    names = [i.name for c in ours.computations.values() for i in c.instructions]
+    assert len(names) == len(set(names))
+    xla = _xla().hlo_module_from_text(text)
+    assert diff_modules(ours, load_module(xla.as_serialized_hlo_module_proto())) == []
+    from neuronxcc.errors import HloParseError
+    with pytest.raises(HloParseError, match="used twice in computation e"):
+        parse_hlo_text(text.replace("b.2 = f32[4] negate(b)", "p = f32[4] negate(b)"))
