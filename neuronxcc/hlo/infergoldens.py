@@ -2,6 +2,7 @@
 by the reference interpreter (the XLAInferGoldens / InferGoldens jobs run it).
 
     xla_infergoldens MODEL --output OUT.npz [--inputs IN.npz] [--seed N] [--size-budget BYTES]
+                     [--max-while-trips N]
 
 OUT.npz holds ``input{i}`` (entry parameter leaves in parameter order) and
 ``output{i}`` (the result's leaves, flattened). Without ``--inputs`` the
@@ -9,7 +10,10 @@ inputs are drawn from a seeded generator, valid per dtype: floats standard
 normal, signed ints in [-8, 8), unsigned in [0, 16), pred fair coins, and
 parameters that feed gather/scatter/dynamic-slice indices in range for every
 dimension they index. A program whose tensors total more than the size
-budget is skipped: one log line, exit 0, no output file.
+budget is skipped: one log line, exit 0, no output file. A program whose
+while loops together run more than ``--max-while-trips`` trips (a loop that
+never ends on these inputs would otherwise hang the compile) fails with
+EvaluationLimitError naming the loop.
 
 Arrays of types numpy lacks (bf16, f8) are stored by ``np.savez`` as raw bits
 (void dtype); ``read_npz(path, module)`` gives them back typed.
@@ -29,6 +33,7 @@ from neuronxcc.errors import (CompilerError, CompilerInvalidInputException, HloV
 log = logging.getLogger("neuronxcc.hlo.infergoldens")
 
 DEFAULT_SIZE_BUDGET = 512 * 1000 * 1000   # bytes of all tensors of one program
+DEFAULT_MAX_WHILE_TRIPS = 1000 * 1000     # all while-loop trips of one evaluation (~30 us each)
 
 _PASS_THROUGH = {"convert", "reshape", "broadcast", "bitcast", "copy", "transpose", "slice", "concatenate",
                  "reverse", "optimization-barrier"}
@@ -48,6 +53,9 @@ def _parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--size-budget", type=int, default=DEFAULT_SIZE_BUDGET, metavar="BYTES",
                    help="skip programs whose tensors total more bytes than this (default %d)" % DEFAULT_SIZE_BUDGET)
+    p.add_argument("--max-while-trips", type=int, default=DEFAULT_MAX_WHILE_TRIPS, metavar="N",
+                   help="fail when the program's while loops run more trips than this in all "
+                        "(default %d)" % DEFAULT_MAX_WHILE_TRIPS)
     return p
 
 
@@ -90,7 +98,7 @@ def _run(args):
         inputs = read_inputs(args.inputs, module)
     else:
         inputs = random_inputs(module, args.seed)
-    outputs = evaluate(module, inputs)
+    outputs = evaluate(module, inputs, max_while_trips=args.max_while_trips)
     write_npz(args.output, inputs, outputs)
     log.info("xla_infergoldens: wrote %d inputs and %d outputs to %s", len(inputs), len(outputs), args.output)
     return 0

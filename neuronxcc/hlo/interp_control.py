@@ -7,7 +7,7 @@ last branch (XLA semantics).
 """
 import numpy as np
 
-from neuronxcc.errors import HloVerifyError
+from neuronxcc.errors import EvaluationLimitError, HloVerifyError, source_location
 from neuronxcc.hlo import ops as _ops
 from neuronxcc.hlo.interp_attrs import attr, computation
 from neuronxcc.hlo.interp_base import HANDLERS, handler
@@ -30,7 +30,15 @@ def h_while(ev, inst, args):
     body = computation(ev, inst, "body")
     cond = computation(ev, inst, "condition")
     state = args[0]
+    cap = ev.max_while_trips
     while bool(np.asarray(ev.run(cond, [state])).reshape(())):
+        ev.while_trips += 1
+        if cap is not None and ev.while_trips > cap:
+            where = source_location(getattr(inst, "metadata", None))
+            raise EvaluationLimitError(
+                "while loop %s%s was still running after the program's while loops made %d trips in all "
+                "on these inputs; it may never end (the limit is --max-while-trips)"
+                % (inst.name, " (%s)" % where if where else "", cap))
         state = ev.run(body, [state])
     return state
 

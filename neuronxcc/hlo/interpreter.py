@@ -71,15 +71,17 @@ def is_implemented(opcode, custom_call_target=None):
     return opcode in PLAN_BOUND or _ops.OPS[opcode].handler in HANDLERS
 
 
-def evaluate(module, inputs, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES):
+def evaluate(module, inputs, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES, max_while_trips=None):
     """Run the entry computation of ``module`` on ``inputs``.
 
     ``inputs`` are arrays for the entry parameters in parameter-number order
     (tuple-shaped parameters take their leaves in order). Returns the result's
     array leaves, flattened (a non-tuple result gives a one-element list).
     ``check=True`` verifies every instruction's value against its shape.
+    ``max_while_trips`` bounds the while-loop trips of the whole evaluation
+    (all loops together; None = no bound): past it, EvaluationLimitError.
     """
-    ev = Evaluator(module, check=check, max_tensor_bytes=max_tensor_bytes)
+    ev = Evaluator(module, check=check, max_tensor_bytes=max_tensor_bytes, max_while_trips=max_while_trips)
     return ev.evaluate_entry(inputs)
 
 
@@ -90,10 +92,12 @@ class _Plan(object):
 class Evaluator(object):
     """Evaluates the computations of one module; caches a plan per computation."""
 
-    def __init__(self, module, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES):
+    def __init__(self, module, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES, max_while_trips=None):
         self.module = module
         self.check = check
         self.max_tensor_bytes = max_tensor_bytes
+        self.max_while_trips = max_while_trips   # None: unbounded
+        self.while_trips = 0                     # trips of every while loop run so far
         self._plans = {}
         self._lifted_plans = {}
         self._by_name = None

@@ -133,3 +133,50 @@ def test_scalar_outputs_stay_scalars(tmp_path):
     with np.load(out) as z:
         assert z["input0"].shape == () and z["output0"].shape == () and z["output1"].shape == ()
         assert z["output0"] == -1.5 and z["output1"] == np.float32(-1.5).view(np.int32)
+
+
+_COUNTING_LOOP = """HloModule counting_loop
+
+cond {
+  s = s32[] parameter(0)
+  limit = s32[] constant(%d)
+  ROOT c = pred[] compare(s, limit), direction=NE
+}
+
+body {
+  s1 = s32[] parameter(0)
+  one = s32[] constant(1)
+  ROOT a = s32[] add(s1, one)
+}
+
+ENTRY e {
+  p = s32[] parameter(0)
+  ROOT w = s32[] while(p), condition=cond, body=body, metadata={source_file="model.py" source_line=7}
+}
+"""
+
+
+def test_while_trip_cap_stops_a_loop_that_never_ends(tmp_path, capsys):
+    # counts up from the input to -1: never ends from input 0 (s32 wraps after 2^32 trips)
+    model = tmp_path / "loop.hlo"
+    model.write_text(_COUNTING_LOOP % -1)
+    np.savez(tmp_path / "in.npz", input0=np.int32(0))
+    out = tmp_path / "g.npz"
+    assert main([str(model), "--inputs", str(tmp_path / "in.npz"), "--output", str(out),
+                 "--max-while-trips", "300"]) == 70
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("[NCC_EVRF020] while loop w (model.py:7)"), err
+    assert "300 trips" in err[0] and "--max-while-trips" in err[0]
+    assert not out.exists()
+
+
+def test_while_trip_cap_counts_trips_exactly(tmp_path, capsys):
+    model = tmp_path / "loop.hlo"
+    model.write_text(_COUNTING_LOOP % 40)
+    np.savez(tmp_path / "in.npz", input0=np.int32(0))
+    out = tmp_path / "g.npz"
+    args = [str(model), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]
+    assert main(args + ["--max-while-trips", "39"]) == 70 and not out.exists()
+    assert main(args + ["--max-while-trips", "40"]) == 0
+    (result,) = read_npz(str(out), load_module(str(model)))[1]
+    assert result.shape == () and result == 40
