@@ -227,6 +227,11 @@ def test_validation_errors(build, tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(InputFileError, match="empty"):
         build(inp=str(empty))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for special in (str(fifo), os.devnull):  # reading would block, or never see a model
+        with pytest.raises(InputFileError, match="is not a regular file or a model directory"):
+            build(inp=special)
     with pytest.raises(InvalidArgumentError, match="NCC_EARG001|config 2"):
         build("--target", "trn1", "--lnc", "2")
     with pytest.raises(InvalidArgumentError):

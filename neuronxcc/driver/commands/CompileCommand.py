@@ -147,6 +147,8 @@ class CompileCommand(CommandInterface):
         path = args.model_files[0]
         if not os.path.exists(path):
             raise InputFileError("input file not found: %s" % path)
+        if not (os.path.isfile(path) or os.path.isdir(path)):  # a fifo or device would block or never end
+            raise InputFileError("input %s is not a regular file or a model directory" % path)
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             raise InputFileError("input file is empty: %s" % path)
         try:
