@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 from neuronxcc.errors import (CompilerError, CompilerInvalidInputException, HloVerifyError, InputFileError,
-                              InternalCompilerError)
+                              InternalCompilerError, TensorTooLargeError)
 
 log = logging.getLogger("neuronxcc.hlo.infergoldens")
 
@@ -84,7 +84,7 @@ def main(argv=None):
 
 def _run(args):
     from neuronxcc.hlo import load_module
-    from neuronxcc.hlo.interpreter import evaluate
+    from neuronxcc.hlo.interpreter import DEFAULT_MAX_TENSOR_BYTES, evaluate
 
     module = load_module(args.model)
     total = program_bytes(module)
@@ -94,11 +94,18 @@ def _run(args):
         if os.path.exists(args.output):
             os.remove(args.output)
         return 0
+    for s in parameter_leaves(module):
+        if s.nbytes() > DEFAULT_MAX_TENSOR_BYTES:
+            raise TensorTooLargeError("xla_infergoldens: parameter of shape %s needs %d bytes, more than the %d "
+                                      "bytes one tensor may take" % (s.to_text(layout=False), s.nbytes(),
+                                                                     DEFAULT_MAX_TENSOR_BYTES))
     if args.inputs:
         inputs = read_inputs(args.inputs, module)
     else:
         inputs = random_inputs(module, args.seed)
     outputs = evaluate(module, inputs, max_while_trips=args.max_while_trips)
+    # the evaluator accepted these (it casts e.g. int64 to an f32 parameter); store what it ran on
+    inputs = [np.asarray(a).astype(s.numpy_dtype(), copy=False) for a, s in zip(inputs, parameter_leaves(module))]
     write_npz(args.output, inputs, outputs)
     log.info("xla_infergoldens: wrote %d inputs and %d outputs to %s", len(inputs), len(outputs), args.output)
     return 0

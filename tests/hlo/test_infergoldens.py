@@ -90,16 +90,19 @@ def test_over_budget_is_skipped(tmp_path):
 
 @pytest.mark.parametrize("content, code", [
     (b"", "NCC_EHLO001"),
-    (b"\x08\x96\x01garbage\xff\xff", "NCC_"),
-    (b"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, q)\n}\n", "NCC_"),
+    (b"\x08\x96\x01garbage\xff\xff", "NCC_EHLO001"),
+    (b"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, q)\n}\n", "NCC_EHLO001"),
+    (b"HloModule m\nENTRY e {\n  p = f32[4000000000,4000000000] parameter(0)\n"
+     b"  ROOT r = f32[4000000000,4000000000] negate(p)\n}\n", "NCC_EOOM001"),
 ])
 def test_bad_model_one_line_exit_70(tmp_path, content, code):
     model = tmp_path / "bad"
     model.write_bytes(content)
-    r = run_tool("xla_infergoldens", [str(model), "--output", str(tmp_path / "g.npz")])
+    # a budget that lets every program through, so a huge parameter reaches the input generator
+    r = run_tool("xla_infergoldens", [str(model), "--output", str(tmp_path / "g.npz"), "--size-budget", "1" + "0" * 30])
     assert r.returncode == 70
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("[" + code) or lines[0].startswith("[NCC_"), r.stderr
+    assert len(lines) == 1 and lines[0].startswith("[" + code + "]"), r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     assert not (tmp_path / "g.npz").exists()
 
@@ -114,6 +117,17 @@ def test_bad_inputs_file(tmp_path):
     r = run_tool("xla_infergoldens", [model, "--inputs", str(tmp_path / "in2.npz"), "--output",
                                       str(tmp_path / "g.npz")])
     assert r.returncode == 70 and r.stderr.startswith("[NCC_EVRF002]")
+
+
+def test_given_inputs_are_stored_in_the_parameter_dtypes(tmp_path):
+    model = tmp_path / "neg.hlo"
+    model.write_text("HloModule neg\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n")
+    np.savez(tmp_path / "in.npz", input0=np.arange(4, dtype=np.int64))
+    out = tmp_path / "g.npz"
+    assert main([str(model), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]) == 0
+    with np.load(out) as z:
+        assert z["input0"].dtype == np.float32 and z["output0"].dtype == np.float32
+        np.testing.assert_array_equal(z["output0"], -z["input0"])
 
 
 def test_missing_output_flag_and_help(tmp_path):
