@@ -23,6 +23,7 @@ from neuronxcc.starfish.penguin.views import Splat, View, collapse
 from neuronxcc.starfish.birpy import dtypes as bdt
 
 EW_FREE = 1024          # elements per partition per elementwise tile
+K_GROUP = 4             # K tiles moved by one matmul operand DMA
 RED_FREE = 1024
 PMAX = 128
 
@@ -373,27 +374,36 @@ class Kernels:
             ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
             first = [True]
 
-            def kstep(L, R, k0, kn):
-                st = em.sbuf("lhsT", kn, mn, cdt)
-                mv = em.sbuf("rhs", kn, nn, cdt)
-                st_ap = em.chip(st, cdt, kn, [[1, mn]])
-                mv_ap = em.chip(mv, cdt, kn, [[1, nn]])
-                em.dma(st_ap, em.hbm(L.base, offs(L, bs + [m0, k0]),
-                                     [[L.strides[nb + 1], kn], [L.strides[nb], mn]]))
-                em.dma(mv_ap, em.hbm(R.base, offs(R, bs + [k0, n0]),
-                                     [[R.strides[nb], kn], [R.strides[nb + 1], nn]]))
-                em.inst("matmul", "PE", [ps_ap], [st_ap, mv_ap], psum_zero=first[0])
-                first[0] = False
+            def kstep(L, R, k0, kn, g=1):
+                """g consecutive K tiles of kn rows: one DMA per operand, g matmuls."""
+                st = em.sbuf("lhsT", kn, g * mn, cdt)
+                mv = em.sbuf("rhs", kn, g * nn, cdt)
+                sk_l, sk_r = L.strides[nb + 1], R.strides[nb]
+                em.dma(em.chip(st, cdt, kn, [[1, g * mn]]),
+                       em.hbm(L.base, offs(L, bs + [m0, k0]), [[sk_l, kn], [kn * sk_l, g], [L.strides[nb], mn]]
+                              if g > 1 else [[sk_l, kn], [L.strides[nb], mn]]))
+                em.dma(em.chip(mv, cdt, kn, [[1, g * nn]]),
+                       em.hbm(R.base, offs(R, bs + [k0, n0]), [[sk_r, kn], [kn * sk_r, g], [R.strides[nb + 1], nn]]
+                              if g > 1 else [[sk_r, kn], [R.strides[nb + 1], nn]]))
+                for j in range(g):
+                    em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn),
+                                                      em.chip(mv, cdt, kn, [[1, nn]], offset=j * nn)],
+                            psum_zero=first[0])
+                    first[0] = False
 
             for L, R, K in terms:
-                TK = choose_tile(K, PMAX)
+                TK = _k_tile(K)
                 nfull, rem = divmod(K, TK)
-                if nfull >= 1:
-                    kstep(L, R, P.const(0), TK)
-                if nfull >= 2:
+                G = next(g for g in (K_GROUP, 2, 1) if nfull % g == 0) if nfull else 1
+                ngroups, left = divmod(nfull, G) if nfull else (0, 0)
+                if ngroups >= 1:
+                    kstep(L, R, P.const(0), TK, G)
+                if ngroups >= 2:
                     kv = em.fresh("k")
-                    with em.b.loop(kv, 1, nfull, 1) as iv:
-                        kstep(L, R, iv * TK, TK)
+                    with em.b.loop(kv, 1, ngroups, 1) as iv:
+                        kstep(L, R, iv * (G * TK), TK, G)
+                for j in range(left):
+                    kstep(L, R, P.const((ngroups * G + j) * TK), TK)
                 if rem:
                     kstep(L, R, P.const(nfull * TK), rem)
             odt = onchip_dtype(epilogue[2] if epilogue else em.m.tensors[O.base].dtype)
@@ -458,6 +468,17 @@ class Kernels:
                 xs = self.cg.materialise(x, allow_views=False).slice(s_st, s_li, s_sd)
             self.elementwise(xs, out.slice(o_st, o_li, o_sd))
         return [out]
+
+
+def _k_tile(K):
+    """K tile: prefer a divisor of K in [64, 128] that leaves a multiple of K_GROUP tiles, so the
+    K loop moves K_GROUP tiles per DMA without a peeled remainder."""
+    if K <= PMAX:
+        return K
+    for d in range(PMAX, PMAX // 2 - 1, -1):
+        if K % d == 0 and (K // d) % K_GROUP == 0:
+            return d
+    return choose_tile(K, PMAX)
 
 
 def _prod(xs):
