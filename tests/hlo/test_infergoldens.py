@@ -91,7 +91,7 @@ def test_over_budget_is_skipped(tmp_path):
 @pytest.mark.parametrize("content, code", [
     (b"", "NCC_EHLO001"),
     (b"\x08\x96\x01garbage\xff\xff", "NCC_EHLO001"),
-    (b"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, q)\n}\n", "NCC_EHLO001"),
+    (b"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, q)\n}\n", "NCC_EVRF002"),
     (b"HloModule m\nENTRY e {\n  p = f32[4000000000,4000000000] parameter(0)\n"
      b"  ROOT r = f32[4000000000,4000000000] negate(p)\n}\n", "NCC_EOOM001"),
 ])
