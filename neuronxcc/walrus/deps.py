@@ -19,7 +19,14 @@ of their own. For a conflicting pair a < b in program order:
   * forward: each instance of b waits for the latest instance of a before
     it (a's loops that do not enclose b at their last iteration);
   * loop-carried, when a and b share loops: each instance of a waits for b's
-    instance in the previous iteration of the innermost shared loop.
+    instance d iterations back in the innermost shared loop, d the smallest
+    distance at which the accesses really overlap (``carried``: per-iteration
+    ranges by substituting the loop variable, the first iterations checked
+    against the previous iterations of enclosing loops; no dep when no
+    earlier iteration overlaps). A count d iterations back that falls before
+    the loop's first iteration is the count of an instance of the enclosing
+    loops' previous iterations at least d flattened iterations back, so
+    waiting for it covers every conflicting instance.
 
 Semaphores: every instruction that some other stream waits on signals its
 stream's semaphore (``S_<engine>`` / ``Q_<engine>_<queue>``) by 1 when it completes.
@@ -49,13 +56,14 @@ def stream_of(instr):
 
 
 class Dep:
-    __slots__ = ("src", "dst", "carried")
+    __slots__ = ("src", "dst", "carried", "distance")
 
-    def __init__(self, src, dst, carried):
+    def __init__(self, src, dst, carried, distance=1):
         self.src, self.dst, self.carried = src, dst, carried   # positions; carried: LoopInfo or None
+        self.distance = distance      # carried: dst's instance waits for src's this many iterations back
 
     def key(self):
-        return (self.src, self.dst, None if self.carried is None else id(self.carried))
+        return (self.src, self.dst, None if self.carried is None else id(self.carried), self.distance)
 
 
 def _register_names(prog):
@@ -68,8 +76,10 @@ def _register_names(prog):
     return regs
 
 
-def accesses(prog, physical=True):
-    """Arrays (mem, write, site, plo, phi, blo, bhi) over every operand of every site."""
+def accesses(prog, physical=True, aps=None):
+    """Arrays (mem, write, site, plo, phi, blo, bhi) over every operand of every site.
+
+    ``aps``, a list, receives each row's access pattern (None for register rows)."""
     regs = _register_names(prog)
     memids = {}
     rows = []
@@ -78,18 +88,26 @@ def accesses(prog, physical=True):
         for ap, w in operands(ins):
             key, plo, phi, blo, bhi = prog.box(ap, site.loops, physical)
             rows.append((memids.setdefault(key, len(memids)), int(w), site.pos, plo, phi, blo, bhi))
+            if aps is not None:
+                aps.append(ap)
             if regs and not isinstance(ap.offset, int):
                 for v in ap.offset.free_vars():
                     if v in regs:
                         rows.append((memids.setdefault(("REG", v), len(memids)), 0, site.pos, 0, 1, 0, 1))
+                        if aps is not None:
+                            aps.append(None)
         for _, v in ins.waits:
             if not isinstance(v, int):
                 for r in v.free_vars():
                     if r in regs:
                         rows.append((memids.setdefault(("REG", r), len(memids)), 0, site.pos, 0, 1, 0, 1))
+                        if aps is not None:
+                            aps.append(None)
         if ins.opcode == "register_load" and ins.attrs.get("register") is not None:
             r = str(ins.attrs["register"])
             rows.append((memids.setdefault(("REG", r), len(memids)), 1, site.pos, 0, 1, 0, 1))
+            if aps is not None:
+                aps.append(None)
     if not rows:
         z = np.zeros(0, np.int64)
         return z, z, z, z, z, z, z
@@ -106,25 +124,33 @@ def _common_loops(a, b):
     return out
 
 
-def find_deps(prog, physical=True):
+def find_deps(prog, physical=True, exact=True):
     """Cross-stream dependences (list of Dep), deduplicated and pruned.
 
     Forward deps into one instruction from one stream keep only the latest
     source when all of them share the destination's dynamic context (no
-    While/If region between): its count dominates the others'.
+    While/If region between): its count dominates the others'. A pair that
+    shares a repeating loop gets a loop-carried dep over the innermost shared
+    loop at the distance ``carried.carried_distance`` finds (none when no
+    earlier iteration's access overlaps; ``exact=False``: distance 1 always).
     """
-    mem, write, site, plo, phi, blo, bhi = accesses(prog, physical)
+    from neuronxcc.walrus import carried as CA
+    aps = []
+    mem, write, site, plo, phi, blo, bhi = accesses(prog, physical, aps)
     ia, ib = _sched.conflicts(mem, write, site, plo, phi, blo, bhi)
     streams = [stream_of(s.instr) for s in prog.sites]
     ctx_of = [_context(s) for s in prog.sites]
-    pairs = set()
-    for x, y in zip(site[ia].tolist(), site[ib].tolist()):
+    pairs = {}
+    for x, y, ra, rb in zip(site[ia].tolist(), site[ib].tolist(), ia.tolist(), ib.tolist()):
         a, b = (x, y) if x < y else (y, x)
         if streams[a] != streams[b]:
-            pairs.add((a, b))
+            if x > y:
+                ra, rb = rb, ra
+            pairs.setdefault((a, b), []).append((aps[ra], aps[rb]))
+    rot = CA.rotations(prog.module) if exact else {}
     latest = {}
     deps = []
-    for a, b in sorted(pairs):
+    for (a, b), ops in sorted(pairs.items()):
         sa, sb = prog.sites[a], prog.sites[b]
         if ctx_of[a] is ctx_of[b]:
             k = (b, streams[a])
@@ -134,7 +160,10 @@ def find_deps(prog, physical=True):
             deps.append(Dep(a, b, None))
         common = [li for li in _common_loops(sa, sb) if li.kind in REPEATING]
         if common and (common[-1].kind == "while" or (common[-1].trip or 0) > 1):
-            deps.append(Dep(b, a, common[-1]))
+            c = common[-1]
+            d = CA.carried_distance(prog, sa, sb, ops, c, physical, rot) if exact else 1
+            if d is not None:
+                deps.append(Dep(b, a, c, d))
     deps.extend(Dep(a, b, None) for (b, _), a in latest.items())
     return deps
 
@@ -259,7 +288,7 @@ def wait_value(prog, counts, dep):
             subs[r] = pel.var(r) - 1
     if dep.carried is not None:
         if dep.carried.kind == "loop":
-            subs[dep.carried.var] = pel.var(dep.carried.var) - dep.carried.step
+            subs[dep.carried.var] = pel.var(dep.carried.var) - dep.carried.step * dep.distance
         else:
             r = counter_register(dep.carried)
             subs[r] = pel.var(r) - 1

@@ -11,7 +11,16 @@ Owns: for every SBUF/PSUM memloc, the inclusive position interval
     that does not depend on the loop's (or an outer loop's) variable; else it
     may carry from one iteration to the next and covers the whole loop.
 
-Memlocs nobody touches get no interval (``None``).
+Memlocs nobody touches get no interval (``None``). A memloc that
+``vn_splitter`` rotated over its loop's iterations lives over that loop's
+body (each copy is private to the iterations that use it).
+
+A value defined afresh in every iteration of a loop records that loop as its
+``private`` loop (the innermost loop whose iterations do not carry it);
+``pipelined_intervals`` widens such a value's interval to its private loop's
+whole body, so that values of one loop body never share bytes: iterations
+can then overlap in time without a false WAR/WAW between different values
+that happen to share an address.
 """
 from neuronxcc.walrus.program import operands
 
@@ -39,7 +48,7 @@ def reads_own_dst(instr, loop=None):
 
 
 class Value:
-    __slots__ = ("name", "memory", "nparts", "size", "start", "end", "sites", "pe", "first_write_full")
+    __slots__ = ("name", "memory", "nparts", "size", "start", "end", "sites", "pe", "first_write_full", "private")
 
     def __init__(self, ml):
         self.name = ml.name
@@ -49,6 +58,7 @@ class Value:
         self.start = self.end = None
         self.sites = []          # (pos, is_write, ap)
         self.pe = False          # touched by the PE (its rows start at partition 0)
+        self.private = None      # LoopInfo: defined afresh in each iteration of this loop
 
 
 def _covers_whole(prog, v, ap, site, loop):
@@ -87,9 +97,20 @@ def compute(prog):
                 v.pe = True
     loops = [li for li in prog.loops if li.kind in ("loop", "while") and li.first is not None
              and li.last >= li.first]
+    from neuronxcc.walrus.carried import rotations
+    rot = rotations(prog.module)
     for v in values.values():
         if not v.sites:
             continue
+        if v.name in rot:
+            # rotated (vn_splitter): copy F mod K is private to iteration F of its loop
+            s = min(p for p, _, _ in v.sites)
+            e = max(p for p, _, _ in v.sites)
+            li = next((x for x in loops if x.kind == "loop" and x.var == rot[v.name].get("loop")
+                       and x.first <= s and e <= x.last), None)
+            if li is not None:
+                v.start, v.end, v.private = li.first, li.last, li
+                continue
         s = min(p for p, _, _ in v.sites)
         e = max(p for p, _, _ in v.sites)
         changed = True
@@ -111,7 +132,22 @@ def compute(prog):
             defined = any(w and _covers_whole(prog, v, ap, site, li) for p, w, ap in first) and \
                 not any(not w for p, w, ap in first) and not reads_own_dst(site.instr, li)
             if defined:
+                v.private = li
                 break
             s, e = min(s, li.first), max(e, li.last)
         v.start, v.end = s, e
     return values
+
+
+def pipelined_intervals(values):
+    """{name: (start, end)}: each value's interval, widened to its private loop's body."""
+    out = {}
+    for name, v in values.items():
+        if v.start is None:
+            continue
+        s, e = v.start, v.end
+        li = v.private
+        if li is not None and li.kind == "loop" and (li.trip or 0) > 1:
+            s, e = min(s, li.first), max(e, li.last)
+        out[name] = (s, e)
+    return out

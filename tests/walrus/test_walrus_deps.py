@@ -24,6 +24,8 @@ PIPELINES = {
     "reduced": ["lsa", "anti_dependency_analyzer", "dep_reduction"],
     "full": ["lsa", "pre_sched", "coloring", "coloring_allocator", "dma_optimization",
              "anti_dependency_analyzer", "post_sched", "dep_reduction", "birverifier"],
+    "rotated": ["lsa", "vn_splitter", "pre_sched", "coloring", "coloring_allocator", "anti_dependency_analyzer",
+                "post_sched", "dep_reduction", "birverifier"],
     "linear_scan_unroll": ["lsa", "unroll", "linear_scan_allocator", "anti_dependency_analyzer", "dep_reduction"],
 }
 

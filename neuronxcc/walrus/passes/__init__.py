@@ -11,15 +11,13 @@ _NOOPS = {
                 "(partition-start and free-dim rules are checked by birverifier)",
     "partitioner": "programs target one NeuronCore; there is nothing to partition",
     "bir_splitter": "the Penguin codegen emits hardware-sized instructions; nothing to split",
-    "vn_splitter": "on-chip values are memory locations, not value numbers; live ranges "
-                   "are split only by the allocators' spilling",
     "tensorcopy_accel": "not done: DVE and GpSimd share the SBUF port (v2/v3), so moving copies between "
                         "them gains nothing, and ScalarE copies go through fp32 (not bit-exact)",
     "experimental_loop_shift_left": "not implemented (experimental in the original)",
     "shift_left": "not implemented: pre_sched/post_sched already order each stream",
 }
 
-from neuronxcc.walrus.passes import sync, alloc, sched, report, transform, simcheck  # noqa: F401,E402
+from neuronxcc.walrus.passes import sync, alloc, sched, report, transform, simcheck, rotate  # noqa: F401,E402
 
 for _name, _why in _NOOPS.items():
     register_noop(_name, _why)

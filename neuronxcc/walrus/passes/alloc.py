@@ -19,6 +19,12 @@ most one bank never crosses a bank (a matmul accumulation group stays in one
 bank), 4-byte alignment; partition starts follow the size rules (see
 ``_alloc``); values the PE touches start at partition 0.
 
+Loop bodies: values private to one iteration of a loop first get intervals
+widened to that loop's whole body (``liveness.pipelined_intervals``), so no
+two values of one loop body share bytes and the semaphores let iterations
+overlap; when that does not fit, the tight intervals are used (the stats say
+which: ``intervals``; the max-live lower bound is that of the intervals used).
+
 Spilling (SBUF only): the victim is the largest (bytes x live length) value
 live where allocation failed; it moves to an HBM scratch tensor
 ``<name>.spill`` and every instruction that touches it gets a private SBUF
@@ -156,6 +162,25 @@ def spill_value(module, prog, v, temps):
     module.renumber()
 
 
+def _place_pipelined(vals, wide, method, target, memory, pack):
+    """Placement with every loop-private value owning its bytes over its whole loop body
+    (``liveness.pipelined_intervals``), so iterations of a loop can overlap without false
+    dependences through shared addresses. (offsets, pstarts, -1) or (None, None, 0) when
+    it does not fit or changes nothing (the caller then places with the tight intervals)."""
+    if not wide or all(wide[v.name] == (v.start, v.end) for v in vals):
+        return None, None, 0
+    tight = [(v.start, v.end) for v in vals]
+    for v in vals:
+        v.start, v.end = wide[v.name]
+    off, ps, failed = place(vals, method, target, memory, pack)
+    if failed >= 0:
+        for v, (s0, e0) in zip(vals, tight):
+            v.start, v.end = s0, e0
+        return None, None, 0
+    log.info("%s: %s placed with loop-body intervals (%d values)", method, memory, len(vals))
+    return off, ps, -1
+
+
 def allocate(module, ctx, method):
     """Allocate every SBUF/PSUM memloc; spill or raise OutOfMemoryError. Returns stats."""
     target = ctx.target
@@ -168,12 +193,16 @@ def allocate(module, ctx, method):
         values = liveness.compute(prog)
         retry = False
         stats = {}
+        wide = liveness.pipelined_intervals(values) if ctx.options.get("pipeline_intervals", True) else {}
         for memory in ("PSUM", "SBUF"):
             vals = [v for v in values.values() if v.memory == memory and v.start is not None]
-            graph = ctx.analyses.get(("interference", memory)) if method == "coloring" else None
-            if graph is not None and graph[0] != [v.name for v in vals]:
-                graph = None
-            off, ps, failed = place(vals, method, target, memory, pack, graph and graph[1])
+            off, ps, failed = _place_pipelined(vals, wide, method, target, memory, pack)
+            intervals = "loop-body" if failed < 0 else "tight"
+            if failed >= 0:
+                graph = ctx.analyses.get(("interference", memory)) if method == "coloring" else None
+                if graph is not None and graph[0] != [v.name for v in vals]:
+                    graph = None
+                off, ps, failed = place(vals, method, target, memory, pack, graph and graph[1])
             if failed >= 0:
                 if memory == "PSUM":
                     raise _oom(prog, memory, vals, failed, target, "PSUM values cannot be spilled")
@@ -200,7 +229,8 @@ def allocate(module, ctx, method):
             if vals:
                 s, e, size, nparts, pin = _arrays(vals, pack)
                 lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin))
-            stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb}
+            stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb,
+                             "intervals": intervals}
         if retry:
             continue
         for name, ml in module.memlocs.items():
