@@ -660,7 +660,11 @@ def module_from_proto(mp):
         entry = comps_by_id[mp.entry_computation_id]
     elif mp.entry_computation_name:
         entry = next((c for _, c in comps if c.name == mp.entry_computation_name), None)
-    if entry is None:
+        if entry is None:
+            raise HloVerifyError("the entry computation %s is not in the module" % mp.entry_computation_name)
+    elif mp.entry_computation_id:
+        raise HloVerifyError("the entry computation id %d is not in the module" % mp.entry_computation_id)
+    else:                       # neither is recorded: the last computation, as XLA prints it
         entry = comps[-1][1]
     alias = [(tuple(e.output_shape_index), e.parameter_number, tuple(e.parameter_shape_index),
               {1: "may-alias", 2: "must-alias"}.get(e.kind, "may-alias"))

@@ -103,6 +103,21 @@ def test_unknown_operand_in_proto():
         load_module(mp.SerializeToString())
 
 
+def test_missing_entry_computation_in_proto():
+    from neuronxcc.hlo import schema
+    mp = schema.HloModuleProto()
+    mp.ParseFromString(parse_hlo_text(GOOD).to_proto_bytes())
+    mp.entry_computation_id = 777
+    mp.entry_computation_name = "not_there"
+    with pytest.raises(HloVerifyError, match="entry computation not_there is not in the module"):
+        load_module(mp.SerializeToString())
+    mp.entry_computation_name = ""
+    with pytest.raises(HloVerifyError, match="entry computation id 777 is not in the module"):
+        load_module(mp.SerializeToString())
+    mp.entry_computation_id = 0          # neither recorded: the last computation
+    assert load_module(mp.SerializeToString()).entry.name == "main"
+
+
 def test_literal_too_large(monkeypatch):
     monkeypatch.setattr(model, "MAX_LITERAL_BYTES", 1024)
     text = GOOD.replace("p1 = f32[2,3]{1,0} parameter(1)",
