@@ -9,7 +9,8 @@ OUT.npz holds ``input{i}`` (entry parameter leaves in parameter order) and
 inputs are drawn from a seeded generator, valid per dtype: floats standard
 normal, signed ints in [-8, 8), unsigned in [0, 16), pred fair coins, and
 parameters that feed gather/scatter/dynamic-slice indices in range for every
-dimension they index. A program whose tensors total more than the size
+dimension they index; a parameter a model directory binds to one of its
+weights takes that weight. A program whose tensors total more than the size
 budget is skipped: one log line, exit 0, no output file. A program whose
 while loops together run more than ``--max-while-trips`` trips (a loop that
 never ends on these inputs would otherwise hang the compile) fails with
@@ -268,11 +269,17 @@ def _index_uses(inst):
 
 
 def random_inputs(module, seed=0):
-    """Seeded inputs for the entry's parameter leaves, valid for each dtype and index use."""
+    """Seeded inputs for the entry's parameter leaves, valid for each dtype and index use; a
+    parameter a model directory binds to a weight (``module.weight_parameters``) gets the weight."""
     rng = np.random.default_rng(seed)
     limits = index_limits(module)
+    weights = getattr(module, "weights", {})
+    bound = getattr(module, "weight_parameters", {})
     out = []
     for p in module.entry.parameters:
+        if p.parameter_number in bound:          # a model directory's weight (checked against the shape)
+            out.append(np.array(weights[bound[p.parameter_number]]))
+            continue
         for s in p.shape.leaves():
             if not s.is_array:
                 continue

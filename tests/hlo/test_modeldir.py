@@ -45,6 +45,18 @@ def test_directory_round_trip_with_bf16_weights(tmp_path):
     assert back.weight_parameters == {1: "input1"}
 
 
+def test_goldens_take_the_directory_weights(tmp_path):
+    from neuronxcc.hlo.infergoldens import main, read_npz
+    d = write_model_dir(load_module(TEXT), str(tmp_path / "model"), _weights())
+    out = str(tmp_path / "g.npz")
+    assert main([d, "--output", out]) == 0
+    (x, w), (y,) = read_npz(out, load_module(d))
+    assert w.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(w, _weights()["input1"])
+    from neuronxcc.hlo.tolerances import assert_close
+    assert_close(y, x @ w.astype(np.float32))
+
+
 def test_metadata_json_path_reads_the_directory(tmp_path):
     d = write_model_dir(load_module(rc.lowered("mlp")[0]), str(tmp_path / "model"))
     assert load_module(os.path.join(d, "metadata.json")).entry.root.opcode == "divide"
