@@ -91,9 +91,7 @@ def programs(draw):
     return m, x
 
 
-@settings(max_examples=60, deadline=None)
-@given(programs())
-def test_plans_match_the_handlers(prog):
+def _check(prog):
     m, x = prog
     m.ensure_ids()
     fast, s1 = _run(m, [x], True)
@@ -101,6 +99,25 @@ def test_plans_match_the_handlers(prog):
     for a, b in zip(fast, ref):
         assert np.array_equal(a, b)
     assert s1 == s2
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs())
+def test_plans_match_the_handlers(prog):
+    _check(prog)
+
+
+@settings(max_examples=30, deadline=None)
+@given(programs())
+def test_numpy_plans_match_the_handlers(prog):
+    # the plans large tiles take: element-wise ops through numpy instead of the typed loop
+    from neuronxcc.starfish.birsim import plans
+    saved = plans.EW_MAX
+    plans.EW_MAX = 0
+    try:
+        _check(prog)
+    finally:
+        plans.EW_MAX = saved
 
 
 @st.composite

@@ -34,3 +34,7 @@ cdef void encode_i64(int code, int64_t v, uint8_t* p) noexcept nogil
 cdef int copy_raw_ptr(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
                       uint8_t* dp, Py_ssize_t dbase, const Py_ssize_t* dstrides, const Py_ssize_t* dnums,
                       Py_ssize_t itemsize) noexcept nogil
+cdef void read_f32_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                       const Py_ssize_t* nums, float* out) noexcept nogil
+cdef void write_f32_ptr(const float* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                        const Py_ssize_t* nums) noexcept nogil

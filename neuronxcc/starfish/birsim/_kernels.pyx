@@ -696,3 +696,45 @@ def copy_raw(const uint8_t[::1] sbuf, Py_ssize_t sbase, const Py_ssize_t[::1] ss
         r = copy_raw_ptr(&sbuf[0], sbase, &sstrides[0], &snums[0], &dbuf[0], dbase, &dstrides[0], &dnums[0], itemsize)
     if r < 0:
         raise MemoryError()
+
+
+# -- pointer forms of the fp32 read/write walks (the typed plans call them) -----
+
+cdef void read_f32_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                       const Py_ssize_t* nums, float* out) noexcept nogil:
+    """out[j] = element j (row-major over nums) of the AP, as fp32 (read_f32's walk)."""
+    cdef Py_ssize_t a, b, c, d, e, j = 0
+    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    for a in range(nums[0]):
+        o0 = base + a * strides[0]
+        for b in range(nums[1]):
+            o1 = o0 + b * strides[1]
+            for c in range(nums[2]):
+                o2 = o1 + c * strides[2]
+                for d in range(nums[3]):
+                    o3 = o2 + d * strides[3]
+                    for e in range(nums[4]):
+                        o4 = o3 + e * strides[4]
+                        _read_run_f32(code, p0 + o4, s5, n5, &out[j])
+                        j += n5
+
+
+cdef void write_f32_ptr(const float* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                        const Py_ssize_t* nums) noexcept nogil:
+    """Element j of the AP = cast(src[j]) (write_f32's walk)."""
+    cdef Py_ssize_t a, b, c, d, e, j = 0
+    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    for a in range(nums[0]):
+        o0 = base + a * strides[0]
+        for b in range(nums[1]):
+            o1 = o0 + b * strides[1]
+            for c in range(nums[2]):
+                o2 = o1 + c * strides[2]
+                for d in range(nums[3]):
+                    o3 = o2 + d * strides[3]
+                    for e in range(nums[4]):
+                        o4 = o3 + e * strides[4]
+                        _write_run_f32(code, &src[j], p0 + o4, s5, n5)
+                        j += n5

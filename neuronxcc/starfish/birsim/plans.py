@@ -14,12 +14,20 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import RawCopy
+from neuronxcc.starfish.birsim._plans import EW_OPS, ElementWise, RawCopy
 
 __all__ = ["prepare"]
 
 _F = np.float32
 _INT = frozenset(d.name for d in _dt.DTYPES.values() if d.is_int)
+
+
+# Tiles up to this many elements take the typed ElementWise plan (no numpy call overhead);
+# larger ones the numpy path, whose SIMD loops are faster than the plan's extra copies there.
+EW_MAX = 16384
+
+
+_UFUNCS = {"add": np.add, "subtract": np.subtract, "mult": np.multiply, "divide": np.divide}
 
 
 def _is_int(ap):
@@ -89,12 +97,22 @@ def _tensor_scalar(ex, instr, attrs):
     op0 = ops[0]
     op1 = ops[1] if len(ops) > 1 else None
     r0, r1 = bool(attrs.get("reverse0")), bool(attrs.get("reverse1"))
+    so, ss = st._static(out), st._static(src)
+    if all(o in EW_OPS for o in ops) and so.n == ss.n and so.n <= EW_MAX:
+        return ElementWise(so, ss, None, EW_OPS[op0], float(s0), r0, EW_OPS[op1] if op1 else 0, float(s1), r1)
     f = alu.alu_f
+    uf1 = _UFUNCS.get(op1)
 
     def run(env):
         x = rd(env)
-        x = f(op0, s0, x) if r0 else f(op0, x, s0)
-        if op1 is not None:
+        x = f(op0, s0, x) if r0 else f(op0, x, s0)       # a fresh float32 array
+        if uf1 is not None:
+            # same float32 operation as alu_f, in place on that array (no second large temporary)
+            if r1:
+                uf1(s1, x, out=x, dtype=_F)
+            else:
+                uf1(x, s1, out=x, dtype=_F)
+        elif op1 is not None:
             x = f(op1, s1, x) if r1 else f(op1, x, s1)
         wr(env, x)
     return run
@@ -108,6 +126,9 @@ def _tensor_tensor(ex, instr, attrs):
     if intdom:
         return None
     st = ex.st
+    so, sa, sb = st._static(out), st._static(a), st._static(b)
+    if op in EW_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
+        return ElementWise(so, sa, sb, EW_OPS[op], 0.0, False, 0, 0.0, False)
     ra, rb, wr = _reader_f(st, a), _reader_f(st, b), _writer_f(st, out)
     f = alu.alu_f
 
