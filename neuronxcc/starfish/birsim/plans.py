@@ -168,6 +168,19 @@ def _matmul(ex, instr, attrs):
     rs, rm, wr = _reader_f(st, stat), _reader_f(st, mv), _writer_f(st, out)
     ro = None if attrs["psum_zero"] else _reader_f(st, out)
     matmul, add = np.matmul, np.add
+    so = st._static(out)
+    if ro is not None and so.code == 0:
+        # fp32 accumulation: out = r + out in place on the storage view (no temporary, no copy back)
+        rows, sbase, view = _rows(out), so.base, st._view
+
+        def run_acc(env):
+            r = matmul(rs(env).T, rm(env))
+            ov = view(so, sbase(env)).reshape(rows, -1)
+            if r.shape != ov.shape or ov.flags.owndata:
+                wr(env, add(r, ro(env), dtype=_F))       # the general path (and its size error)
+                return
+            add(r, ov, out=ov, dtype=_F)
+        return run_acc
 
     def run(env):
         r = matmul(rs(env).T, rm(env))
