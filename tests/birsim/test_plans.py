@@ -42,7 +42,7 @@ def _op(draw, b, i, ap):
         b.inst("tensor_tensor", draw(st.sampled_from(["DVE", "POOL"])), [t1], [t0, ap("t1", t1.dtype, 0)],
                op=draw(st.sampled_from(["add", "mult", "max", "subtract", "bitwise_or"])))
     elif kind == "act":
-        b.inst("activation", "ACT", [t1], [t0], func=draw(st.sampled_from(["exp", "tanh", "relu", "copy"])),
+        b.inst("activation", "ACT", [t1], [t0], func=draw(st.sampled_from(["exp", "tanh", "relu", "copy", "identity"])),
                scale=draw(st.sampled_from([1.0, 0.5])), bias=draw(st.sampled_from([0.0, -1.0])))
     elif kind == "copy":
         b.inst("tensor_copy", draw(st.sampled_from(["DVE", "ACT", "POOL"])), [t1], [t0])

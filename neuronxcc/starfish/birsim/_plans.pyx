@@ -141,8 +141,9 @@ cdef class _Operand:
 
 
 cdef class ElementWise:
-    """out = op1(op0(a, s0 | b), s1) in fp32 (tensor_scalar with immediate scalars, or
-    tensor_tensor), elements paired row-major, the cast on output as write_f32 does.
+    """out = op1(op0(a, s0 | b), s1) in fp32 (tensor_scalar with immediate scalars,
+    tensor_tensor, identity activations, converting copies; op 0 = none), elements
+    paired row-major, the cast on output as write_f32 does.
     Operands are read completely before the output is written (in-place safe)."""
     cdef _Operand out, a, b
     cdef int op0, op1
@@ -172,7 +173,7 @@ cdef class ElementWise:
         if self.tensor:
             read_f32_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
             ncc_ew_tt(self.op0, x, y, n)
-        else:
+        elif self.op0 != 0:
             ncc_ew_ts(self.op0, x, self.s0, self.rev0, n)
         if self.op1 != 0:
             ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)

@@ -59,10 +59,23 @@ def _dma_copy(ex, instr, attrs):
     return _copy(ex, instr, attrs, instr.dsts[0], instr.srcs[0])
 
 
-def _tensor_copy(ex, instr, attrs):
-    if instr.engine == "ACT":
+def _convert(ex, out, src):
+    """wf(out, rf(src)): decode to fp32, cast on write (a typed pass), or None."""
+    so, ss = ex.st._static(out), ex.st._static(src)
+    if so.n != ss.n or so.n > EW_MAX:
         return None
-    return _copy(ex, instr, attrs, instr.dsts[0], instr.srcs[0])
+    return ElementWise(so, ss, None, 0, 0.0, False, 0, 0.0, False)
+
+
+def _tensor_copy(ex, instr, attrs):
+    out, src = instr.dsts[0], instr.srcs[0]
+    if instr.engine == "ACT":
+        return _convert(ex, out, src)
+    if out.dtype == src.dtype:
+        return _copy(ex, instr, attrs, out, src)
+    if _is_int(out) and _is_int(src):
+        return None
+    return _convert(ex, out, src)
 
 
 def _reader_f(st, ap):
@@ -145,6 +158,11 @@ def _activation(ex, instr, attrs):
     rd, wr = _reader_f(st, src), _writer_f(st, out)
     bias, scale = _F(attrs.get("bias")), _F(attrs.get("scale"))
     func, alpha = attrs["func"], attrs.get("alpha", 0.01)
+    so, ss = st._static(out), st._static(src)
+    if func in ("identity", "copy") and not attrs.get("reduce") and so.n == ss.n and so.n <= EW_MAX:
+        # (x * scale) + bias, each step only when the handler does it
+        return ElementWise(so, ss, None, EW_OPS["mult"] if scale != 1 else 0, float(scale), False,
+                           EW_OPS["add"] if bias != 0 else 0, float(bias), False)
     wred = _writer_f(st, instr.dsts[1]) if attrs.get("reduce") else None
     act = alu.act
     do_scale, do_bias = scale != 1, bias != 0
