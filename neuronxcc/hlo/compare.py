@@ -17,13 +17,14 @@ def _norm(v):
     return v
 
 
-def _literal_key(lit):
+def literal_key(lit):
+    """A hashable key equal for bit-identical literals (dtype, shape, bytes; tuples nest)."""
     if lit is None:
         return None
     if isinstance(lit, tuple):
-        return tuple(_literal_key(x) for x in lit)
+        return tuple(literal_key(x) for x in lit)
     a = np.asarray(lit)
-    return (str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes())
+    return (str(a.dtype), a.shape, a.tobytes())
 
 
 def diff_instructions(x, y, metadata=True):
@@ -43,7 +44,7 @@ def diff_instructions(x, y, metadata=True):
         d.append("%s: attrs differ: %s" % (where, "; ".join(diffs)))
     if [c.name for c in x.called_computations] != [c.name for c in y.called_computations]:
         d.append("%s: called computations differ" % where)
-    if _literal_key(x.literal) != _literal_key(y.literal):
+    if literal_key(x.literal) != literal_key(y.literal):
         d.append("%s: literal %r vs %r" % (where, x.literal, y.literal))
     if x.parameter_number != y.parameter_number:
         d.append("%s: parameter_number %s vs %s" % (where, x.parameter_number, y.parameter_number))

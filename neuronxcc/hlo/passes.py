@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from neuronxcc.errors import CompilerError, CompilerInvalidInputException, InternalCompilerError
+from neuronxcc.hlo.compare import literal_key
 
 log = logging.getLogger("neuronxcc.hlo.passes")
 
@@ -130,14 +131,6 @@ def _attr_key(v):
     return v
 
 
-def _literal_key(lit):
-    if lit is None:
-        return None
-    if isinstance(lit, tuple):
-        return tuple(_literal_key(x) for x in lit)
-    a = np.asarray(lit)
-    return (str(a.dtype), a.shape, a.tobytes())
-
 
 def scalar_constant_value(instr):
     """The value of a scalar constant, or of a broadcast of one; else None."""
@@ -223,7 +216,7 @@ class CommonSubexpressionElimination(HloPass):
                     continue
                 key = (i.opcode, i.shape, tuple(id(o) for o in i.operands),
                        tuple(sorted((k, _attr_key(v)) for k, v in i.attrs.items() if k != "sharding")),
-                       tuple(id(c) for c in i.called_computations), _literal_key(i.literal),
+                       tuple(id(c) for c in i.called_computations), literal_key(i.literal),
                        tuple(sorted(i.frontend_attributes.items())))
                 prev = seen.get(key)
                 if prev is None:
