@@ -237,31 +237,24 @@ def _uniform(a):
     return None
 
 
-def _shl(x, s):
-    s0 = _uniform(s)
-    if s0 is not None and x.dtype.kind == "u":
-        if 0 <= int(s0) < x.dtype.itemsize * 8:
-            return np.left_shift(x, x.dtype.type(s0))
-        return np.zeros(np.broadcast_shapes(x.shape, s.shape), x.dtype)
-    oob, amt = _shift_amount(x, s)
-    ut = _unsigned(x.dtype)
-    xu = x if x.dtype == ut else x.astype(ut)
-    r = np.left_shift(xu, amt)
-    r = np.where(oob, ut.type(0), r)
-    return r if r.dtype == x.dtype else r.astype(x.dtype)
+def _logical_shift(shift):
+    """shift-left / shift-right-logical: amounts >= the bit width (or negative) give 0."""
+    def fn(x, s):
+        s0 = _uniform(s)
+        if s0 is not None and x.dtype.kind == "u":       # fast path: one in-range amount, unsigned
+            if 0 <= int(s0) < x.dtype.itemsize * 8:
+                return shift(x, x.dtype.type(s0))
+            return np.zeros(np.broadcast_shapes(x.shape, s.shape), x.dtype)
+        oob, amt = _shift_amount(x, s)
+        ut = _unsigned(x.dtype)
+        xu = x if x.dtype == ut else x.astype(ut)
+        r = np.where(oob, ut.type(0), shift(xu, amt))
+        return r if r.dtype == x.dtype else r.astype(x.dtype)
+    return fn
 
 
-def _shr_logical(x, s):
-    s0 = _uniform(s)
-    if s0 is not None and x.dtype.kind == "u":
-        if 0 <= int(s0) < x.dtype.itemsize * 8:
-            return np.right_shift(x, x.dtype.type(s0))
-        return np.zeros(np.broadcast_shapes(x.shape, s.shape), x.dtype)
-    oob, amt = _shift_amount(x, s)
-    ut = _unsigned(x.dtype)
-    xu = x if x.dtype == ut else x.astype(ut)
-    r = np.where(oob, ut.type(0), np.right_shift(xu, amt))
-    return r if r.dtype == x.dtype else r.astype(x.dtype)
+_shl = _logical_shift(np.left_shift)
+_shr_logical = _logical_shift(np.right_shift)
 
 
 def _shr_arith(x, s):
