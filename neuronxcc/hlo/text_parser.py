@@ -70,20 +70,28 @@ def _parse_instruction(sc):
             sc.expect(",", "',' or ')' in the operand list")
     rec.attrs = []
     while True:
-        save = sc.pos
-        sc.skip_ws()
-        if not sc.text.startswith(",", sc.pos):
-            sc.pos = save
+        key = _next_attribute(sc, "an attribute name")
+        if key is None:
             break
-        sc.pos += 1
-        key = sc.name("an attribute name")
-        sc.expect("=", "'=' after attribute %s" % key)
         start, end = sc.raw_value()
         if start == end:
             if key != "padding":
                 raise sc.error("attribute %s has no value" % key, start)
         rec.attrs.append((key, start, end))
     return rec
+
+
+def _next_attribute(sc, what):
+    """After ``, key=``: the key (the scanner at its value); None (scanner unmoved) when no comma follows."""
+    save = sc.pos
+    sc.skip_ws()
+    if not sc.text.startswith(",", sc.pos):
+        sc.pos = save
+        return None
+    sc.pos += 1
+    key = sc.name(what)
+    sc.expect("=", "'=' after attribute %s" % key)
+    return key
 
 
 def _parse_computation(sc):
@@ -179,14 +187,9 @@ def _parse_module(sc):
     mname = sc.name("a module name")
     header = {}
     while True:
-        save = sc.pos
-        sc.skip_ws()
-        if not sc.text.startswith(",", sc.pos):
-            sc.pos = save
+        key = _next_attribute(sc, "a module attribute")
+        if key is None:
             break
-        sc.pos += 1
-        key = sc.name("a module attribute")
-        sc.expect("=")
         header[key] = sc.raw_value()
     _parse_stack_frames(sc)
     comps = []
