@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-from neuronxcc.errors import HloVerifyError, TensorTooLargeError
+from neuronxcc.errors import HloVerifyError, TensorTooLargeError, source_location
 
 try:
     import ml_dtypes
@@ -359,11 +359,7 @@ class HloInstruction:
 
     def source_location(self):
         """``file:line`` from metadata, or ''."""
-        f = self.metadata.get("source_file")
-        if not f:
-            return ""
-        line = self.metadata.get("source_line")
-        return "%s:%d" % (f, line) if line else f
+        return source_location(self.metadata)
 
     def __repr__(self):
         return "<HloInstruction %s = %s %s>" % (self.name, self.shape, self.opcode)
