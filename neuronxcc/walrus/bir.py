@@ -2,7 +2,15 @@
 
 Everything walrus needs from BIR goes through here (and ``program.py``), so a
 change in the BIR API touches one place.
+
+Loading is reading user input: whatever goes wrong while a file is read,
+parsed or turned into a module (missing, unreadable, not JSON, JSON that is
+not a well-formed BIR module) is a ``BirFormatError`` (NCC_EBIR001, an
+``InputFileError``) naming the file, never a bare Python exception; an output that cannot be written is an
+``InvalidArgumentError`` naming it.
 """
+import json
+
 from neuronxcc import errors
 
 
@@ -14,15 +22,65 @@ def birpy():
     return _b
 
 
+def _input_error(path, e):
+    if isinstance(e, OSError) and e.strerror:
+        why = e.strerror
+    elif isinstance(e, (OSError, ValueError)):
+        why = str(e)
+    else:                      # a module birpy could not make sense of
+        why = "malformed BIR JSON: %s: %s" % (type(e).__name__, e)
+    return errors.BirFormatError("cannot read BIR file '%s': %s" % (path, why))
+
+
+def _naming_file(path, e):
+    """birpy's own error, made to name the file when it does not already."""
+    if path not in e.message:
+        e.message = "BIR file '%s': %s" % (path, e.message)
+    return e
+
+
 def load_module(path):
+    """The birpy Module in BIR JSON file ``path``."""
     b = birpy()
     try:
         return b.load(path)
-    except errors.CompilerError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise errors.InputFileError("cannot read BIR file '%s': %s" % (path, e)) from e
+    except errors.CompilerError as e:
+        raise _naming_file(path, e)
+    except Exception as e:
+        raise _input_error(path, e) from e
+
+
+def read_module_json(path):
+    """(JSON dict, birpy Module with ids) of BIR JSON file ``path``; the dict is checked to load."""
+    b = birpy()
+    try:
+        with open(path) as f:
+            obj = json.load(f)
+        m = b.from_json(obj)
+        m.ensure_ids()
+    except errors.CompilerError as e:
+        raise _naming_file(path, e)
+    except Exception as e:
+        raise _input_error(path, e) from e
+    return obj, m
+
+
+def _output_error(path, e):
+    return errors.InvalidArgumentError("cannot write BIR file '%s': %s" % (path, e.strerror or e))
 
 
 def save_module(module, path):
-    birpy().save(module, path)
+    b = birpy()
+    try:
+        b.save(module, path)
+    except OSError as e:
+        raise _output_error(path, e) from e
+
+
+def save_module_json(obj, path):
+    """Write BIR JSON dict ``obj`` (as ``read_module_json`` returned it, possibly edited) to ``path``."""
+    try:
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=1)
+    except OSError as e:
+        raise _output_error(path, e) from e

@@ -31,7 +31,9 @@ import sys
 import tempfile
 
 from neuronxcc import errors
-from neuronxcc.walrus.driver import _Parser, _target
+from neuronxcc.walrus.cli import ToolParser, get_target, run_main
+
+PROG = "walrus_bugpoint_driver"
 
 DEFAULT_MISMATCH_PASSES = "lsa,coloring,coloring_allocator,anti_dependency_analyzer,dep_reduction"
 
@@ -295,7 +297,8 @@ def reduce_module(obj, pred, max_tests=2000, log=None):
 
 
 def _main(argv):
-    p = _Parser(prog="walrus_bugpoint_driver", description="Shrink a BIR module while a predicate holds.")
+    from neuronxcc.walrus.bir import read_module_json, save_module_json
+    p = ToolParser(prog=PROG, description="Shrink a BIR module while a predicate holds.")
     p.add_argument("input")
     p.add_argument("--predicate", nargs="+", required=True, metavar="KIND [CMD]",
                    help="verifier | birsim-mismatch | command '<cmd with {} for the file>'")
@@ -306,7 +309,7 @@ def _main(argv):
     p.add_argument("--check", action="store_true", help="only evaluate the predicate; exit 1 when it holds")
     p.add_argument("-q", "--quiet", action="store_true")
     a = p.parse_args(argv)
-    target = _target(a.target)
+    target = get_target(a.target, PROG)
     kind = a.predicate[0]
     if kind == "verifier":
         pred = VerifierPredicate(target)
@@ -314,30 +317,24 @@ def _main(argv):
         pred = MismatchPredicate(target, a.walrus_passes)
     elif kind == "command":
         if len(a.predicate) < 2:
-            raise errors.InvalidArgumentError("walrus_bugpoint_driver: --predicate command needs the command")
+            raise errors.InvalidArgumentError("--predicate command needs the command")
         pred = CommandPredicate(" ".join(a.predicate[1:]))
     else:
-        raise errors.InvalidArgumentError("walrus_bugpoint_driver: unknown predicate '%s' "
+        raise errors.InvalidArgumentError("unknown predicate '%s' "
                                           "(verifier, birsim-mismatch, command)" % kind)
-    try:
-        with open(a.input) as f:
-            obj = json.load(f)
-        _load(obj)
-    except (OSError, ValueError) as e:
-        raise errors.InputFileError("cannot read BIR file '%s': %s" % (a.input, e)) from e
+    obj, _ = read_module_json(a.input)
     holds = pred.init(obj)
     if a.check:
         print("predicate %s %s on %s" % (kind, "holds" if holds else "does not hold", a.input))
         return 1 if holds else 0
     if not holds:
-        raise errors.InvalidArgumentError("walrus_bugpoint_driver: the predicate '%s' does not hold on %s; "
+        raise errors.InvalidArgumentError("the predicate '%s' does not hold on %s; "
                                           "nothing to reduce" % (kind, a.input))
     n0 = _count_instructions(obj)
     say = (lambda m: None) if a.quiet else (lambda m: sys.stderr.write(m + "\n"))
     red, tests = reduce_module(obj, pred, a.max_tests, say)
     out = a.output or (os.path.splitext(a.input)[0] + ".reduced.json")
-    with open(out, "w") as f:
-        json.dump(red, f, indent=1)
+    save_module_json(red, out)
     print("Reduced %s from %d to %d instructions (%d predicate tests): %s"
           % (a.input, n0, _count_instructions(red), tests, out))
     print("You can reproduce the problem with: %s" % pred.reproduce(out))
@@ -345,13 +342,4 @@ def _main(argv):
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _main(argv)
-    except errors.CompilerError as e:
-        sys.stderr.write(e.one_line() + "\n")
-        return 70
-    except Exception as e:
-        sys.stderr.write(errors.InternalCompilerError("walrus_bugpoint_driver: %s: %s"
-                                                      % (type(e).__name__, e)).one_line() + "\n")
-        return 70
+    return run_main(PROG, _main, argv)

@@ -17,17 +17,17 @@ import sys
 import traceback
 
 from neuronxcc import errors
+from neuronxcc.walrus.cli import ToolParser, get_target, internal
 
+PROG = "walrus_driver"
 log = logging.getLogger("neuronxcc.walrus")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise errors.InvalidArgumentError("walrus_driver: %s" % message)
+# Without a handler of its own, logging's last resort would print the error
+# records (tracebacks included) on stderr whenever no log file is set up.
+log.addHandler(logging.NullHandler())
 
 
 def _parser():
-    p = _Parser(prog="walrus_driver", description="Run walrus backend passes over a BIR module.")
+    p = ToolParser(prog=PROG, description="Run walrus backend passes over a BIR module.")
     p.add_argument("--input", help="BIR JSON file (sg00/bir.json)")
     p.add_argument("--output", help="BIR JSON written after the passes")
     p.add_argument("--walrus-passes", default="", help="comma-separated pass names, run in this order")
@@ -47,18 +47,9 @@ def _parser():
     return p
 
 
-def _target(name):
-    from neuronxcc.hwm import get_target, known_targets
-    try:
-        return get_target(name)
-    except KeyError:
-        raise errors.InvalidArgumentError(
-            "walrus_driver: unknown --target '%s' (known: %s)" % (name, ", ".join(known_targets()))) from None
-
-
 def list_passes_text(target_name="trn1"):
     from neuronxcc.walrus.registry import PassContext, all_passes
-    ctx = PassContext(_target(target_name))
+    ctx = PassContext(get_target(target_name, PROG))
     lines = ["walrus passes (target %s):" % target_name]
     for name, p in all_passes():
         reason = p.noop_reason(ctx)
@@ -91,7 +82,7 @@ def run(args):
     """The library entry: run the passes described by parsed ``args``. Returns the context."""
     from neuronxcc.walrus.bir import load_module, save_module
     from neuronxcc.walrus.registry import PassContext, parse_pass_list, run_passes
-    target = _target(args.target)
+    target = get_target(args.target, PROG)
     names = parse_pass_list(args.walrus_passes)
     if not args.input or not args.output:
         raise errors.InvalidArgumentError("walrus_driver: --input and --output are required")
@@ -139,8 +130,7 @@ def main(argv=None):
         return 70
     except Exception as e:  # a compiler bug: one line on the console, traceback in the log
         log.error("internal error\n%s", traceback.format_exc())
-        err = errors.InternalCompilerError("walrus_driver: %s: %s" % (type(e).__name__, e))
-        sys.stderr.write(err.one_line() + "\n")
+        sys.stderr.write(internal(e, PROG).one_line() + "\n")
         return 70
     finally:
         for h in handlers:

@@ -6,37 +6,26 @@
     full_unroll IN.json --output OUT.json
         unroll every Loop (While/If stay)
 
-Both read and write BIR JSON; exit 70 with one [NCC_...] line on a compile error.
+Both read and write BIR JSON; any error (bad flags, a missing or corrupt input)
+is one ``[NCC_...] <tool>: ...`` line on stderr and exit 70.
 """
-import sys
+from neuronxcc.walrus.cli import ToolParser, get_target, run_main
 
-from neuronxcc import errors
-from neuronxcc.walrus.driver import _Parser, _target
-
-
-def _run(fn, argv):
-    try:
-        return fn(argv)
-    except errors.CompilerError as e:
-        sys.stderr.write(e.one_line() + "\n")
-        return 70
-    except Exception as e:  # a bug: one line, no traceback on the console
-        sys.stderr.write(errors.InternalCompilerError("%s: %s" % (type(e).__name__, e)).one_line() + "\n")
-        return 70
+COLORING = "coloring_allocator_with_loop"
+FULL_UNROLL = "full_unroll"
 
 
 def _coloring(argv):
     from neuronxcc.walrus.bir import load_module, save_module
     from neuronxcc.walrus.registry import PassContext, run_passes
-    p = _Parser(prog="coloring_allocator_with_loop",
-                description="Allocate SBUF/PSUM of a BIR module, loops kept.")
+    p = ToolParser(prog=COLORING, description="Allocate SBUF/PSUM of a BIR module, loops kept.")
     p.add_argument("input")
     p.add_argument("--output", required=True)
     p.add_argument("--target", default="trn1")
     p.add_argument("--linear-scan", action="store_true", help="use the linear-scan allocator")
     p.add_argument("--no-spill", action="store_true")
     a = p.parse_args(argv)
-    ctx = PassContext(_target(a.target), options={"allocator_spill": not a.no_spill})
+    ctx = PassContext(get_target(a.target, COLORING), options={"allocator_spill": not a.no_spill})
     m = load_module(a.input)
     passes = ["lsa", "linear_scan_allocator"] if a.linear_scan else ["lsa", "coloring", "coloring_allocator"]
     run_passes(m, passes, ctx)
@@ -55,7 +44,7 @@ def _coloring(argv):
 def _full_unroll(argv):
     from neuronxcc.walrus.bir import load_module, save_module
     from neuronxcc.walrus.passes.transform import full_unroll
-    p = _Parser(prog="full_unroll", description="Unroll every loop of a BIR module.")
+    p = ToolParser(prog=FULL_UNROLL, description="Unroll every loop of a BIR module.")
     p.add_argument("input")
     p.add_argument("--output", required=True)
     a = p.parse_args(argv)
@@ -67,8 +56,8 @@ def _full_unroll(argv):
 
 
 def coloring_allocator_with_loop_main(argv=None):
-    return _run(_coloring, list(sys.argv[1:] if argv is None else argv))
+    return run_main(COLORING, _coloring, argv)
 
 
 def full_unroll_main(argv=None):
-    return _run(_full_unroll, list(sys.argv[1:] if argv is None else argv))
+    return run_main(FULL_UNROLL, _full_unroll, argv)
