@@ -246,6 +246,10 @@ class TileEval:
         if a.is_splat and b.is_splat:
             a = self.materialise(a)
         eng = self.engine_for(a, b)
+        if eng == "DVE" and not bdt.is_int(onchip_dtype(out_dtype)):
+            act = self._on_act(alu, a, b)
+            if act is not None:
+                return act(out_dtype)
         out = self.new_tile(out_dtype)
         if b.is_splat:
             self.em.inst("tensor_scalar", eng, [out.ap], [a.ap], op0=alu, operand0=_py(b.value, a.dtype))
@@ -258,6 +262,37 @@ class TileEval:
         else:
             self.em.inst("tensor_tensor", eng, [out.ap], [a.ap, b.ap], op=alu)
         return out
+
+    def _on_act(self, alu, a, b):
+        """Balance DVE and ACT: x+c, x-c, c-x and x*c are ACT identity activations (in*scale + bias,
+        fp32) when ACT has less work queued in this kernel than DVE. Returns an emitter or None."""
+        if (a.is_splat == b.is_splat) or alu not in ("add", "subtract", "mult"):
+            return None
+        t, c = (a, b) if b.is_splat else (b, a)
+        if bdt.is_int(t.dtype):
+            return None
+        try:
+            c = float(c.value)
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(c):
+            return None
+        n = self.s.fn
+        load = self.em.engine_load
+        if load["ACT"] + max(64, n) / 1.4 >= load["DVE"] + max(64, n) / 1.12:
+            return None
+        if alu == "mult":
+            scale, bias = c, 0.0
+        elif alu == "add":
+            scale, bias = 1.0, c
+        elif b.is_splat:                 # x - c
+            scale, bias = 1.0, -c
+        else:                            # c - x
+            scale, bias = -1.0, c
+
+        def emit(out_dtype):
+            return self.act("identity", t, out_dtype, scale=scale, bias=bias)
+        return emit
 
     def binary_col(self, alu, a, b, out_dtype):
         """Ops with a [P,1] column operand: column op column/scalar stays a column; a tile op column
