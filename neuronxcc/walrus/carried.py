@@ -33,6 +33,7 @@ F mod K, so two of its accesses conflict only at distances that are
 multiples of K: the distance is K.
 """
 from neuronxcc.walrus.bir import birpy
+from neuronxcc.walrus.program import pattern_extent
 
 DMAX = 4
 ROTATIONS = "walrus.rotations"
@@ -48,21 +49,6 @@ def rotations(module):
     return r if isinstance(r, dict) else {}
 
 
-def _extent(ap):
-    """(lo, hi) element offsets of the pattern relative to the AP's offset."""
-    lo = hi = 0
-    for step, num in ap.pattern:
-        step, num = int(step), int(num)
-        if num <= 0:
-            continue
-        ext = step * (num - 1)
-        if ext < 0:
-            lo += ext
-        else:
-            hi += ext
-    return lo, hi
-
-
 class _Instance:
     """One instance of an access: its offset with variables renamed / substituted, and ranges."""
 
@@ -70,7 +56,7 @@ class _Instance:
         pel = _pel()
         B = birpy()
         self.isz = B.dtypes.itemsize(ap.dtype)
-        self.ext = _extent(ap)
+        self.ext = pattern_extent(ap)
         ml = prog.memlocs.get(ap.target)
         self.base = int(ml.byte_offset) if (physical and ml is not None and ml.byte_offset is not None) else 0
         subs = {}

@@ -195,17 +195,15 @@ def _elem_range(ap, ranges):
                 return None, None
     except Exception:
         return None, None
-    lo_add = hi_add = 0
-    for step, num in ap.pattern:
-        step, num = int(step), int(num)
-        if num <= 0:
-            continue
-        ext = step * (num - 1)
-        if ext < 0:
-            lo_add += ext
-        else:
-            hi_add += ext
+    lo_add, hi_add = pattern_extent(ap)
     return int(olo) + lo_add, int(ohi) + hi_add
+
+
+def pattern_extent(ap):
+    """(lo, hi): the smallest and largest element offset the access pattern reaches
+    relative to its offset (negative steps reach below it); birpy's own rule."""
+    lo, hi = ap.element_extent()
+    return int(lo), int(hi)
 
 
 def _tensor_bytes(t):
