@@ -28,7 +28,7 @@ def _run(m, inputs, plans):
 
 
 def _op(draw, b, i, ap):
-    kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool", "iota", "asel"]))
+    kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool", "iota", "asel", "sel"]))
     d0 = draw(st.sampled_from(DT))
     off = draw(st.integers(0, F))
     t0 = ap("t0", d0, off)
@@ -46,6 +46,9 @@ def _op(draw, b, i, ap):
                scale=draw(st.sampled_from([1.0, 0.5])), bias=draw(st.sampled_from([0.0, -1.0])))
     elif kind == "copy":
         b.inst("tensor_copy", draw(st.sampled_from(["DVE", "ACT", "POOL"])), [t1], [t0])
+    elif kind == "sel":
+        pred = ap("t0", draw(st.sampled_from(DT + ["bool"])), draw(st.integers(0, F)))
+        b.inst("select", draw(st.sampled_from(["DVE", "POOL"])), [t1], [pred, t0, ap("t1", draw(st.sampled_from(DT)), 0)])
     elif kind == "iota":
         b.inst("iota", "POOL", [t1], [], pattern=[[draw(st.integers(-2, 3)), F]], offset=draw(st.integers(-5, 5)),
                channel_multiplier=draw(st.integers(-2, 2)))

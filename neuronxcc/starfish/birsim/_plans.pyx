@@ -178,3 +178,35 @@ cdef class ElementWise:
         if self.op1 != 0:
             ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)
         write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+
+
+cdef class Select:
+    """out = t where pred != 0 else f, through fp32 (Executor.op_select's non-integer
+    path: a selection, no arithmetic), elements paired row-major. Operands are read
+    completely (pred, t, f) before the output is written."""
+    cdef _Operand out, pred, t, f
+    cdef Py_ssize_t n
+
+    def __init__(self, APInfo out, APInfo pred, APInfo t, APInfo f):
+        self.out = _Operand(out)
+        self.pred = _Operand(pred)
+        self.t = _Operand(t)
+        self.f = _Operand(f)
+        self.n = out.n
+
+    def __call__(self, dict env):
+        cdef Py_ssize_t pb = self.pred.info.base(env)
+        cdef Py_ssize_t tb = self.t.info.base(env)
+        cdef Py_ssize_t fb = self.f.info.base(env)
+        cdef Py_ssize_t ob = self.out.info.base(env)
+        cdef Py_ssize_t i, n = self.n
+        cdef float* c = _scratch_for(3 * n)
+        cdef float* x = c + n
+        cdef float* y = x + n
+        read_f32_ptr(self.pred.p, self.pred.code, pb, self.pred.strides, self.pred.nums, c)
+        read_f32_ptr(self.t.p, self.t.code, tb, self.t.strides, self.t.nums, x)
+        read_f32_ptr(self.f.p, self.f.code, fb, self.f.strides, self.f.nums, y)
+        for i in range(n):
+            if c[i] == 0:           # NaN != 0: a NaN predicate selects t, as numpy's (pred != 0) does
+                x[i] = y[i]
+        write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)

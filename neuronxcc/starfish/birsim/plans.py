@@ -14,7 +14,7 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import EW_OPS, ElementWise, RawCopy
+from neuronxcc.starfish.birsim._plans import EW_OPS, ElementWise, RawCopy, Select
 
 __all__ = ["prepare"]
 
@@ -266,7 +266,41 @@ def _affine_select(ex, instr, attrs):
     return run
 
 
+def _register_load(ex, instr, attrs):
+    st = ex.st
+    s = st._static(instr.srcs[0])
+    base, read = s.base, st.read_i_at
+    lo = None if attrs.get("min") is None else int(attrs["min"])
+    hi = None if attrs.get("max") is None else int(attrs["max"])
+    reg = attrs["register"]
+
+    def run(env):
+        v = int(read(s, base(env)).reshape(-1)[0])
+        v = ((v + (1 << 31)) % (1 << 32)) - (1 << 31)
+        if lo is not None:
+            v = max(v, lo)
+        if hi is not None:
+            v = min(v, hi)
+        ex.regs[reg] = v            # the executor's register file and env of this moment (streams swap them)
+        if ex.env is not ex.regs:
+            ex.env[reg] = v
+    return run
+
+
+def _select(ex, instr, attrs):
+    out, pred, t, f = instr.dsts[0], instr.srcs[0], instr.srcs[1], instr.srcs[2]
+    if _is_int(out) and _is_int(t) and _is_int(f):
+        return None             # the exact int64 path
+    st = ex.st
+    so, sp, st_, sf = st._static(out), st._static(pred), st._static(t), st._static(f)
+    if not (so.n == sp.n == st_.n == sf.n and _rows(pred) == _rows(t) == _rows(f) and so.n <= EW_MAX):
+        return None             # numpy broadcasting (or its error) in the handler
+    return Select(so, sp, st_, sf)
+
+
 _PREP = {
+    "select": _select,
+    "register_load": _register_load,
     "iota": _iota,
     "affine_select": _affine_select,
     "dma_copy": _dma_copy,
