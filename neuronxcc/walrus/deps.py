@@ -385,16 +385,28 @@ def reduce_deps(prog, deps):
             if k in last:
                 stream_edges.append((local[last[k]], local[p]))
             last[k] = p
-        edges = sorted(set([(local[d.src], local[d.dst]) for d in ds] + stream_edges))
-        ptr = np.zeros(n + 1, np.int64)
-        for a, b in edges:
-            ptr[a + 1] += 1
-        ptr = np.cumsum(ptr)
-        idx = np.array([b for _, b in edges], np.int64)
+        ptr, idx, edges = csr(n, set([(local[d.src], local[d.dst]) for d in ds] + stream_edges))
         keep = _sched.transitive_reduction(ptr, idx)
         kept = {e for e, k in zip(edges, keep) if k}
         kept_deps += [d for d in ds if (local[d.src], local[d.dst]) in kept]
     return kept_deps
+
+
+def csr(n, edges, by=0):
+    """Compressed adjacency of ``edges`` over nodes 0..n-1, the form ``_sched`` reads.
+
+    ``edges`` are tuples (a, b, ...); grouped by end ``by`` (0: successor lists
+    of each a, 1: predecessor lists of each b), ordered by (that end, the other
+    end). Returns (ptr, idx, sorted edges): node v's neighbours are
+    idx[ptr[v]:ptr[v + 1]] and edge k of that order is sorted_edges[k] (for
+    the payload, e.g. a latency in e[2]).
+    """
+    other = 1 - by
+    es = sorted(edges, key=lambda e: (e[by], e[other]))
+    ptr = np.zeros(n + 1, np.int64)
+    ptr[1:] = np.cumsum(np.bincount(np.array([e[by] for e in es], np.int64), minlength=n))
+    idx = np.array([e[other] for e in es], np.int64)
+    return ptr, idx, es
 
 
 # -- counters and the whole synchronisation step ------------------------------------

@@ -5,19 +5,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from neuronxcc.walrus import _sched
-
-
-def _csr(n, edges):
-    ptr = np.zeros(n + 1, np.int64)
-    for a, b in edges:
-        ptr[b + 1] += 1
-    ptr = np.cumsum(ptr)
-    idx = np.zeros(len(edges), np.int64)
-    fill = ptr[:-1].copy()
-    for a, b in edges:
-        idx[fill[b]] = a
-        fill[b] += 1
-    return ptr, idx
+from neuronxcc.walrus.deps import csr
 
 
 dag_st = st.integers(2, 25).flatmap(lambda n: st.tuples(
@@ -29,10 +17,25 @@ dag_st = st.integers(2, 25).flatmap(lambda n: st.tuples(
 
 
 @settings(max_examples=80, deadline=None)
+@given(dag_st, st.booleans())
+def test_csr_lists_each_nodes_neighbours_in_order(d, by_target):
+    n, edges, _, _ = d
+    by = 1 if by_target else 0
+    payload = [(a, b, 10 * a + b) for a, b in edges]
+    ptr, idx, es = csr(n, payload, by=by)
+    assert ptr.dtype == idx.dtype == np.int64 and len(ptr) == n + 1 and ptr[0] == 0 and ptr[-1] == len(edges)
+    for v in range(n):
+        want = sorted(e[1 - by] for e in payload if e[by] == v)
+        assert idx[ptr[v]:ptr[v + 1]].tolist() == want
+        assert all(e[by] == v and e[1 - by] == u and e[2] == 10 * e[0] + e[1]
+                   for e, u in zip(es[ptr[v]:ptr[v + 1]], want))
+
+
+@settings(max_examples=80, deadline=None)
 @given(dag_st)
 def test_list_schedule_respects_edges_and_engines(d):
     n, edges, eng, cost = d
-    ptr, idx = _csr(n, edges)
+    ptr, idx, _ = csr(n, edges, by=1)
     lat = np.full(len(idx), 5.0)
     eng = np.array(eng, np.int64)
     cost = np.array(cost, np.float64)
@@ -63,12 +66,7 @@ def _reach(n, edges):
 @given(dag_st)
 def test_transitive_reduction_keeps_reachability(d):
     n, edges, _, _ = d
-    edges = sorted(edges)
-    ptr = np.zeros(n + 1, np.int64)
-    for a, b in edges:
-        ptr[a + 1] += 1
-    ptr = np.cumsum(ptr)
-    idx = np.array([b for a, b in edges], np.int64)
+    ptr, idx, edges = csr(n, edges)
     keep = _sched.transitive_reduction(ptr, idx)
     kept = [e for e, k in zip(edges, keep) if k]
     assert _reach(n, kept) == _reach(n, edges)

@@ -89,20 +89,10 @@ def _block_graph(bsites, pairs, costs, streams):
         ia, ib = local[a], local[b]
         lat = lat_of[ia] if eng[ia] != eng[ib] else 0.0
         edges.append((ia, ib, lat))
-    edges.sort(key=lambda e: (e[1], e[0]))
-    pred_ptr = np.zeros(n + 1, np.int64)
-    for a, b, _ in edges:
-        pred_ptr[b + 1] += 1
-    pred_ptr = np.cumsum(pred_ptr)
-    pred_idx = np.array([a for a, _, _ in edges], np.int64)
-    pred_lat = np.array([l for _, _, l in edges], np.float64)
-    es = sorted(edges)
-    succ_ptr = np.zeros(n + 1, np.int64)
-    for a, b, _ in es:
-        succ_ptr[a + 1] += 1
-    succ_ptr = np.cumsum(succ_ptr)
-    succ_idx = np.array([b for _, b, _ in es], np.int64)
-    succ_lat = np.array([l for _, _, l in es], np.float64)
+    pred_ptr, pred_idx, pe = D.csr(n, edges, by=1)
+    pred_lat = np.array([e[2] for e in pe], np.float64)
+    succ_ptr, succ_idx, se = D.csr(n, edges, by=0)
+    succ_lat = np.array([e[2] for e in se], np.float64)
     return eng, busy, pred_ptr, pred_idx, pred_lat, succ_ptr, succ_idx, succ_lat, len(sid)
 
 
