@@ -292,8 +292,12 @@ class Codegen:
             return
         if not isinstance(x, Node) and not (isinstance(x, View) and x.base.startswith("__row__")):
             return
-        if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(u.kind not in ir.ELEMENTWISE and
-                                                                  not self._row_reduce_user(u) for u in users)):
+        # a value computed only from row reductions is a cheap [P,1] column in its consumers:
+        # reshapes/broadcasts of it stay lazy too (softmax/layernorm statistics)
+        colish = isinstance(x, Node) and all(v.base.startswith("__row__") for v in leaves(x))
+        if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(
+                u.kind not in ir.ELEMENTWISE and not self._row_reduce_user(u) and
+                not (colish and u.kind in ir.VIEWS) for u in users)):
             self.env[name] = self.materialise(x, name)
 
     def _row_reduce_user(self, op):
