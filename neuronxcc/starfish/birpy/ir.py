@@ -267,15 +267,19 @@ class Loop:
 
     @property
     def trip_count(self):
-        return len(range(self.start, self.stop, self.step))
+        # arithmetic, not len(range(...)): bounds past the C ssize_t range stay exact
+        if self.step > 0:
+            return max(0, -((self.start - self.stop) // self.step))
+        return max(0, -((self.stop - self.start) // -self.step))
 
     @property
     def var_range(self):
         """Inclusive (lo, hi) of the loop variable, or None for zero trips."""
-        r = range(self.start, self.stop, self.step)
-        if not len(r):
+        n = self.trip_count
+        if not n:
             return None
-        return (min(r[0], r[-1]), max(r[0], r[-1]))
+        last = self.start + (n - 1) * self.step
+        return (min(self.start, last), max(self.start, last))
 
     def children(self):
         return [self.body]
