@@ -20,6 +20,10 @@ Rules (each failure raises ``BirVerifyError`` naming the instruction):
              scalar operands; reductions/transposes/custom ops per opcode
   control    loop variables do not shadow; While/If conditions are loaded registers
 """
+import numbers
+
+import numpy as np
+
 from neuronxcc.errors import BirVerifyError
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish.birpy import dtypes as _dt
@@ -39,10 +43,14 @@ class _Ctx:
         for n in module.walk():
             if n.kind == "inst" and n.opcode == "register_load":
                 r = n.attrs.get("register")
+                if not isinstance(r, str):
+                    _fail(n, "register_load needs a register name, got %r" % (r,))
                 lo, hi = n.attrs.get("min"), n.attrs.get("max")
                 cur = self.reg_ranges.get(r, "unset")
                 if lo is None or hi is None:
                     self.reg_ranges[r] = None
+                elif not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
+                    _fail(n, "register_load min <= max must be integers, got min=%r max=%r" % (lo, hi))
                 elif cur != None:  # noqa: E711  (None marks an unbounded load)
                     if cur == "unset":
                         self.reg_ranges[r] = (int(lo), int(hi))
@@ -317,15 +325,44 @@ def _check_semantics(ctx, instr, attrs, bytes_ranges):
             _fail(instr, "custom-op indices must be int32")
 
 
+# attributes whose table default is None: the type a value must have when set
+_NONE_DEFAULT_TYPES = {"register": str, "min": numbers.Integral, "max": numbers.Integral, "reduce": str,
+                       "op1": str, "function": str, "accumulate": str}
+
+
+def _attr_type_ok(key, default, v):
+    """v has the type the opcode table's default for ``key`` implies (numbers may be numpy scalars)."""
+    if isinstance(default, bool):
+        return isinstance(v, (bool, np.bool_))
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if default is None:
+        return v is None or isinstance(v, _NONE_DEFAULT_TYPES.get(key, object))
+    if isinstance(default, float):
+        return isinstance(v, numbers.Real)
+    if isinstance(default, int):
+        return isinstance(v, numbers.Integral)
+    if isinstance(default, str):
+        return isinstance(v, str)
+    if isinstance(default, list):          # [[step, num], ...]
+        return isinstance(v, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, numbers.Integral) and
+                                                                 not isinstance(x, (bool, np.bool_)) for x in p)
+            for p in v)
+    return True
+
+
 def _check_instr(ctx, instr, ranges):
     info = OPCODES.get(instr.opcode)
     if info is None:
         _fail(instr, "unknown opcode")
     if instr.engine not in info.engines:
         _fail(instr, "engine %s cannot run %s (allowed: %s)" % (instr.engine, instr.opcode, "/".join(info.engines)))
-    for k in instr.attrs:
+    for k, v in instr.attrs.items():
         if k not in info.attrs and not k.startswith("x_"):
             _fail(instr, "unknown attribute %r" % k)
+        if k in info.attrs and not _attr_type_ok(k, info.attrs[k], v):
+            _fail(instr, "attribute %s=%r has the wrong type" % (k, v))
     attrs = full_attrs(instr)
     if len(instr.dsts) != len(info.dst_roles(attrs)) or len(instr.srcs) != len(info.src_roles(attrs)):
         _fail(instr, "expects %d dsts / %d srcs, has %d / %d" % (len(info.dst_roles(attrs)), len(info.src_roles(attrs)),
@@ -371,6 +408,9 @@ def _check_body(ctx, body, ranges):
         elif n.kind == "loop":
             if n.var in ranges or n.var in ctx.reg_ranges:
                 _fail(None, "loop #%s variable %r shadows an outer loop variable or register" % (n.id, n.var))
+            if not all(-(1 << 62) <= v <= (1 << 62) for v in (n.start, n.stop, n.step)):
+                _fail(None, "loop #%s bounds %d:%d:%d are outside the 62-bit range addresses use"
+                      % (n.id, n.start, n.stop, n.step))
             vr = n.var_range
             if vr is None:
                 continue
@@ -386,7 +426,13 @@ def _check_body(ctx, body, ranges):
 
 def verify(module, target=None):
     """Raise BirVerifyError on the first broken rule; return the module otherwise."""
-    tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
+    if hasattr(target, "pe_hz"):
+        tm = target
+    else:
+        try:
+            tm = get_target(target or module.target or "trn1")
+        except KeyError:
+            _fail(None, "unknown target %r" % (target or module.target,))
     module.ensure_ids()
     ctx = _Ctx(module, tm)
     _check_memlocs(ctx)
