@@ -44,6 +44,49 @@ FORMAT = "bir"
 VERSION = 1
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _typed(v, types, what):
+    if isinstance(v, bool) and bool not in types or not isinstance(v, types):
+        raise BirFormatError("malformed BIR JSON: %s must be %s, got %r"
+                             % (what, " or ".join(t.__name__ for t in types), v))
+    if isinstance(v, int) and not isinstance(v, bool) and not _INT64[0] <= v <= _INT64[1]:
+        raise BirFormatError("malformed BIR JSON: %s %d is outside the 64-bit integer range" % (what, v))
+    return v
+
+
+def _int(d, key, what, default=None, optional=False):
+    v = d.get(key, default)
+    if v is None and optional:
+        return None
+    return _typed(v, (int,), "%s %s" % (what, key))
+
+
+def _str(d, key, what, optional=False):
+    v = d.get(key)
+    if v is None and optional:
+        return None
+    return _typed(v, (str,), "%s %s" % (what, key))
+
+
+def _list(d, key, what, default=()):
+    return _typed(d.get(key, list(default)), (list,), "%s %s" % (what, key))
+
+
+def _obj(v, what):
+    return _typed(v, (dict,), what)
+
+
+def _pairs(v, what):
+    """[[a, b], ...] of a JSON list."""
+    _typed(v, (list,), what)
+    for p in v:
+        if not isinstance(p, list) or len(p) != 2:
+            raise BirFormatError("malformed BIR JSON: %s must hold [a, b] pairs, got %r" % (what, p))
+    return v
+
+
 def _expr_to_json(e):
     if isinstance(e, int):
         return e
@@ -53,14 +96,17 @@ def _expr_to_json(e):
 
 
 def _expr_from_json(obj):
-    if isinstance(obj, bool):
+    if isinstance(obj, bool) or not isinstance(obj, (int, str, dict, list)):
         raise BirFormatError("expected an integer or pelican expression, got %r" % (obj,))
     if isinstance(obj, int):
         return to_expr(obj)
     pel = _pelican()
-    if isinstance(obj, str):
-        return pel.parse(obj)
-    return pel.Expr.from_json(obj)
+    try:
+        if isinstance(obj, str):
+            return pel.parse(obj)
+        return pel.Expr.from_json(obj)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as e:
+        raise BirFormatError("malformed pelican expression %r: %s" % (obj, e)) from None
 
 
 def _wait_value_to_json(v):
@@ -81,8 +127,16 @@ def ap_to_json(ap):
 
 
 def ap_from_json(obj):
-    return AccessPattern(obj["target"], obj["dtype"], _expr_from_json(obj.get("offset", 0)),
-                         obj.get("pattern"), obj.get("start_partition"), obj.get("num_partitions"))
+    _obj(obj, "an access pattern")
+    what = "access pattern"
+    pattern = obj.get("pattern")
+    if pattern is not None:
+        for p in _pairs(pattern, "access pattern pattern"):
+            for x in p:
+                _typed(x, (int,), "an access pattern [step, num]")
+    return AccessPattern(_str(obj, "target", what), _str(obj, "dtype", what), _expr_from_json(obj.get("offset", 0)),
+                         pattern, _int(obj, "start_partition", what, optional=True),
+                         _int(obj, "num_partitions", what, optional=True))
 
 
 def _attr_to_json(v):
@@ -120,20 +174,37 @@ def node_to_json(n):
     raise TypeError("not a BIR node: %r" % (n,))
 
 
+def _body_from_json(d, key, what):
+    return [node_from_json(c) for c in _list(d, key, what)]
+
+
 def node_from_json(d):
+    """A BIR node from its JSON; any malformed field raises BirFormatError."""
+    _obj(d, "a BIR node")
     k = d.get("kind")
+    nid = _int(d, "id", "node", optional=True)
     if k == "inst":
-        return Instruction(d["opcode"], d["engine"], [ap_from_json(a) for a in d.get("dsts", [])],
-                           [ap_from_json(a) for a in d.get("srcs", [])], d.get("attrs", {}),
-                           [(s, _wait_value_from_json(v)) for s, v in d.get("waits", [])],
-                           [(s, v) for s, v in d.get("signals", [])], d.get("id"), d.get("name"))
+        what = "instruction"
+        attrs = _obj(d.get("attrs", {}), "instruction attrs")
+        waits = [(_typed(s, (str,), "a wait's semaphore"), _wait_value_from_json(v))
+                 for s, v in _pairs(d.get("waits", []), "instruction waits")]
+        signals = [(_typed(s, (str,), "a signal's semaphore"), _typed(v, (int,), "a signal's increment"))
+                   for s, v in _pairs(d.get("signals", []), "instruction signals")]
+        return Instruction(_str(d, "opcode", what), _str(d, "engine", what),
+                           [ap_from_json(a) for a in _list(d, "dsts", what)],
+                           [ap_from_json(a) for a in _list(d, "srcs", what)], attrs, waits, signals, nid,
+                           _str(d, "name", what, optional=True))
     if k == "loop":
-        return Loop(d["var"], d["start"], d["stop"], d.get("step", 1), [node_from_json(c) for c in d["body"]], d.get("id"))
+        what = "loop"
+        return Loop(_str(d, "var", what), _int(d, "start", what), _int(d, "stop", what), _int(d, "step", what, 1),
+                    _body_from_json(d, "body", what), nid)
     if k == "while":
-        return While(d["cond"], [node_from_json(c) for c in d["body"]], d.get("id"), d.get("max_trips"))
+        what = "while"
+        return While(_str(d, "cond", what), _body_from_json(d, "body", what), nid,
+                     _int(d, "max_trips", what, optional=True))
     if k == "if":
-        return If(d["cond"], [node_from_json(c) for c in d.get("then", [])],
-                  [node_from_json(c) for c in d.get("else", [])], d.get("id"))
+        what = "if"
+        return If(_str(d, "cond", what), _body_from_json(d, "then", what), _body_from_json(d, "else", what), nid)
     raise BirFormatError("unknown BIR node kind %r" % (k,))
 
 
@@ -146,14 +217,31 @@ def _tensor_to_json(t, const_data):
 
 
 def _tensor_from_json(d):
+    _obj(d, "a tensor")
+    what = "tensor"
+    name, dtype = _str(d, "name", what), _str(d, "dtype", what)
+    shape = [_typed(x, (int,), "tensor %s shape" % name) for x in _list(d, "shape", what)]
+    if any(x < 0 for x in shape):
+        raise BirFormatError("tensor %s has a negative dimension in shape %s" % (name, shape))
     data = None
     if d.get("data") is not None:
-        enc = d["data"]
+        enc = _obj(d["data"], "tensor %s data" % name)
         if enc.get("encoding") != "base64":
-            raise BirFormatError("tensor %s: unknown data encoding %r" % (d["name"], enc.get("encoding")))
-        raw = base64.b64decode(enc["bytes"])
-        data = np.frombuffer(raw, dtype=_dt.np_dtype(d["dtype"])).reshape(d["shape"]).copy()
-    return Tensor(d["name"], d["kind"], d["dtype"], d["shape"], data)
+            raise BirFormatError("tensor %s: unknown data encoding %r" % (name, enc.get("encoding")))
+        try:
+            raw = base64.b64decode(_str(enc, "bytes", "tensor %s data" % name), validate=True)
+        except (ValueError, TypeError) as e:
+            raise BirFormatError("tensor %s: data is not base64: %s" % (name, e)) from None
+        data = np.frombuffer(raw, dtype=_dt.np_dtype(dtype)).reshape(shape).copy()
+    return Tensor(name, _str(d, "kind", what), dtype, shape, data)
+
+
+def _memloc_from_json(x):
+    _obj(x, "a memloc")
+    what = "memloc"
+    return MemLoc(_str(x, "name", what), _str(x, "memory", what), _int(x, "partitions", what),
+                  _int(x, "bytes_per_partition", what), _int(x, "start_partition", what, optional=True),
+                  _int(x, "byte_offset", what, optional=True))
 
 
 def module_to_json(m, body=True, const_data=True):
@@ -174,20 +262,24 @@ def module_from_json(d):
     if d.get("version") != VERSION:
         raise BirFormatError("unsupported BIR version %r (this reader knows %d)" % (d.get("version"), VERSION))
     try:
-        m = Module(d.get("name", "module"), d.get("target", "trn1"))
-        m.attrs = dict(d.get("attrs", {}))
-        for t in d.get("tensors", []):
-            m.tensors[t["name"]] = _tensor_from_json(t)
-        m.inputs = list(d.get("inputs", []))
-        m.outputs = list(d.get("outputs", []))
-        for x in d.get("memlocs", []):
-            m.memlocs[x["name"]] = MemLoc(x["name"], x["memory"], x["partitions"], x["bytes_per_partition"],
-                                          x.get("start_partition"), x.get("byte_offset"))
-        m.body = [node_from_json(n) for n in d.get("body", [])]
+        m = Module(_typed(d.get("name", "module"), (str,), "module name"),
+                   _typed(d.get("target", "trn1"), (str,), "module target"))
+        m.attrs = dict(_obj(d.get("attrs", {}), "module attrs"))
+        for t in _list(d, "tensors", "module"):
+            t = _tensor_from_json(t)
+            m.tensors[t.name] = t
+        m.inputs = [_typed(n, (str,), "an input name") for n in _list(d, "inputs", "module")]
+        m.outputs = [_typed(n, (str,), "an output name") for n in _list(d, "outputs", "module")]
+        for x in _list(d, "memlocs", "module"):
+            x = _memloc_from_json(x)
+            m.memlocs[x.name] = x
+        m.body = _body_from_json(d, "body", "module")
     except BirFormatError:
         raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise BirFormatError("malformed BIR JSON: %s: %s" % (type(e).__name__, e))
+    except RecursionError:
+        raise BirFormatError("malformed BIR JSON: control nodes nested too deeply") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as e:     # values the IR constructors refuse
+        raise BirFormatError("malformed BIR JSON: %s: %s" % (type(e).__name__, e)) from None
     return m
 
 
@@ -274,7 +366,15 @@ def stream_to_json(nodes):
 
 
 def stream_from_json(obj):
-    return [node_from_json(n) for n in obj]
+    """Nodes of one engine stream's JSON; BirFormatError when malformed."""
+    try:
+        return [node_from_json(n) for n in _typed(obj, (list,), "an engine stream")]
+    except BirFormatError:
+        raise
+    except RecursionError:
+        raise BirFormatError("malformed engine stream: control nodes nested too deeply") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        raise BirFormatError("malformed engine stream: %s: %s" % (type(e).__name__, e)) from None
 
 
 def _merge(lists):
