@@ -187,3 +187,29 @@ def test_blocked_transposing_copies_match_gather_scatter(a, b, isz, s_rowmajor, 
     K.scatter_raw(tmp, ref, isz, d[0], d[1], d[2])
     K.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
     assert np.array_equal(db, ref)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["add", "subtract", "rsub", "mult", "max", "min", "bitwise_and", "bitwise_or", "bitwise_xor"]),
+       st.sampled_from(["int8", "int16", "int32", "uint8", "uint32"]), st.sampled_from(["int8", "int32", "uint16"]),
+       st.sampled_from(["POOL", "DVE"]), st.integers(0, 99))
+def test_integer_tensor_tensor_plans_match_the_handlers(op, dt_in, dt_out, engine, seed):
+    m = B.Module("ints")
+    m.add_tensor("x", "input", "int32", (P, 2 * F))
+    m.add_tensor("y", "output", "int32", (P, F))
+    m.add_memloc("a", "SBUF", P, 2 * F * 4)
+    m.add_memloc("o", "SBUF", P, F * 4)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [B.AccessPattern("a", "int32", 0, [[1, 2 * F]], 0, P)], [b.ap("x")], queue="q0")
+    if dt_in != "int32":
+        b.inst("tensor_copy", "POOL", [B.AccessPattern("a", dt_in, 0, [[1, 2 * F]], 0, P)],
+               [B.AccessPattern("a", "int32", 0, [[1, 2 * F]], 0, P)])
+    lhs = B.AccessPattern("a", dt_in, 0, [[1, F]], 0, P)
+    rhs = B.AccessPattern("a", dt_in, F, [[1, F]], 0, P)
+    b.inst("tensor_tensor", engine, [B.AccessPattern("o", dt_out, 0, [[1, F]], 0, P)], [lhs, rhs], op=op)
+    b.inst("tensor_copy", "POOL", [B.AccessPattern("o", "int32", 0, [[1, F]], 0, P)],
+           [B.AccessPattern("o", dt_out, 0, [[1, F]], 0, P)])
+    b.inst("dma_copy", "SP", [b.ap("y")], [B.AccessPattern("o", "int32", 0, [[1, F]], 0, P)], queue="q1")
+    b.finish()
+    x = np.random.default_rng(seed).integers(-2 ** 31, 2 ** 31, (P, 2 * F)).astype(np.int32)
+    _check((m, x))

@@ -38,3 +38,7 @@ cdef void read_f32_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ss
                        const Py_ssize_t* nums, float* out) noexcept nogil
 cdef void write_f32_ptr(const float* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
                         const Py_ssize_t* nums) noexcept nogil
+cdef void read_i64_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                       const Py_ssize_t* nums, int64_t* out) noexcept nogil
+cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                        const Py_ssize_t* nums) noexcept nogil

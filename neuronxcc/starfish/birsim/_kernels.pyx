@@ -738,3 +738,43 @@ cdef void write_f32_ptr(const float* src, uint8_t* p0, int code, Py_ssize_t base
                         o4 = o3 + e * strides[4]
                         _write_run_f32(code, &src[j], p0 + o4, s5, n5)
                         j += n5
+
+
+cdef void read_i64_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                       const Py_ssize_t* nums, int64_t* out) noexcept nogil:
+    """out[j] = element j as int64 (read_i64's walk)."""
+    cdef Py_ssize_t a, b, c, d, e, f, j = 0
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    for a in range(nums[0]):
+        o0 = base + a * strides[0]
+        for b in range(nums[1]):
+            o1 = o0 + b * strides[1]
+            for c in range(nums[2]):
+                o2 = o1 + c * strides[2]
+                for d in range(nums[3]):
+                    o3 = o2 + d * strides[3]
+                    for e in range(nums[4]):
+                        o4 = o3 + e * strides[4]
+                        for f in range(nums[5]):
+                            out[j] = decode_i64(code, p0 + o4 + f * strides[5])
+                            j += 1
+
+
+cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
+                        const Py_ssize_t* nums) noexcept nogil:
+    """Element j = src[j] wrapped to the dtype (write_i64's walk)."""
+    cdef Py_ssize_t a, b, c, d, e, f, j = 0
+    cdef Py_ssize_t o0, o1, o2, o3, o4
+    for a in range(nums[0]):
+        o0 = base + a * strides[0]
+        for b in range(nums[1]):
+            o1 = o0 + b * strides[1]
+            for c in range(nums[2]):
+                o2 = o1 + c * strides[2]
+                for d in range(nums[3]):
+                    o3 = o2 + d * strides[3]
+                    for e in range(nums[4]):
+                        o4 = o3 + e * strides[4]
+                        for f in range(nums[5]):
+                            encode_i64(code, src[j], p0 + o4 + f * strides[5])
+                            j += 1

@@ -14,7 +14,7 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import EW_OPS, ElementWise, RawCopy, Select
+from neuronxcc.starfish.birsim._plans import EW_OPS, INT_OPS, ElementWise, IntTensorTensor, RawCopy, Select
 
 __all__ = ["prepare"]
 
@@ -137,6 +137,9 @@ def _tensor_tensor(ex, instr, attrs):
     intdom = (instr.engine == "POOL" and all(_is_int(x) for x in instr.dsts) and all(_is_int(x) for x in instr.srcs)) \
         or ALU_OPS[op] == "bitvec"
     if intdom:
+        so, sa, sb = ex.st._static(out), ex.st._static(a), ex.st._static(b)
+        if op in INT_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
+            return IntTensorTensor(so, sa, sb, INT_OPS[op])
         return None
     st = ex.st
     so, sa, sb = st._static(out), st._static(a), st._static(b)
