@@ -9,6 +9,6 @@ cdef struct Rect:
     i64 blo
     i64 bhi
 
-cdef i64 place_one(Rect* occ, i64 nocc, Rect* scratch, i64 size, i64 nparts,
+cdef i64 place_one(Rect* occ, i64 nocc, bint occ_sorted, i64 size, i64 nparts,
                    i64 capacity, i64 align, i64 bank_bytes, i64 num_partitions,
                    i64 pin_zero, i64* out_pstart) noexcept nogil

@@ -16,7 +16,7 @@ Rules enforced at placement (hardware reference section 4, "Allocation rules"):
     lies inside one bank (a matmul accumulation group never crosses a 2 KiB
     bank boundary); a larger value starts on a bank boundary.
 
-Two drivers share ``place_one``:
+Two drivers share ``place_one`` (and ``_expire``, the sweep's active list):
   * ``color_allocate``: interference-graph colouring; the graph (CSR) comes
     from ``interference_graph``; values are placed in the caller's order and
     only already-placed neighbours are consulted;
@@ -54,23 +54,27 @@ cdef inline i64 _fix(i64 o, i64 size, i64 align, i64 bank) noexcept nogil:
     return o
 
 
-cdef i64 place_one(Rect* occ, i64 nocc, Rect* scratch, i64 size, i64 nparts,
+cdef inline i64 _partition_step(i64 nparts, i64 pin_zero, i64 num_partitions) noexcept nogil:
+    """Distance between the legal start partitions of a value of ``nparts`` partitions."""
+    if nparts > 64 or pin_zero:
+        return num_partitions
+    if nparts > 32:
+        return 64
+    return 32
+
+
+cdef i64 place_one(Rect* occ, i64 nocc, bint occ_sorted, i64 size, i64 nparts,
                    i64 capacity, i64 align, i64 bank_bytes, i64 num_partitions,
                    i64 pin_zero, i64* out_pstart) noexcept nogil:
     """Lowest-offset placement against the ``nocc`` occupied rects; -1 if none.
 
     Tries every legal start partition and keeps the lowest byte offset (ties:
-    lowest partition). Sorts ``occ`` in place; ``scratch`` is unused (kept for
-    the signature).
+    lowest partition): one pass over ``occ`` in byte order per start. Sorts
+    ``occ`` by ``blo`` in place unless ``occ_sorted`` says it already is.
     """
-    cdef i64 step, ps, k, cand, best = -1, best_ps = 0
-    if nparts > 64 or pin_zero:
-        step = num_partitions
-    elif nparts > 32:
-        step = 64
-    else:
-        step = 32
-    if nocc > 1:
+    cdef i64 step = _partition_step(nparts, pin_zero, num_partitions)
+    cdef i64 ps, k, cand, best = -1, best_ps = 0
+    if nocc > 1 and not occ_sorted:
         qsort(occ, nocc, sizeof(Rect), _cmp_rect_blo)   # once; each start filters in place
     ps = 0
     while ps + nparts <= num_partitions:
@@ -90,6 +94,27 @@ cdef i64 place_one(Rect* occ, i64 nocc, Rect* scratch, i64 size, i64 nparts,
         ps += step
     out_pstart[0] = best_ps
     return best
+
+
+cdef inline void _occupied(Rect* r, i64 pstart, i64 nparts, i64 offset, i64 size) noexcept nogil:
+    """``r`` := the rectangle a placed value occupies."""
+    r.plo = pstart
+    r.phi = pstart + nparts
+    r.blo = offset
+    r.bhi = offset + size
+
+
+cdef inline Py_ssize_t _expire(i64* active, Py_ssize_t nact, const i64[::1] end, i64 t) noexcept nogil:
+    """Drop from ``active[:nact]`` the values whose live range ended before ``t``,
+    keeping the order of the rest; returns how many remain."""
+    cdef Py_ssize_t j, k = 0
+    cdef i64 u
+    for j in range(nact):
+        u = active[j]
+        if end[u] >= t:
+            active[k] = u
+            k += 1
+    return k
 
 
 def interference_edge_count(const i64[::1] start, const i64[::1] end):
@@ -115,21 +140,14 @@ def interference_graph(const i64[::1] start, const i64[::1] end):
     cdef cnp.int64_t[::1] order = np.argsort(np.asarray(start), kind="stable").astype(np.int64)
     cdef cnp.int64_t[::1] deg = np.zeros(n, dtype=np.int64)
     cdef i64* active = <i64*>malloc((n + 1) * sizeof(i64))
-    cdef Py_ssize_t nact = 0, i, j, k, v, u, w
-    cdef list pairs_a = [], pairs_b = []
+    cdef Py_ssize_t nact = 0, i, j, v, u, w
     cdef cnp.int64_t[::1] ea, eb
     # first pass: count edges
     cdef i64 m = 0
     try:
         for i in range(n):
             v = order[i]
-            k = 0
-            for j in range(nact):
-                u = active[j]
-                if end[u] >= start[v]:
-                    active[k] = u
-                    k += 1
-            nact = k
+            nact = _expire(active, nact, end, start[v])
             m += nact
             active[nact] = v
             nact += 1
@@ -139,18 +157,14 @@ def interference_graph(const i64[::1] start, const i64[::1] end):
         w = 0
         for i in range(n):
             v = order[i]
-            k = 0
+            nact = _expire(active, nact, end, start[v])
             for j in range(nact):
                 u = active[j]
-                if end[u] >= start[v]:
-                    active[k] = u
-                    k += 1
-                    ea[w] = u
-                    eb[w] = v
-                    w += 1
-                    deg[u] += 1
-                    deg[v] += 1
-            nact = k
+                ea[w] = u
+                eb[w] = v
+                w += 1
+                deg[u] += 1
+                deg[v] += 1
             active[nact] = v
             nact += 1
     finally:
@@ -180,7 +194,6 @@ def color_allocate(const i64[::1] indptr, const i64[::1] indices, const i64[::1]
             maxdeg = indptr[v + 1] - indptr[v]
         out_offset[v] = -1
     cdef Rect* occ = <Rect*>malloc((maxdeg + 1) * sizeof(Rect))
-    cdef Rect* scr = <Rect*>malloc((maxdeg + 1) * sizeof(Rect))
     cdef i64 failed = -1
     try:
         with nogil:
@@ -190,12 +203,9 @@ def color_allocate(const i64[::1] indptr, const i64[::1] indices, const i64[::1]
                 for k in range(indptr[v], indptr[v + 1]):
                     u = indices[k]
                     if out_offset[u] >= 0:
-                        occ[nocc].plo = out_pstart[u]
-                        occ[nocc].phi = out_pstart[u] + nparts[u]
-                        occ[nocc].blo = out_offset[u]
-                        occ[nocc].bhi = out_offset[u] + size[u]
+                        _occupied(&occ[nocc], out_pstart[u], nparts[u], out_offset[u], size[u])
                         nocc += 1
-                off = place_one(occ, nocc, scr, size[v], nparts[v], capacity, align,
+                off = place_one(occ, nocc, False, size[v], nparts[v], capacity, align,
                                 bank_bytes, num_partitions, pin_zero[v], &ps)
                 if off < 0:
                     failed = v
@@ -204,40 +214,7 @@ def color_allocate(const i64[::1] indptr, const i64[::1] indices, const i64[::1]
                 out_pstart[v] = ps
     finally:
         free(occ)
-        free(scr)
     return failed
-
-
-cdef i64 _place_sorted(const i64* act, i64 nact, const i64[::1] off, const i64[::1] ps,
-                       const i64[::1] size, const i64[::1] nparts, i64 sz, i64 npv, i64 capacity,
-                       i64 align, i64 bank, i64 num_partitions, i64 pin, i64* out_ps) noexcept nogil:
-    """``place_one`` over an active list already sorted by byte offset: O(active) per start."""
-    cdef i64 step, p0, k, u, cand, best = -1, best_ps = 0
-    if npv > 64 or pin:
-        step = num_partitions
-    elif npv > 32:
-        step = 64
-    else:
-        step = 32
-    p0 = 0
-    while p0 + npv <= num_partitions:
-        cand = _fix(0, sz, align, bank)
-        for k in range(nact):
-            u = act[k]
-            if ps[u] >= p0 + npv or p0 >= ps[u] + nparts[u]:
-                continue
-            if cand + sz <= off[u]:
-                break
-            if off[u] + size[u] > cand:
-                cand = _fix(off[u] + size[u], sz, align, bank)
-        if cand + sz <= capacity and (best < 0 or cand < best):
-            best = cand
-            best_ps = p0
-            if best == 0:
-                break
-        p0 += step
-    out_ps[0] = best_ps
-    return best
 
 
 def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
@@ -250,11 +227,12 @@ def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
     place, insertion shifts), so a placement is one pass over it per legal
     start partition, no sorting: O(n * active).
     """
-    cdef Py_ssize_t n = start.shape[0], i, j, k, v, u, nact = 0
+    cdef Py_ssize_t n = start.shape[0], i, j, v, u, nact = 0
     # sort by (start, -size*nparts): big values first among equal starts
     key = np.lexsort((-(np.asarray(size) * np.asarray(nparts)), np.asarray(start)))
     cdef cnp.int64_t[::1] order = key.astype(np.int64)
     cdef i64* active = <i64*>malloc((n + 1) * sizeof(i64))
+    cdef Rect* occ = <Rect*>malloc((n + 1) * sizeof(Rect))
     cdef i64 failed = -1, off, ps
     for v in range(n):
         out_offset[v] = -1
@@ -262,15 +240,12 @@ def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
         with nogil:
             for i in range(n):
                 v = order[i]
-                k = 0
+                nact = _expire(active, nact, end, start[v])
                 for j in range(nact):
                     u = active[j]
-                    if end[u] >= start[v]:
-                        active[k] = u
-                        k += 1
-                nact = k
-                off = _place_sorted(active, nact, out_offset, out_pstart, size, nparts, size[v], nparts[v],
-                                    capacity, align, bank_bytes, num_partitions, pin_zero[v], &ps)
+                    _occupied(&occ[j], out_pstart[u], nparts[u], out_offset[u], size[u])
+                off = place_one(occ, nact, True, size[v], nparts[v], capacity, align,
+                                bank_bytes, num_partitions, pin_zero[v], &ps)
                 if off < 0:
                     failed = v
                     break
@@ -284,6 +259,7 @@ def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
                 nact += 1
     finally:
         free(active)
+        free(occ)
     return failed
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from support.walrus_checks import check_placement
+from support.walrus_checks import check_placement, legal_starts
 from neuronxcc.walrus import _alloc
 
 values_st = st.lists(
@@ -91,3 +91,66 @@ def test_small_values_pack_into_quadrants():
     ps = np.zeros(4, np.int64)
     assert _alloc.linear_scan_allocate(start, end, size, nparts, pin, 1000, 1, 0, 128, off, ps) == -1
     assert sorted(ps.tolist()) == [0, 32, 64, 96]
+
+
+def _reference_allocate(order, start, end, size, nparts, pin, capacity, align, bank, num_partitions=128):
+    """Plain first fit, value by value in ``order``: the lowest legal byte offset (ties: the
+    lowest legal start partition) clear of every placed value whose live range meets it."""
+    def fix(o, sz):
+        o = -(-o // align) * align
+        if bank and sz <= bank and o // bank != (o + sz - 1) // bank:
+            o = (o // bank + 1) * bank
+        elif bank and sz > bank and o % bank:
+            o = (o // bank + 1) * bank
+        return o
+
+    off = {}
+    ps_of = {}
+    for v in order:
+        v = int(v)
+        occ = [(ps_of[u], ps_of[u] + nparts[u], off[u], off[u] + size[u]) for u in off
+               if start[u] <= end[v] and start[v] <= end[u]]
+        best = None
+        for p0 in (sorted(legal_starts(int(nparts[v]))) if not pin[v] else [0]):
+            if p0 + nparts[v] > num_partitions:
+                continue
+            o = fix(0, size[v])
+            while True:
+                hit = [r for r in occ if r[0] < p0 + nparts[v] and p0 < r[1] and r[2] < o + size[v] and o < r[3]]
+                if not hit:
+                    break
+                o = fix(max(r[3] for r in hit), size[v])
+            if o + size[v] <= capacity and (best is None or o < best[0]):
+                best = (o, p0)
+        if best is None:
+            return v, off, ps_of
+        off[v], ps_of[v] = best
+    return -1, off, ps_of
+
+
+@pytest.mark.parametrize("bank", [0, 2048])
+@settings(max_examples=60, deadline=None)
+@given(vals=values_st)
+def test_both_allocators_are_first_fit_in_their_order(bank, vals):
+    """Each typed allocator places exactly as a plain first fit over its own order would."""
+    start, end, nparts, size, pin = _arrays(vals)
+    if bank:
+        size = np.minimum(size, 2048)
+    capacity = 16384 if bank else 12000
+    align = 4 if bank else 1
+    n = len(vals)
+    color_order = np.argsort(-(size * nparts), kind="stable").astype(np.int64)
+    scan_order = np.lexsort((-(size * nparts), start)).astype(np.int64)
+    for order in (color_order, scan_order):
+        off = np.zeros(n, np.int64)
+        ps = np.zeros(n, np.int64)
+        if order is color_order:
+            indptr, ind = _alloc.interference_graph(start, end)
+            failed = _alloc.color_allocate(indptr, ind, order, size, nparts, pin, capacity, align, bank, 128, off, ps)
+        else:
+            failed = _alloc.linear_scan_allocate(start, end, size, nparts, pin, capacity, align, bank, 128, off, ps)
+        want_failed, want_off, want_ps = _reference_allocate(order, start, end, size, nparts, pin,
+                                                             capacity, align, bank)
+        assert failed == want_failed
+        for v, o in want_off.items():
+            assert (off[v], ps[v]) == (o, want_ps[v]), v
