@@ -120,14 +120,21 @@ def test_opcode_table_is_consistent():
 
 
 def test_cost_rules():
+    from neuronxcc.hwm import get_target
+    v2, v3 = get_target("trn1"), get_target("trn2")
     m = _base()
     I = m.instructions()
     mm = instruction_cost(I[1], m)        # bf16 matmul, Ns=128, Nm=256 -> max(min(64,128), 256) = 256 cycles
-    assert mm.track == "PE" and mm.cycles == 256 and mm.busy_s == pytest.approx(256 / 2.8e9)
+    assert mm.track == "PE" and mm.cycles == 256 and mm.busy_s == pytest.approx(256 / v2.pe_hz)
     I[1].srcs[0].dtype = I[1].srcs[1].dtype = "float32"
-    assert instruction_cost(I[1], m).cycles == 1024
+    assert instruction_cost(I[1], m).cycles == 256 * v2.fp32_matmul_slowdown == 1024
     act = instruction_cost(I[4], m)       # max(64, 256) + 60
-    assert act.cycles == 316 and act.busy_s == pytest.approx(316 / 1.4e9)
-    dma = instruction_cost(I[0], m)
-    assert dma.track == "DMA:q0" and dma.busy_s == pytest.approx(128 * 64 * 2 / 272e9) and dma.latency_s == 1.3e-6
-    assert instruction_cost(I[1], m, "trn2").busy_s == pytest.approx(1024 / 2.4e9)
+    assert act.cycles == 316 and act.busy_s == pytest.approx(316 / v2.act_hz)
+    dma = instruction_cost(I[0], m)       # 128 x 64 bf16 over the 16 DMA engines
+    assert dma.track == "DMA:q0" and dma.latency_s == v2.dma_fixed_latency_s
+    assert dma.busy_s == pytest.approx(128 * 64 * 2 / (v2.dma_engines * v2.dma_bytes_per_sec_per_engine))
+    assert instruction_cost(I[1], m, "trn2").busy_s == pytest.approx(1024 / v3.pe_hz)
+    # small matmul: the stationary side's 64-cycle floor
+    I[1].srcs[1].pattern = [[1, 8]]
+    I[1].dsts[0].pattern = [[1, 8]]
+    assert instruction_cost(I[1], m).cycles == 64 * v2.fp32_matmul_slowdown

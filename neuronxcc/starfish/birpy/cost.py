@@ -21,7 +21,8 @@ free size (elements per partition) of the output AP unless stated.
   dma_copy, dma_gather, dma_scatter  queue "DMA:<queue>" busy bytes / (16 engines x per-engine bandwidth);
                   completes dma_fixed_latency later (latency overlaps the next transfer);
                   the issuing engine spends no time
-60 = ``access_overhead_cycles`` (static SBUF/PSUM access overhead), 64 = ``min_ii``,
+60 = ``access_overhead_cycles`` (static SBUF/PSUM access overhead), 64 = ``min_ii``
+(the PE's min(64, ...) is ``mm_init_latency``),
 150 = ``pool_startup_cycles``. Clocks: PE pe_hz, ACT act_hz, DVE dve_hz, POOL
 pool_hz, SP act_hz.
 """
@@ -72,7 +73,7 @@ def instruction_cost(instr, module, target=None):
     n = out.free_size if out is not None else 1
     if op == "matmul":
         st, mv = instr.srcs
-        cyc = max(min(64, st.free_size), mv.free_size)
+        cyc = max(min(tm.mm_init_latency, st.free_size), mv.free_size)
         if st.dtype == "float32" or mv.dtype == "float32":
             cyc *= tm.fp32_matmul_slowdown
         cyc = max(cyc, 1)
@@ -93,7 +94,7 @@ def instruction_cost(instr, module, target=None):
     elif op == "transpose":
         src = instr.srcs[0]
         if eng == "PE":
-            cyc = max(src.num_partitions, min(64, src.free_size))
+            cyc = max(src.num_partitions, min(tm.mm_init_latency, src.free_size))
         else:
             cyc = max(mi, n) + ovh
     elif op == "activation":
