@@ -19,6 +19,16 @@ program order by default; ``order="streams"`` runs every engine's stream on its
 own, interleaved by completion time (``streams``), so a missing semaphore wait
 reads stale data as on the device.
 
+Speed: each instruction is prepared once into a cached plan (``plans``: the
+operands' resolved access patterns, decided numeric domain, immediate
+scalars; typed Cython plans in ``_plans`` for byte copies, fp32 and integer
+element-wise ops, selects), so an execution only resolves base addresses
+(affine offsets: coefficient arrays, ``_apinfo``) and does the element work;
+the timeline's per-step accounting is typed (``_timecore``). Machine-state
+buffers of finished runs are reused (``state``). ``Executor(plans=False)`` runs
+every instruction through its ``op_*`` handler: the reference the plans are
+tested against (tests/birsim/test_plans.py).
+
 API::
 
     from neuronxcc.starfish.birsim import run_neff, run_module, simulate
