@@ -9,7 +9,6 @@ Passes run in the order given. Exit 0 on success, 70 on a compile error with
 exactly one ``[NCC_...]`` line on stderr; the traceback goes to the log file
 (``--log-file``, default ``walrus_driver.log`` next to ``--output``).
 """
-import argparse
 import json
 import logging
 import os

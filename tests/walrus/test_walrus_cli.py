@@ -1,7 +1,6 @@
 """walrus_driver, coloring_allocator_with_loop, full_unroll and walrus_bugpoint_driver
 as programs: argv in, files out, one [NCC_...] line and exit 70 on errors."""
 import json
-import os
 
 import numpy as np
 import pytest

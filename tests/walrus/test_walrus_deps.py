@@ -6,7 +6,6 @@ the DMA queue order and the waits) must produce bit-for-bit the outputs of
 program order (birsim's own run). The same programs without waits do not,
 which shows the interleaver bites.
 """
-import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 

@@ -23,7 +23,6 @@ import logging
 import numpy as np
 
 from neuronxcc.walrus import _sched, deps as D
-from neuronxcc.walrus.bir import birpy
 from neuronxcc.walrus.passes.sync import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
