@@ -6,12 +6,8 @@
 # paths relative to the checkout, e.g. tests/pelican).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+bash ci/install.sh test
 VENV=${NCC_VENV:-.venv}
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q --upgrade "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.24"
-"$VENV/bin/python" -m pip install -q --no-build-isolation ".[test]"
 # Run from an empty directory: a program a test starts without its own cwd
 # must import the installed package, never this checkout's sources.
 REPO=$(pwd -P)

@@ -4,12 +4,8 @@
 # simulator (birsim) and compare its outputs with what JAX computed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+bash ci/install.sh
 VENV=${NCC_VENV:-.venv}
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q --upgrade "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.24"
-"$VENV/bin/python" -m pip install -q --no-build-isolation .
 EX=examples/mlp
 OUT=build/quickstart
 mkdir -p "$OUT"
