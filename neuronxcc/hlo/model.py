@@ -48,6 +48,8 @@ ELEMENT_TYPES = ARRAY_TYPES | {"tuple", "token", "opaque"}
 # The largest constant a reader materialises (bytes). Bigger literals raise
 # TensorTooLargeError instead of exhausting memory.
 MAX_LITERAL_BYTES = 4 << 30
+# The most dimensions one array shape may have (numpy arrays hold at most 64).
+MAX_RANK = 64
 
 
 def dtype_of(element_type):
@@ -90,6 +92,9 @@ class Shape:
         for d in self.dims:
             if d < 0:
                 raise HloVerifyError("negative dimension in shape %s%s" % (element_type, list(self.dims)))
+        if len(self.dims) > MAX_RANK:
+            raise HloVerifyError("shape %s[...] has rank %d; at most %d dimensions are supported"
+                                 % (element_type, len(self.dims), MAX_RANK))
         rank = len(self.dims)
         if layout is None:
             layout = tuple(range(rank - 1, -1, -1))

@@ -182,6 +182,10 @@ def _check_shape(instr, comp):
         l, r = ops[0].shape, ops[1].shape
         lb, rb = a.get("lhs_batch_dims", ()), a.get("rhs_batch_dims", ())
         lc, rc = a.get("lhs_contracting_dims", ()), a.get("rhs_contracting_dims", ())
+        for side, sh, ds in (("lhs", l, tuple(lb) + tuple(lc)), ("rhs", r, tuple(rb) + tuple(rc))):
+            if len(set(ds)) != len(ds) or not all(0 <= x < sh.rank for x in ds):
+                _fail(instr, comp, "dot %s batch/contracting dimensions %s are not distinct dimensions of %s"
+                      % (side, list(ds), sh.to_text(False)))
         if len(lb) != len(rb) or len(lc) != len(rc) or any(l.dims[x] != r.dims[y] for x, y in zip(lb, rb)) or \
                 any(l.dims[x] != r.dims[y] for x, y in zip(lc, rc)):
             _fail(instr, comp, "dot of %s and %s: batch/contracting dimensions do not agree"
@@ -208,6 +212,9 @@ def _check_shape(instr, comp):
         if len(dims) != 1 or not ops:
             _fail(instr, comp, "concatenate needs one dimension and operands")
         d = dims[0]
+        if not 0 <= d < ops[0].shape.rank or any(o.shape.rank != ops[0].shape.rank for o in ops):
+            _fail(instr, comp, "concatenate dimension %d is not a dimension of every operand (%s)"
+                  % (d, ", ".join(o.shape.to_text(False) for o in ops)))
         total = sum(o.shape.dims[d] for o in ops)
         want = list(ops[0].shape.dims)
         want[d] = total

@@ -222,6 +222,11 @@ ENTRY main {
     ("bad = f32[3,2]{1,0} transpose(p0), dimensions={0,1}", "transpose"),
     ("bad = f32[2,3]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}", "dot"),
     ("bad = f32[2,3]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}", "dot"),
+    ("bad = f32[2,2]{1,0} dot(p0, p1), lhs_contracting_dims={9}, rhs_contracting_dims={1}",
+     "not distinct dimensions"),
+    ("bad = f32[2,2]{1,0} dot(p0, p1), lhs_contracting_dims={1,1}, rhs_contracting_dims={1,1}",
+     "not distinct dimensions"),
+    ("bad = f32[4,3]{1,0} concatenate(p0, p1), dimensions={5}", "not a dimension of every operand"),
     ("bad = f32[2,3]{1,0} slice(p0), slice={[0:2], [0:4]}", "out of bounds"),
     ("bad = f32[2,3]{1,0} broadcast(z), dimensions={0}", "broadcast"),
     ("bad = (f32[2,3]{1,0}) tuple(p0, p1)", "tuple"),
@@ -243,3 +248,10 @@ def test_crlf_and_byte_order_mark_text():
     crlf = GOOD.replace("\n", "\r\n")
     for data in (crlf.encode(), b"\xef\xbb\xbf" + GOOD.encode(), "\ufeff" + GOOD):
         assert load_module(data).entry.root.name == "add"
+
+
+def test_rank_above_numpy_limit():
+    ones = ",".join(["1"] * 65)
+    text = "HloModule m\n\nENTRY e {\n  p = f32[%s] parameter(0)\n  ROOT n = f32[%s] negate(p)\n}\n" % (ones, ones)
+    with pytest.raises(HloParseError, match="rank 65; at most 64 dimensions"):
+        load_module(text)
