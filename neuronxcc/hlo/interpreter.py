@@ -19,7 +19,12 @@ Known limits: reducers are applied as a balanced tree (exact for the
 associative reducers XLA requires; a non-associative one can differ from
 XLA:CPU's sequential order); sorts are always stable (an is_stable=false sort
 with ties may order equal keys differently from XLA:CPU); a computation
-that cannot be lifted runs element by element (slow).
+that cannot be lifted runs element by element (slow). Narrow floats are
+rounded after every op, as the HLO says; XLA:CPU (xla_allow_excess_precision,
+on by default) drops a bf16/f16 rounding that a convert back to f32 follows,
+so e.g. ``convert(f32, dot(bf16, bf16) -> bf16)`` from XLA carries f32
+precision and differs from ours by up to half a bf16 ulp, outside the f32
+tolerance of the converted result.
 
 API (docs/INTERFACES.md section 3)::
 
