@@ -93,6 +93,12 @@ CASES = [
         [AP("o", "float32", 16, [[1, 4]], 0, 4)], {"function": "fft_f32"})), "unknown custom-op function"),
     ("register load dtype", lambda m, I: setattr(I[3].srcs[0], "dtype", "float32"), "one int32 element"),
     ("const without data", lambda m, I: m.add_tensor("c", "const", "float32", (2,)), "has no data"),
+    ("negative tensor dim", lambda m, I: m.add_tensor("t", "scratch", "float32", (-1,)), "shape"),
+    ("unknown operand dtype", lambda m, I: setattr(I[1].srcs[0], "dtype", "float128"), "unknown dtype"),
+    ("wrong attribute type", lambda m, I: I[4].attrs.update(scale="2"), "wrong type"),
+    ("register without a name", lambda m, I: I[3].attrs.update(register=7), "register name"),
+    ("register min > max", lambda m, I: I[3].attrs.update(min=2, max=1), "min <= max"),
+    ("unknown target", lambda m, I: setattr(m, "target", "trn9"), "unknown target"),
 ]
 
 

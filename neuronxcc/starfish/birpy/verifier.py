@@ -90,6 +90,8 @@ def _check_memlocs(ctx):
         if name not in ctx.m.tensors:
             _fail(None, "I/O name %s is not a tensor" % name)
     for t in ctx.m.tensors.values():
+        if t.dtype not in _dt.DTYPES or any(d < 0 for d in t.shape):
+            _fail(None, "tensor %s has dtype %r and shape %s" % (t.name, t.dtype, list(t.shape)))
         if t.kind == "const" and t.data is None:
             _fail(None, "const tensor %s has no data" % t.name)
 
@@ -117,6 +119,8 @@ def _check_ap(ctx, instr, ap, ranges, allowed, role, compute):
         t = m.target_of(ap)
     except KeyError:
         _fail(instr, "operand %s names unknown target %r" % (role, ap.target))
+    if ap.dtype not in _dt.DTYPES:
+        _fail(instr, "operand %s has unknown dtype %r" % (role, ap.dtype))
     mem = t.memory
     if mem not in allowed:
         _fail(instr, "operand %s is in %s; %s@%s may use %s there" % (role, mem, instr.opcode, instr.engine,
