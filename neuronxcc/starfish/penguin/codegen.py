@@ -66,12 +66,12 @@ class Codegen:
             v = g.values[n]
             self.em.tensor(tn, "output", v.dtype, v.shape, exact_name=True)
             self.out_tensor[n] = tn
-        self.check_hbm()
         self.lower_ops(g.ops)
         for n in g.outputs:
             self.em.label = n
             self.finish_output(n)
         self.finish_tables()
+        self.check_hbm()
         return self.m.renumber()
 
     def lower_ops(self, ops):
@@ -190,12 +190,17 @@ class Codegen:
                     break
 
     def check_hbm(self):
+        """Every HBM tensor the lowered program uses (I/O, constants, materialised intermediates)
+        must fit the core's HBM together."""
         total = sum(t.nbytes for t in self.m.tensors.values())
-        total += sum(v.nbytes for v in self.g.values.values())
         if total > self.tm.hbm_bytes_per_core:
-            raise TensorTooLargeError("The program needs about %d bytes of HBM (inputs, outputs, intermediates), more "
-                                      "than the %d bytes of one %s NeuronCore" % (total, self.tm.hbm_bytes_per_core,
-                                                                                self.tm.name))
+            big = max(self.m.tensors.values(), key=lambda t: t.nbytes)
+            raise TensorTooLargeError("The program needs %d bytes of HBM (inputs, outputs and %d materialised "
+                                      "intermediates; the largest %s %s%s), more than the %d bytes of one %s "
+                                      "NeuronCore" % (total, sum(1 for t in self.m.tensors.values()
+                                                                 if t.kind == "scratch"),
+                                                      big.name, big.dtype, list(big.shape),
+                                                      self.tm.hbm_bytes_per_core, self.tm.name))
 
     # -- storage of values ------------------------------------------------------------
     def target_for(self, name):
