@@ -1,0 +1,424 @@
+"""End to end through the CLI with programs real users bring that the corpus
+(tests/support/corpus.py) does not cover: a GPT decode step with a KV cache
+written at a runtime position, a BERT encoder layer with a padding mask, ResNet
+blocks, an Adam update over a pytree, scan/fori/while loops, vmap, one-hot
+cross-entropy and its gradient, take_along_axis, sort/argsort, cumulative ops,
+integer semantics (negative division, shifts, wrap-around, small ints),
+float edge cases (NaN/inf, conversions to int, rounding), mixed bf16/f32,
+odd shapes (1x1, 1x4097, 129x3, scalars, rank 4), HLO text input without a
+file extension, neff_input_names/neff_output_names, and a torch-neuronx style
+model directory.
+
+Each program is lowered by JAX, compiled with ``neuronx-cc compile`` to a
+NEFF, run on birsim with fresh random inputs (seed 1; the HLO was lowered
+with seed-0 arguments) and compared with ``jax.jit(f)`` through
+``neuronxcc.hlo.tolerances.mismatch`` (exact for integers and pred).
+"""
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+import ml_dtypes
+
+from neuronxcc.hlo.tolerances import mismatch
+from support.cli import run_ncc
+
+
+def R(seed): return np.random.RandomState(seed)
+def f32(r, *s, scale=1.0): return (r.randn(*s) * scale).astype(np.float32)
+
+# ---- GPT decode step
+V, D, NH, HD, L, T, F = 64, 32, 2, 16, 2, 16, 48
+def _rms(x, w): return x * lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * w
+def _rot(x, pos):  # x [NH, HD]
+    half = HD // 2
+    inv = 1.0 / (10000.0 ** (jnp.arange(half, dtype=jnp.float32) / half))
+    a = pos.astype(jnp.float32) * inv
+    c, s = jnp.cos(a), jnp.sin(a)
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+def gpt_decode(emb, wqkv, wo, w1, w2, w3, norms, kc, vc, tok, pos):
+    x = emb[tok]                                   # [D]
+    newk, newv = [], []
+    for l in range(L):
+        h = _rms(x, norms[l, 0])
+        qkv = h @ wqkv[l]
+        q, k, v = (t.reshape(NH, HD) for t in jnp.split(qkv, 3))
+        q, k = _rot(q, pos), _rot(k, pos)
+        kcl = lax.dynamic_update_slice(kc[l], k[:, None, :], (0, pos, 0))
+        vcl = lax.dynamic_update_slice(vc[l], v[:, None, :], (0, pos, 0))
+        s = jnp.einsum("hd,htd->ht", q, kcl) / np.float32(np.sqrt(HD))
+        s = jnp.where(jnp.arange(T)[None, :] <= pos, s, -1e30)
+        p = jax.nn.softmax(s, -1)
+        a = jnp.einsum("ht,htd->hd", p, vcl).reshape(D)
+        x = x + a @ wo[l]
+        h = _rms(x, norms[l, 1])
+        x = x + (jax.nn.silu(h @ w1[l]) * (h @ w3[l])) @ w2[l]
+        newk.append(kcl); newv.append(vcl)
+    logits = _rms(x, norms[L, 0]) @ emb.T
+    return logits, jnp.argmax(logits).astype(jnp.int32), jnp.stack(newk), jnp.stack(newv)
+def gpt_args(seed):
+    r = R(seed)
+    return [f32(r, V, D), f32(r, L, D, 3 * D, scale=D ** -.5), f32(r, L, D, D, scale=D ** -.5),
+            f32(r, L, D, F, scale=D ** -.5), f32(r, L, F, D, scale=F ** -.5), f32(r, L, D, F, scale=D ** -.5),
+            (1 + 0.1 * r.randn(L + 1, 2, D)).astype(np.float32),
+            f32(r, L, NH, T, HD), f32(r, L, NH, T, HD),
+            np.int32(r.randint(V)), np.int32(r.randint(1, T))]
+
+# ---- BERT encoder layer
+def _ln(x, g, b):
+    m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) * lax.rsqrt(v + 1e-12) * g + b
+def bert_layer(x, mask, wq, wk, wv, wo, g1, b1, w1, bb1, w2, bb2, g2, b2):
+    B, S, Dm = x.shape; nh = 4; hd = Dm // nh
+    def heads(t): return t.reshape(B, S, nh, hd).transpose(0, 2, 1, 3)
+    q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.float32(np.sqrt(hd))
+    s = s + (1.0 - mask[:, None, None, :].astype(jnp.float32)) * -10000.0
+    a = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, -1), v).transpose(0, 2, 1, 3).reshape(B, S, Dm)
+    x = _ln(x + a @ wo, g1, b1)
+    h = jax.nn.gelu(x @ w1 + bb1, approximate=False)
+    return _ln(x + h @ w2 + bb2, g2, b2)
+def bert_args(seed):
+    r = R(seed); B, S, Dm, Fh = 2, 24, 64, 128
+    lens = r.randint(4, S + 1, size=B)
+    mask = (np.arange(S)[None, :] < lens[:, None]).astype(np.int32)
+    return [f32(r, B, S, Dm), mask] + [f32(r, Dm, Dm, scale=Dm ** -.5) for _ in range(4)] + \
+        [(1 + 0.1 * r.randn(Dm)).astype(np.float32), f32(r, Dm, scale=.1), f32(r, Dm, Fh, scale=Dm ** -.5),
+         f32(r, Fh, scale=.1), f32(r, Fh, Dm, scale=Fh ** -.5), f32(r, Dm, scale=.1),
+         (1 + 0.1 * r.randn(Dm)).astype(np.float32), f32(r, Dm, scale=.1)]
+
+# ---- ResNet basic block NCHW
+def _bn(x, g, b, m, v): return (x - m[None, :, None, None]) * lax.rsqrt(v[None, :, None, None] + 1e-5) * g[None, :, None, None] + b[None, :, None, None]
+def resnet_block(x, w1, g1, b1, m1, v1, w2, g2, b2, m2, v2):
+    dn = ("NCHW", "OIHW", "NCHW")
+    y = lax.conv_general_dilated(x, w1, (1, 1), "SAME", dimension_numbers=dn)
+    y = jax.nn.relu(_bn(y, g1, b1, m1, v1))
+    y = lax.conv_general_dilated(y, w2, (1, 1), "SAME", dimension_numbers=dn)
+    return jax.nn.relu(_bn(y, g2, b2, m2, v2) + x)
+def resnet_args(seed):
+    r = R(seed); N, C, H = 2, 16, 8
+    def bn(): return [(1 + .1 * r.randn(C)).astype(np.float32), f32(r, C, scale=.1), f32(r, C, scale=.1), (0.5 + r.rand(C)).astype(np.float32)]
+    return [f32(r, N, C, H, H), f32(r, C, C, 3, 3, scale=(9 * C) ** -.5)] + bn() + [f32(r, C, C, 3, 3, scale=(9 * C) ** -.5)] + bn()
+
+# ---- Adam over a pytree
+def adam(params, grads, m, v, step):
+    b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8
+    t = step + 1
+    c1 = 1 - b1 ** t.astype(jnp.float32); c2 = 1 - b2 ** t.astype(jnp.float32)
+    m2 = jax.tree_util.tree_map(lambda m_, g: b1 * m_ + (1 - b1) * g, m, grads)
+    v2 = jax.tree_util.tree_map(lambda v_, g: b2 * v_ + (1 - b2) * g * g, v, grads)
+    p2 = jax.tree_util.tree_map(lambda p, mm, vv: p - lr * (mm / c1) / (jnp.sqrt(vv / c2) + eps), params, m2, v2)
+    return p2, m2, v2, t
+def adam_args(seed):
+    r = R(seed)
+    def tree(pos=False):
+        t = {"dense": {"w": f32(r, 20, 30), "b": f32(r, 30)}, "out": [f32(r, 30, 5), f32(r, 5)]}
+        return jax.tree_util.tree_map(lambda a: np.abs(a) if pos else a, t)
+    return [tree(), tree(), tree(), tree(True), np.int32(r.randint(0, 100))]
+
+# ---- scan RNN
+def rnn_scan(xs, h0, wx, wh, b):
+    def cell(h, x):
+        h = jnp.tanh(x @ wx + h @ wh + b)
+        return h, h.sum(-1)
+    h, ys = lax.scan(cell, h0, xs)
+    return h, ys
+def rnn_args(seed):
+    r = R(seed); T_, B, I, H = 10, 4, 8, 16
+    return [f32(r, T_, B, I), f32(r, B, H), f32(r, I, H, scale=I ** -.5), f32(r, H, H, scale=H ** -.5), f32(r, H, scale=.1)]
+
+# ---- vmap matmul with broadcasting
+def vmap_mm(a, b, c):
+    f = jax.vmap(lambda x, y: x @ y + c, in_axes=(0, None))
+    return jax.vmap(f, in_axes=(0, None))(a, b)
+def vmap_args(seed):
+    r = R(seed); return [f32(r, 3, 5, 7, 11), f32(r, 11, 13), f32(r, 1, 13)]
+
+# ---- one_hot + CE + grad
+def ce_loss(w, x, labels):
+    logits = x @ w
+    oh = jax.nn.one_hot(labels, w.shape[1])
+    return -jnp.mean(jnp.sum(oh * jax.nn.log_softmax(logits), -1))
+def ce_grad(w, x, labels):
+    l, g = jax.value_and_grad(ce_loss)(w, x, labels)
+    return l, g
+def ce_args(seed):
+    r = R(seed); return [f32(r, 16, 10, scale=.25), f32(r, 32, 16), r.randint(0, 10, size=32).astype(np.int32)]
+
+# ---- take_along_axis
+def take_along(x, idx): return jnp.take_along_axis(x, idx, axis=1), jnp.take_along_axis(x, idx[:, :1], axis=1)
+def take_args(seed):
+    r = R(seed); return [f32(r, 7, 33), r.randint(0, 33, size=(7, 9)).astype(np.int32)]
+
+# ---- argsort / sort last axis
+def sorts(x, y): return jnp.sort(x, -1), jnp.argsort(x, -1).astype(jnp.int32), jnp.sort(y, -1)
+def sort_args(seed):
+    r = R(seed); return [f32(r, 6, 50), r.randint(-100, 100, size=(4, 37)).astype(np.int32)]
+
+# ---- cumprod/cummax
+def cums(x, y): return jnp.cumprod(x, 1), lax.cummax(x, 1), lax.cummax(y, 0), lax.cummin(x, 0)
+def cum_args(seed):
+    r = R(seed); return [(0.8 + 0.4 * r.rand(5, 40)).astype(np.float32), r.randint(-1000, 1000, size=(30, 6)).astype(np.int32)]
+
+# ---- where broadcasting
+def where_bc(c, x, y): return jnp.where(c[:, None], x, y[None, :]), jnp.where(x > 0, x, 0.0)
+def where_args(seed):
+    r = R(seed); return [r.rand(9) > .5, f32(r, 9, 21), f32(r, 21)]
+
+# ---- int div/mod negative
+def intdiv(a, b): return a // b, a % b, lax.div(a, b), lax.rem(a, b), jnp.floor_divide(a, 7), a % -5
+def intdiv_args(seed):
+    r = R(seed)
+    b = r.randint(-50, 50, size=(16, 24)).astype(np.int32); b[b == 0] = 3
+    return [r.randint(-10000, 10000, size=(16, 24)).astype(np.int32), b]
+
+# ---- mixed bf16/f32 preferred_element_type
+def mixed(a, b, c):
+    y = lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    z = (y + c).astype(jnp.bfloat16)
+    return y, z, jnp.sum(z.astype(jnp.float32), -1)
+def mixed_args(seed):
+    r = R(seed)
+    return [f32(r, 40, 64).astype(ml_dtypes.bfloat16), f32(r, 64, 24).astype(ml_dtypes.bfloat16), f32(r, 24)]
+
+# ---- reductions axis 0 of [300,700]
+def red0(x): return x.sum(0), x.max(0), x.min(0), jnp.mean(x, 0)
+def red0_args(seed): return [f32(R(seed), 300, 700)]
+
+# ---- multi-dtype outputs
+def multi(x, i): return x * 2, (x > 0), (i * 3).astype(jnp.int32), x.astype(jnp.bfloat16), x.astype(jnp.float16), i.astype(jnp.uint8), x.astype(jnp.int32)
+def multi_args(seed):
+    r = R(seed); return [f32(r, 5, 6, scale=10), r.randint(0, 80, size=(5, 6)).astype(np.int32)]
+
+# ---- odd shapes
+def odd(a, b, c, s, d): return a * 2 + s, jnp.tanh(b) * s, c.T @ c, s * s + 1, d.sum((1, 3)), jnp.exp(d) 
+def odd_args(seed):
+    r = R(seed); return [f32(r, 1, 1), f32(r, 1, 4097), f32(r, 129, 3), np.float32(r.randn()), f32(r, 2, 3, 4, 5)]
+
+# ===== batch 2: edge semantics
+def dyn_slice_clamp(x, i, j):
+    return lax.dynamic_slice(x, (i, j), (4, 5)), lax.dynamic_update_slice(x, jnp.ones((3, 3), x.dtype), (i, j))
+def dsc_args(seed):
+    r = R(seed); return [f32(r, 10, 12), np.int32(8 + seed), np.int32(-3 + 20 * seed)]
+def gather_oob(x, idx):
+    return jnp.take(x, idx, axis=0), jnp.take(x, idx, axis=0, mode="clip"), x.at[idx].get(mode="fill", fill_value=-1.0)
+def goob_args(seed):
+    r = R(seed); return [f32(r, 8, 5), np.array([0, 7, 8, 11, -1, -9, 3], np.int32)]
+def segsum(data, seg):
+    return jax.ops.segment_sum(data, seg, num_segments=6), jax.ops.segment_max(data, seg, num_segments=6), jnp.bincount(seg, length=6)
+def seg_args(seed):
+    r = R(seed); return [f32(r, 40, 3), r.randint(0, 5, size=40).astype(np.int32)]
+def nan_inf(x):
+    return jnp.max(x, -1), jnp.log(jnp.abs(x)), jax.nn.softmax(x, -1), jnp.minimum(x, 0.0), jnp.sort(x, -1)
+def nan_args(seed):
+    r = R(seed); x = f32(r, 6, 8); x[0, 3] = np.nan; x[1, :] = -np.inf; x[2, 2] = np.inf; x[3, 0] = 0.0; x[4, 1] = -0.0
+    return [x]
+def conv_f2i(x):
+    return x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.int8), jnp.round(x), jnp.floor(x), jnp.ceil(x), jnp.sign(x), jnp.trunc(x)
+def f2i_args(seed):
+    r = R(seed); x = (r.randn(4, 16) * 100).astype(np.float32); x[0, :6] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]
+    x[1, :4] = [3e9, -3e9, 255.7, -1.2]
+    return [x]
+def bits(a, b, x):
+    return a << (b & 31), lax.shift_right_logical(a, b & 31), a >> (b & 31), a ^ b, ~a, lax.population_count(a), \
+        lax.bitcast_convert_type(x, jnp.int32), lax.clz(a), a * b
+def bits_args(seed):
+    r = R(seed); return [r.randint(-2**31, 2**31 - 1, size=(5, 7), dtype=np.int64).astype(np.int32),
+                         r.randint(0, 40, size=(5, 7)).astype(np.int32), f32(r, 5, 7)]
+def transc(x, y):
+    return jnp.expm1(x), jnp.log1p(jnp.abs(x)), jnp.arctan2(x, y), jnp.power(jnp.abs(x), y), jax.scipy.special.erf(x), \
+        jnp.sinh(x), jnp.arcsin(jnp.clip(x, -1, 1)), jnp.cbrt(x), lax.logistic(x), jnp.tan(x * 0.5)
+def transc_args(seed):
+    r = R(seed); return [f32(r, 8, 16), f32(r, 8, 16)]
+def special(x): return jax.scipy.special.erfinv(jnp.clip(x, -0.99, 0.99)), jax.scipy.special.gammaln(jnp.abs(x) + 0.1), jax.scipy.special.digamma(jnp.abs(x) + 0.1)
+def special_args(seed): return [f32(R(seed), 4, 9)]
+def int_mm(a, b): return a @ b, jnp.sum(a, 0), jnp.prod(a[:3, :4], 1)
+def intmm_args(seed):
+    r = R(seed); return [r.randint(-50, 50, size=(20, 30)).astype(np.int32), r.randint(-50, 50, size=(30, 9)).astype(np.int32)]
+def pools(x):
+    avg = lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), "SAME") / 9.0
+    mx = lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 1, 1, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    return avg, mx, jnp.mean(x, (1, 2))
+def pools_args(seed): return [f32(R(seed), 2, 9, 9, 5)]
+def maxpool_grad(x):
+    f = lambda x: jnp.sum(lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2)
+    return jax.grad(f)(x)
+def mpg_args(seed): return [f32(R(seed), 2, 8, 8, 3)]
+def pads(x):
+    return lax.pad(x, 0.5, ((1, 2, 1), (-1, 3, 0))), jnp.pad(x, ((2, 2), (0, 1)), mode="reflect"), jnp.flip(x, 0), jnp.roll(x, 3, 1), jnp.tile(x, (2, 1))
+def pads_args(seed): return [f32(R(seed), 5, 7)]
+def causal_conv1d(x, w):
+    return lax.conv_general_dilated(x, w, (1,), ((4, 0),), rhs_dilation=(2,), dimension_numbers=("NWC", "WIO", "NWC"))
+def cc1_args(seed):
+    r = R(seed); return [f32(r, 2, 30, 6), f32(r, 3, 6, 8, scale=.3)]
+def bool_red(x, m): return jnp.any(m, 1), jnp.all(m, 0), jnp.sum(m, 1).astype(jnp.int32), jnp.count_nonzero(x > 0.5, 1).astype(jnp.int32), m & (x > 0)
+def boolred_args(seed):
+    r = R(seed); return [f32(r, 7, 13), r.rand(7, 13) > 0.3]
+def small_ints(a, b):
+    return a + b, a * b, a // jnp.where(b == 0, 1, b), jnp.maximum(a, b), a.astype(jnp.int32) + 1000, (a.astype(jnp.uint16) * 300)
+def sint_args(seed):
+    r = R(seed); return [r.randint(-128, 128, size=(6, 10)).astype(np.int8), r.randint(-128, 128, size=(6, 10)).astype(np.int8)]
+def fori_dyn(x, n):
+    return lax.fori_loop(0, n, lambda i, c: c * 0.9 + jnp.sin(c + i.astype(jnp.float32)), x), \
+        lax.while_loop(lambda c: c[0] < 100.0, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1), (jnp.abs(x[0, 0]), 0))
+def fori_args(seed):
+    r = R(seed); return [f32(r, 4, 6), np.int32(5 + 3 * seed)]
+def resnet_down(x, w1, w2, wp):
+    dn = ("NHWC", "HWIO", "NHWC")
+    y = jax.nn.relu(lax.conv_general_dilated(x, w1, (2, 2), ((1, 1), (1, 1)), dimension_numbers=dn))
+    y = lax.conv_general_dilated(y, w2, (1, 1), "SAME", dimension_numbers=dn)
+    sc = lax.conv_general_dilated(x, wp, (2, 2), "VALID", dimension_numbers=dn)
+    return jax.nn.relu(y + sc)
+def rdown_args(seed):
+    r = R(seed); return [f32(r, 2, 10, 10, 8), f32(r, 3, 3, 8, 16, scale=.12), f32(r, 3, 3, 16, 16, scale=.08), f32(r, 1, 1, 8, 16, scale=.3)]
+def gpt_bf16(x, w1, w2, g):
+    h = _rms(x.astype(jnp.float32), g).astype(jnp.bfloat16)
+    return (jax.nn.silu(h @ w1) @ w2)
+def gbf_args(seed):
+    r = R(seed); return [f32(r, 16, 64).astype(ml_dtypes.bfloat16), f32(r, 64, 96, scale=.125).astype(ml_dtypes.bfloat16),
+                         f32(r, 96, 64, scale=.1).astype(ml_dtypes.bfloat16), (1 + .1 * r.randn(64)).astype(np.float32)]
+def cum_rev(x, y):
+    return lax.cumsum(x, 0, reverse=True), jnp.cumsum(y, 1)
+
+
+def cum_rev_args(seed):
+    r = R(seed)
+    return [f32(r, 300, 4), r.randint(-5, 5, size=(3, 500)).astype(np.int32)]
+
+
+# name -> (function, argument builder); the argument builders return pytrees of numpy arrays
+PROGRAMS = {
+    "gpt_decode_step": (gpt_decode, gpt_args),
+    "bert_encoder_layer": (bert_layer, bert_args),
+    "resnet_basic_block_nchw": (resnet_block, resnet_args),
+    "resnet_downsample_block_nhwc": (resnet_down, rdown_args),
+    "adam_pytree": (adam, adam_args),
+    "rnn_scan": (rnn_scan, rnn_args),
+    "fori_and_while_dynamic_trips": (fori_dyn, fori_args),
+    "vmap_matmul_broadcast": (vmap_mm, vmap_args),
+    "one_hot_cross_entropy_grad": (ce_grad, ce_args),
+    "take_along_axis": (take_along, take_args),
+    "sort_argsort_last_axis": (sorts, sort_args),
+    "cumprod_cummax_cummin": (cums, cum_args),
+    "cumsum_reverse": (cum_rev, cum_rev_args),
+    "where_broadcast": (where_bc, where_args),
+    "int_div_mod_negative": (intdiv, intdiv_args),
+    "int_bits_shifts_wrap": (bits, bits_args),
+    "int_matmul_sum_prod": (int_mm, intmm_args),
+    "int8_uint16_arith": (small_ints, sint_args),
+    "bf16_f32_preferred_element_type": (mixed, mixed_args),
+    "bf16_gated_mlp": (gpt_bf16, gbf_args),
+    "reduce_axis0_300x700": (red0, red0_args),
+    "outputs_of_many_dtypes": (multi, multi_args),
+    "odd_shapes": (odd, odd_args),
+    "dynamic_slice_clamped_starts": (dyn_slice_clamp, dsc_args),
+    "gather_out_of_bounds_modes": (gather_oob, goob_args),
+    "segment_sum_max_bincount": (segsum, seg_args),
+    "nan_inf_propagation": (nan_inf, nan_args),
+    "float_to_int_rounding": (conv_f2i, f2i_args),
+    "transcendentals": (transc, transc_args),
+    "erfinv_gammaln_digamma": (special, special_args),
+    "avg_max_pool_padded": (pools, pools_args),
+    "maxpool_grad_select_and_scatter": (maxpool_grad, mpg_args),
+    "pad_interior_negative_reflect_roll": (pads, pads_args),
+    "causal_dilated_conv1d": (causal_conv1d, cc1_args),
+    "bool_reductions": (bool_red, boolred_args),
+}
+
+
+def _leaves(tree):
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(tree)]
+
+
+def _compile(model, out_dir):
+    neff = os.path.join(out_dir, "out.neff")
+    r = run_ncc(["compile", model, "--framework", "XLA", "--target", "trn1", "--output", neff], cwd=out_dir)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    assert os.path.exists(neff)
+    return neff
+
+
+def _check_outputs(neff, fn, args, inputs=None):
+    from neuronxcc.starfish.birsim import run_neff
+    outs = run_neff(neff, inputs if inputs is not None else _leaves(args))
+    ref = _leaves(jax.jit(fn)(*args))
+    assert len(outs) == len(ref)
+    problems = ["output%d: %s" % (k, why) for k, (a, e) in enumerate(zip(outs, ref))
+                for why in [mismatch(np.asarray(a), e)] if why]
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program_end_to_end(name, tmp_path):
+    fn, make_args = PROGRAMS[name]
+    model = tmp_path / "model.hlo_module.pb"
+    model.write_bytes(jax.jit(fn).lower(*make_args(0)).compiler_ir("hlo").as_serialized_hlo_module_proto())
+    neff = _compile(str(model), str(tmp_path))
+    _check_outputs(neff, fn, make_args(1))      # fresh inputs, not the ones the HLO was lowered with
+
+
+def _dense(x, w, b):
+    return jax.nn.relu(x @ w + b), jnp.sum(x, -1)
+
+
+def _dense_args(seed):
+    r = R(seed)
+    return [f32(r, 5, 8), f32(r, 8, 4), f32(r, 4)]
+
+
+def test_hlo_text_without_extension_and_neff_io_names(tmp_path):
+    """HLO text in a file named ``model`` (format found from the content), with
+    neff_input_names on the entry parameters and neff_output_names on the root: the
+    NEFF's variables carry those names (neff-info) and the program still computes."""
+    text = jax.jit(_dense).lower(*_dense_args(0)).compiler_ir("hlo").as_hlo_text()
+    head, entry = text.split("\nENTRY ", 1)
+    names = ["tokens", "weight", "bias"]
+    entry = re.sub(r"parameter\((\d)\)",
+                   lambda m: '%s, frontend_attributes={neff_input_names="%s"}' % (m.group(0), names[int(m.group(1))]),
+                   entry)
+    entry, n = re.subn(r"(ROOT tuple\.\d+ = [^\n]*\))\n",
+                       '\\1, frontend_attributes={neff_output_names="act,rowsum"}\n', entry)
+    assert n == 1
+    model = tmp_path / "model"
+    model.write_text(head + "\nENTRY " + entry)
+    neff = _compile(str(model), str(tmp_path))
+    info = run_ncc(["neff-info", neff])
+    assert info.returncode == 0, info.stderr[-2000:]
+    inputs = info.stdout.split("Inputs (3):", 1)[1].split("Outputs", 1)[0].split()
+    outputs = info.stdout.split("Outputs (2):", 1)[1].split()
+    assert [inputs[i] for i in (0, 6, 12)] == names, info.stdout
+    assert [outputs[i] for i in (0, 6)] == ["act", "rowsum"], info.stdout
+    _check_outputs(neff, _dense, _dense_args(1))
+
+
+def _gelu_bf16_weight(x, w, b):
+    return jax.nn.gelu(x @ w.astype(jnp.float32) + b)
+
+
+def test_torch_neuronx_model_directory(tmp_path):
+    """metadata.json + graph.hlo (HloModuleProto) + weights/*.npy (bf16 stored as |V2),
+    weights bound by parameter name; the NEFF still takes every parameter as an input."""
+    r = R(0)
+    x, w, b = f32(r, 6, 8), f32(r, 8, 4).astype(ml_dtypes.bfloat16), f32(r, 4)
+    comp = jax.jit(_gelu_bf16_weight).lower(x, w, b).compiler_ir("hlo")
+    pb = comp.as_serialized_hlo_module_proto()
+    pnames = re.findall(r"(\S+) = \S+ parameter\((\d)\)", comp.as_hlo_text().split("\nENTRY ", 1)[1])
+    pnames = [n for n, _ in sorted(pnames, key=lambda t: int(t[1]))]
+    d = tmp_path / "model"
+    (d / "weights").mkdir(parents=True)
+    (d / "graph.hlo").write_bytes(pb)
+    np.save(str(d / "weights" / "w.npy"), w.view(np.dtype("V2")))
+    np.save(str(d / "weights" / "b.npy"), b)
+    (d / "metadata.json").write_text(json.dumps(
+        {"model_files": "graph.hlo", "version": "1.0", "weights": {pnames[1]: "weights/w.npy", pnames[2]: "weights/b.npy"}}))
+    neff = _compile(str(d), str(tmp_path))
+    x1 = f32(R(1), 6, 8)
+    _check_outputs(neff, _gelu_bf16_weight, [x1, w, b])
