@@ -97,6 +97,15 @@ def _element_texts(arr, et):
     return out
 
 
+def _empty_literal_text(dims):
+    """A zero-size array as XLA prints it: one brace level per dimension down to the
+    first zero-size one (f32[2,0] is ``{ {}, {} }``)."""
+    if dims[0] == 0:
+        return "{}"
+    inner = _empty_literal_text(dims[1:])
+    return "{ %s }" % ", ".join([inner] * dims[0])
+
+
 def literal_text(value, shape):
     if shape.is_tuple:
         return "(%s)" % ", ".join(literal_text(v, s) for v, s in zip(value, shape.tuple_shapes))
@@ -105,7 +114,7 @@ def literal_text(value, shape):
     if arr.ndim == 0:
         return _element_texts(arr.reshape(1), et)[0]
     if 0 in arr.shape:
-        return "{}"
+        return _empty_literal_text(arr.shape)
     items = _element_texts(arr, et)
     dims = list(arr.shape)
     # group the innermost dimension, then wrap outward

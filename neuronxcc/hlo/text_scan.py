@@ -352,13 +352,14 @@ def parse_literal(sc, shape, depth=0):
     if sc.text.startswith("{...}", sc.pos):
         raise sc.error("constant values are elided ({...}); print the HLO with large constants included")
     if sc.text.startswith("{", sc.pos):
-        depth2, i = 0, None
+        depth2, deepest, i = 0, 0, None
         for m in _LITERAL_PUNCT.finditer(sc.text, sc.pos):  # numbers between braces are skipped in C
             ch = m.group(0)
             if ch in "()" and _in_nan_payload(sc.text, m.start()):
                 continue  # nan(0x...) payload
             if ch == "{":
                 depth2 += 1
+                deepest = max(deepest, depth2)
             elif ch == "}":
                 depth2 -= 1
                 if depth2 == 0:
@@ -368,6 +369,12 @@ def parse_literal(sc, shape, depth=0):
                 raise sc.error("unexpected %r in an array constant" % ch, m.start())
         if i is None:
             raise sc.error("unbalanced braces in constant", start)
+        # as XLA's parser: one level of braces per dimension, down to the first zero-size one
+        zero = [k for k, d in enumerate(shape.dims) if d == 0]
+        want = zero[0] + 1 if zero else shape.rank
+        if deepest != want:
+            raise sc.error("constant of shape %s needs %d levels of braces, not %d"
+                           % (shape.to_text(False), want, deepest), start)
         body = sc.text[sc.pos:i + 1]
         sc.pos = i + 1
         tokens = body.replace("{", " ").replace("}", " ").replace(",", " ").split()

@@ -216,3 +216,25 @@ ENTRY e {
     from neuronxcc.errors import HloParseError
     with pytest.raises(HloParseError, match="used twice in computation e"):
         parse_hlo_text(text.replace("b.2 = f32[4] negate(b)", "p = f32[4] negate(b)"))
+
+
+@pytest.mark.parametrize("dims", [(0,), (2, 0), (0, 3), (2, 3, 0), (1, 0, 2)])
+def test_zero_size_constants_print_as_xla_reads_them(dims):
+    from neuronxcc.hlo import HloComputation, HloInstruction, HloModule, Shape
+    c = HloInstruction("c", "constant", Shape("f32", dims), literal=np.zeros(dims, np.float32))
+    comp = HloComputation("main", [c], root=c)
+    text = HloModule("m", [comp], comp).to_text()
+    xla = _xla().hlo_module_from_text(text)        # XLA's parser refuses f32[2,0] {}
+    assert load_module(xla.as_serialized_hlo_module_proto()).entry.root.literal.shape == dims
+    assert parse_hlo_text(text).entry.root.literal.shape == dims
+
+
+@pytest.mark.parametrize("dims,value", [("1", "{{1}}"), ("2,2", "{1,2,3,4}"), ("", "{1}"), ("2,0", "{}"),
+                                        ("1,1", "{{{1}}}")])
+def test_constant_brace_levels_must_match_the_rank(dims, value):
+    from neuronxcc.errors import HloParseError
+    text = "HloModule m\n\nENTRY e {\n  ROOT c = f32[%s] constant(%s)\n}\n" % (dims, value)
+    with pytest.raises(Exception):
+        _xla().hlo_module_from_text(text)          # XLA refuses each of these too
+    with pytest.raises(HloParseError, match="levels of braces"):
+        parse_hlo_text(text)
