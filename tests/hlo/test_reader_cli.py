@@ -18,7 +18,7 @@ ENTRY main {
 """
 
 CASES = {
-    "empty": (b"", "NCC_E"),
+    "empty": (b"", "NCC_EINP001"),    # the driver checks the file before any reader
     "truncated_proto": (None, "NCC_EHLO001"),
     "corrupt": (b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01garbage", "NCC_EHLO001"),
     "syntax": (GOOD.replace("add(p0, p1)", "add(p0, p1").encode(), "NCC_EHLO001"),
