@@ -181,6 +181,9 @@ def bench_corpus(runs, names):
     """[(name, instructions, birsim s, sim-only s, XLA s, error)] for compiled corpus programs."""
     import tempfile
 
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
     import benchlib as bl
     bl.setup_paths()
     from support import corpus
