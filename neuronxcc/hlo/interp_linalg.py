@@ -8,7 +8,9 @@ dots accumulate in the result type, wrapping.
 
 Convolution supports any dim_labels, padding (incl. negative), lhs (base)
 and rhs (window) dilation, window reversal, feature_group_count and
-batch_group_count. It is evaluated as im2col + batched matmul.
+batch_group_count. It is evaluated as im2col + batched matmul, or, when
+the im2col matrix would exceed IM2COL_MAX_BYTES (large windows, e.g. a weight
+gradient's), as a sum of matmuls over kernel positions.
 
 fft (FFT, IFFT, RFFT, IRFFT over the trailing len(fft_length) dimensions) is
 numpy's, computed in double precision and rounded to the result type.
@@ -19,6 +21,9 @@ from neuronxcc.errors import HloVerifyError
 from neuronxcc.hlo.interp_attrs import conv_dims, dot_dims, int_attr, int_list, str_attr, window
 from neuronxcc.hlo.interp_base import cast, dtype_of, handler, is_float
 from neuronxcc.hlo.interp_shape import pad
+
+# Largest im2col matrix a convolution builds (bytes); above it, one matmul per kernel position.
+IM2COL_MAX_BYTES = 256 << 20
 
 
 def accumulate_dtype(out_dt, *in_dts):
@@ -111,6 +116,9 @@ def h_convolution(ev, inst, args):
         return _layout_out(r, cd, out_dt)
     cg = C // fgc
     og = O // fgc
+    if N * P * C * Kn * x.dtype.itemsize > IM2COL_MAX_BYTES:
+        r = _conv_by_kernel_position(v, k, fgc, out_sp, ksz)
+        return _layout_out(r, cd, out_dt)
     vg = v.reshape((N, fgc, cg) + tuple(out_sp) + tuple(ksz))
     vg = np.moveaxis(vg, 1, 0)                                 # [G, N, cg, out..., k...]
     vg = np.moveaxis(vg, 2, 2 + nsp)                           # [G, N, out..., cg, k...]
@@ -121,6 +129,25 @@ def h_convolution(ev, inst, args):
     r = np.moveaxis(r, -1, 1)                                  # [G, og, N, out...]
     r = np.moveaxis(r, 2, 0).reshape((N, O) + tuple(out_sp))
     return _layout_out(r, cd, out_dt)
+
+
+def _conv_by_kernel_position(v, k, fgc, out_sp, ksz):
+    """The grouped convolution as a sum over kernel positions of [N*P, cg] x [cg, og]
+    matmuls: working memory of the order of the output instead of im2col's N*P*C*Kn."""
+    N, C = v.shape[:2]
+    O = k.shape[0]
+    cg, og = C // fgc, O // fgc
+    P = int(np.prod(out_sp, dtype=np.int64))
+    r = np.zeros((fgc, N * P, og), v.dtype)
+    for kk in np.ndindex(*ksz):
+        vk = v[(Ellipsis,) + kk]                                   # [N, C, out...] (a view)
+        a = np.moveaxis(vk.reshape(N, fgc, cg, P), 1, 0)           # [G, N, cg, P]
+        a = np.moveaxis(a, 2, 3).reshape(fgc, N * P, cg)           # [G, N*P, cg]
+        kg = k[(slice(None), slice(None)) + kk].reshape(fgc, og, cg)
+        r += np.matmul(a, np.transpose(kg, (0, 2, 1)))
+    r = r.reshape((fgc, N) + tuple(out_sp) + (og,))
+    r = np.moveaxis(r, -1, 1)                                      # [G, og, N, out...]
+    return np.moveaxis(r, 2, 0).reshape((N, O) + tuple(out_sp))
 
 
 def _layout_out(r, cd, out_dt):

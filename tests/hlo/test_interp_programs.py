@@ -178,3 +178,22 @@ def test_program_matches_xla(name):
     fn, args = PROGRAMS[name]
     problems = interpreter_mismatches(fn, args)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", ["conv_relu_maxpool", "conv_variants", "conv_grads"])
+def test_convolution_by_kernel_position_matches_xla(name, monkeypatch):
+    # the path a convolution takes when its im2col matrix would be too large (forced here)
+    from neuronxcc.hlo import interp_linalg
+    from support import corpus
+    monkeypatch.setattr(interp_linalg, "IM2COL_MAX_BYTES", 0)
+    program = corpus.get(name)
+    problems = interpreter_mismatches(program.fn, program.make_args(0, "small"))
+    assert not problems, "\n".join(problems)
+
+
+def test_transposed_depthwise_dilated_conv_by_kernel_position(monkeypatch):
+    from neuronxcc.hlo import interp_linalg
+    monkeypatch.setattr(interp_linalg, "IM2COL_MAX_BYTES", 0)
+    fn, args = PROGRAMS["conv_transpose_depthwise_dilated"]
+    problems = interpreter_mismatches(fn, args)
+    assert not problems, "\n".join(problems)
