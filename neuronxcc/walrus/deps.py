@@ -50,6 +50,8 @@ from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program, operands
 
 
 def stream_of(instr):
+    if instr.name == BALANCE_NAME and instr.signals:
+        return instr.signals[0][0]        # a nop standing for that stream's signals
     if instr.opcode == "dma_copy":
         return "Q_%s_%s" % (instr.engine, instr.attrs.get("queue", "q0"))
     return "S_" + instr.engine
@@ -85,6 +87,12 @@ def accesses(prog, physical=True, aps=None):
     rows = []
     for site in prog.sites:
         ins = site.instr
+        if ins.name == COND_NAME:
+            r = _guarded_cond(site)
+            if r is not None:
+                rows.append((memids.setdefault(("REG", r), len(memids)), 0, site.pos, 0, 1, 0, 1))
+                if aps is not None:
+                    aps.append(None)
         for ap, w in operands(ins):
             key, plo, phi, blo, bhi = prog.box(ap, site.loops, physical)
             rows.append((memids.setdefault(key, len(memids)), int(w), site.pos, plo, phi, blo, bhi))
@@ -113,6 +121,16 @@ def accesses(prog, physical=True, aps=None):
         return z, z, z, z, z, z, z
     a = np.array(rows, dtype=np.int64)
     return tuple(np.ascontiguousarray(a[:, k]) for k in range(7))
+
+
+def _guarded_cond(site):
+    """The condition register of the If a ``walrus.cond`` nop stands before."""
+    for node in site.owner[site.index + 1:]:
+        if node.kind == "if":
+            return str(node.cond)
+        if not (node.kind == "inst" and node.name == COND_NAME):
+            return None
+    return None
 
 
 def _common_loops(a, b):
@@ -188,16 +206,21 @@ def counter_register(li):
     return "walrus_n%d" % li.dyn_index
 
 
-def signal_counts(prog, signalling):
+def signal_counts(prog, signalling, entries=None):
     """{pos: Expr} count of its stream's signals when that instance completes.
 
-    count = (signals of the static structure before it, affine in the loop
-    variables, dynamic regions counted as empty) + sum over dynamic regions R
-    of S_R(stream) * n_R, where S_R is one execution's signals of R's body
-    (its own dynamic regions excluded) and n_R the register counting R's
-    completed executions (cumulative over the whole run; during an execution
-    of R it is that execution's index).
+    ``signalling``: {pos: increment} (or a set: increment 1). count =
+    (signals of the static structure before it, affine in the loop variables,
+    While bodies counted as empty, an If as one of its branches: ``balance_ifs``
+    made both branches give every stream the same number of signals) + sum
+    over While bodies R of S_R(stream) * n_R, where S_R is one execution's
+    signals of R's body (its own While bodies excluded) and n_R the register
+    counting R's completed executions (cumulative over the whole run; during
+    an execution of R it is that execution's index). ``entries``, a dict,
+    receives {(id(If node), stream): count when the If starts}.
     """
+    if not isinstance(signalling, dict):
+        signalling = {p: 1 for p in signalling}
     from neuronxcc.walrus.program import _block_kind
     pel = _pel()
     pos_of = {id(s.instr): s.pos for s in prog.sites}
@@ -213,10 +236,14 @@ def signal_counts(prog, signalling):
             if node.kind == "inst":
                 p = pos_of[id(node)]
                 if p in signalling:
-                    acc[streams[p]] = acc.get(streams[p], 0) + 1
+                    acc[streams[p]] = acc.get(streams[p], 0) + signalling[p]
             elif node.kind == "loop":
                 for st, n in static_signals(node.body).items():
                     acc[st] = acc.get(st, 0) + n * node.trip_count
+            elif node.kind == "if":
+                t, e = static_signals(node.then_body), static_signals(node.else_body)
+                for st in set(t) | set(e):
+                    acc[st] = acc.get(st, 0) + max(t.get(st, 0), e.get(st, 0))
         cache[key] = acc
         return acc
 
@@ -229,7 +256,7 @@ def signal_counts(prog, signalling):
                 p = pos_of[id(node)]
                 if p in signalling:
                     st = streams[p]
-                    prefix[st] = prefix.get(st, pel.const(0)) + 1
+                    prefix[st] = prefix.get(st, pel.const(0)) + signalling[p]
                     out[p] = prefix[st]
             elif node.kind == "loop":
                 per = static_signals(node.body)
@@ -240,6 +267,15 @@ def signal_counts(prog, signalling):
                 walk(node.body, inner)
                 for st, n in per.items():
                     prefix[st] = prefix.get(st, pel.const(0)) + n * node.trip_count
+            elif node.kind == "if":
+                if entries is not None:
+                    for st, v in prefix.items():
+                        entries[(id(node), st)] = v
+                walk(node.then_body, dict(prefix))
+                walk(node.else_body, dict(prefix))
+                t, e = static_signals(node.then_body), static_signals(node.else_body)
+                for st in set(t) | set(e):
+                    prefix[st] = prefix.get(st, pel.const(0)) + max(t.get(st, 0), e.get(st, 0))
             else:
                 for sub in _block_kind(node)[1]:
                     walk(sub, dict(prefix))
@@ -247,15 +283,19 @@ def signal_counts(prog, signalling):
     walk(prog.module.body, {})
     glob = {}
     for li in prog.loops:
-        if li.kind not in DYNAMIC:
+        if li.kind != "while":
             continue
-        body = li.node.body if li.kind == "while" else (li.node.then_body if li.kind == "then" else li.node.else_body)
-        for st, n in static_signals(body).items():
+        for st, n in static_signals(li.node.body).items():
             glob[st] = glob.get(st, pel.const(0)) + pel.var(counter_register(li)) * n
     for p in out:
         g = glob.get(streams[p])
         if g is not None:
             out[p] = out[p] + g
+    if entries is not None:
+        for k in entries:
+            g = glob.get(k[1])
+            if g is not None:
+                entries[k] = entries[k] + g
     return out
 
 
@@ -263,18 +303,28 @@ def _last_value(li):
     return li.start + (li.trip - 1) * li.step
 
 
-def wait_value(prog, counts, dep):
+def wait_value(prog, counts, dep, entries=None):
     """The Expr dst waits for: src's count at its latest instance before dst's instance.
 
     src's regions that do not hold dst: a Loop at its last iteration, a
-    dynamic region at its previous execution (n_R - 1). A loop-carried dep:
-    the carrying Loop's variable one step back, or the carrying While's
-    counter one trip back. The value never exceeds the count of the source
+    While body at its previous execution (n_R - 1); an If branch needs
+    nothing (counts are static: the branch not taken gives the same signals
+    through ``walrus.balance`` nops, so src's count in this instance of the
+    If bounds its latest real instance from above). A loop-carried dep: the
+    carrying Loop's variable d steps back, or the carrying While's counter
+    one trip back; src's While bodies inside the carrying Loop at their
+    previous execution. The value never exceeds the count of the source
     stream's signals that precede dst in program order (so no deadlock).
     """
     pel = _pel()
     sa, sb = prog.sites[dep.src], prog.sites[dep.dst]
     common = set(id(li) for li in _common_loops(sa, sb))
+    outer = next((li for li in sa.loops if id(li) not in common), None)
+    if dep.carried is None and outer is not None and outer.kind in ("then", "else") \
+            and any(li.node is outer.node for li in sb.loops):
+        # src in one branch, dst in the other: src's latest instance ran before this If
+        v = (entries or {}).get((id(outer.node), stream_of(sa.instr)))
+        return v if v is not None and not (v.is_const() and int(v) <= 0) else None
     subs = {}
     for li in sa.loops:
         if id(li) in common:
@@ -283,10 +333,17 @@ def wait_value(prog, counts, dep):
             if not li.trip:
                 return None      # the source never runs: nothing to wait for
             subs[li.var] = _last_value(li)
-        else:
+        elif li.kind == "while":
             r = counter_register(li)
             subs[r] = pel.var(r) - 1
     if dep.carried is not None:
+        inside = False
+        for li in sa.loops:
+            if li is dep.carried:
+                inside = True
+            elif inside and li.kind == "while" and id(li) in common:
+                r = counter_register(li)
+                subs[r] = pel.var(r) - 1
         if dep.carried.kind == "loop":
             subs[dep.carried.var] = pel.var(dep.carried.var) - dep.carried.step * dep.distance
         else:
@@ -296,13 +353,23 @@ def wait_value(prog, counts, dep):
     return e.subs(subs) if subs else e
 
 
-def materialize(prog, deps):
-    """Replace every instruction's waits/signals by those that enforce ``deps``."""
-    signalling = {d.src for d in deps}
-    counts = signal_counts(prog, signalling)
+def materialize(prog, deps, signalling=None):
+    """Replace every instruction's waits/signals by those that enforce ``deps``.
+
+    ``signalling``: {pos: increment} (default: every dep source, by 1). A
+    ``walrus.balance`` nop that stands for DMAs of a queue first waits for
+    every earlier signal of that queue (its count minus its increment)."""
+    if signalling is None:
+        signalling = {d.src: 1 for d in deps}
+    entries = {}
+    counts = signal_counts(prog, signalling, entries)
     waits = {}
+    for p, inc in signalling.items():
+        ins = prog.sites[p].instr
+        if ins.name == BALANCE_NAME and ins.signals and ins.signals[0][0].startswith("Q_"):
+            waits.setdefault(p, {}).setdefault(ins.signals[0][0], []).append(counts[p] - inc)
     for d in deps:
-        v = wait_value(prog, counts, d)
+        v = wait_value(prog, counts, d, entries)
         if v is None:
             continue
         sem = stream_of(prog.sites[d.src].instr)
@@ -311,7 +378,10 @@ def materialize(prog, deps):
     nwaits = 0
     for site in prog.sites:
         ins = site.instr
-        ins.signals = [(stream_of(ins), 1)] if site.pos in signalling else []
+        if ins.name == BALANCE_NAME:
+            ins.signals = [(ins.signals[0][0], signalling[site.pos])]
+        else:
+            ins.signals = [(stream_of(ins), signalling[site.pos])] if site.pos in signalling else []
         out = []
         ranges = prog.var_ranges(site.loops)
         for sem, vals in sorted(waits.get(site.pos, {}).items()):
@@ -412,17 +482,20 @@ def csr(n, edges, by=0):
 # -- counters and the whole synchronisation step ------------------------------------
 
 COUNTER_NAME = "walrus.counter"
+COND_NAME = "walrus.cond"
+BALANCE_NAME = "walrus.balance"
+INSERTED = (COUNTER_NAME, COND_NAME, BALANCE_NAME)
 IOTA = "walrus.iota"
 MAX_COUNT = 1 << 20
 WHILE_TRIPS = 1 << 16
 
 
 def strip_sync(module):
-    """Remove every wait/signal and the counter instructions a previous run inserted."""
+    """Remove every wait/signal and the counter/cond/balance instructions a previous run inserted."""
     from neuronxcc.walrus.program import _block_kind
 
     def clean(body):
-        body[:] = [n for n in body if not (n.kind == "inst" and n.name == COUNTER_NAME)]
+        body[:] = [n for n in body if not (n.kind == "inst" and n.name in INSERTED)]
         for n in body:
             if n.kind == "inst":
                 n.waits, n.signals = [], []
@@ -433,8 +506,93 @@ def strip_sync(module):
     module.tensors.pop(IOTA, None)
 
 
+def insert_cond_guards(module):
+    """Before every If, a ``nop`` (name ``walrus.cond``) on every engine with
+    instructions inside it. Each engine reads the condition register when it
+    reaches the If; the nop, which the dependence analysis treats as reading
+    that register, makes the engine wait for the register_load that set it
+    and makes the next register_load of it wait for the engine's read.
+    Returns the number of nops inserted."""
+    B = birpy()
+    n = [0]
+
+    def walk(body):
+        out = []
+        for node in body:
+            if node.kind == "if":
+                walk(node.then_body)
+                walk(node.else_body)
+                engines = sorted({i.engine for b in (node.then_body, node.else_body)
+                                  for i in _instructions(b)})
+                for e in engines:
+                    out.append(B.Instruction("nop", e, [], [], {}, name=COND_NAME))
+                n[0] += len(engines)
+            elif node.kind != "inst":
+                for sub in node.children():
+                    walk(sub)
+            out.append(node)
+        body[:] = out
+    walk(module.body)
+    return n[0]
+
+
+def _instructions(body):
+    for node in body:
+        if node.kind == "inst":
+            yield node
+        else:
+            for sub in node.children():
+                yield from _instructions(sub)
+
+
+def balance_ifs(module, signalling):
+    """Make both branches of every If give every stream the same signals.
+
+    ``signalling``: {id(instr): increment}, updated with the nops added. For
+    each stream whose signals in one branch (loops multiplied out, While
+    bodies not counted, inner Ifs balanced first) fall short of the other's,
+    a ``nop`` named ``walrus.balance`` on the stream's engine is appended to
+    the short branch, signalling the difference (so counts stay exact
+    whichever branch runs; a queue's nop first waits for the queue's earlier
+    signals, see ``materialize``). Returns the number of nops added.
+    """
+    B = birpy()
+    engine_of = {}
+    for ins in _instructions(module.body):
+        engine_of.setdefault(stream_of(ins), ins.engine)
+    added = [0]
+
+    def count(body):
+        acc = {}
+        for node in body:
+            if node.kind == "inst":
+                inc = signalling.get(id(node))
+                if inc:
+                    st = node.signals[0][0] if node.name == BALANCE_NAME else stream_of(node)
+                    acc[st] = acc.get(st, 0) + inc
+            elif node.kind == "loop":
+                for st, k in count(node.body).items():
+                    acc[st] = acc.get(st, 0) + k * node.trip_count
+            elif node.kind == "while":
+                count(node.body)
+            else:
+                t, e = count(node.then_body), count(node.else_body)
+                for st in sorted(set(t) | set(e)):
+                    d = t.get(st, 0) - e.get(st, 0)
+                    if d:
+                        nop = B.Instruction("nop", engine_of[st], [], [], {}, signals=[(st, abs(d))],
+                                            name=BALANCE_NAME)
+                        (node.else_body if d > 0 else node.then_body).append(nop)
+                        signalling[id(nop)] = abs(d)
+                        added[0] += 1
+                    acc[st] = acc.get(st, 0) + max(t.get(st, 0), e.get(st, 0))
+        return acc
+    count(module.body)
+    return added[0]
+
+
 def insert_counters(module):
-    """Count the executions of every non-empty dynamic region in a register.
+    """Count the executions of every non-empty While body in a register.
 
     At the program start ``n_R <- iota[0]``; at the end of each execution of
     R ``n_R <- iota[n_R + 1]`` (register_load on SP, clamped to the table).
@@ -443,7 +601,7 @@ def insert_counters(module):
     B = birpy()
     module.ensure_ids()
     prog = Program(module)
-    regions = [li for li in prog.loops if li.kind in DYNAMIC and li.last is not None and li.last >= li.first]
+    regions = [li for li in prog.loops if li.kind == "while" and li.last is not None and li.last >= li.first]
     if not regions:
         return 0
     cap = 1
@@ -462,8 +620,7 @@ def insert_counters(module):
         r = counter_register(li)
         init.append(B.Instruction("register_load", "SP", [], [B.AccessPattern(IOTA, "int32", 0, [[1, 1]])],
                                   {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
-        body = li.node.body if li.kind == "while" else (li.node.then_body if li.kind == "then" else li.node.else_body)
-        body.append(B.Instruction("register_load", "SP", [],
+        li.node.body.append(B.Instruction("register_load", "SP", [],
                                   [B.AccessPattern(IOTA, "int32", _pel().var(r) + 1, [[1, 1]])],
                                   {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
     module.body[0:0] = init
@@ -477,10 +634,26 @@ def synchronize(module, physical, reduce=False):
     Returns (dependences found, dependences enforced, waits written, counted regions).
     """
     strip_sync(module)
+    insert_cond_guards(module)
     nreg = insert_counters(module)
     module.ensure_ids()
     prog = Program(module)
     deps = find_deps(prog, physical=physical)
     used = reduce_deps(prog, deps) if reduce else deps
-    n = materialize(prog, used)
+    instr_of = [s.instr for s in prog.sites]
+    signalling = {id(instr_of[d.src]): 1 for d in used}
+    if balance_ifs(module, signalling):
+        module.renumber()
+        module.ensure_ids()
+        old = prog
+        prog = Program(module)
+        pos = {id(s.instr): s.pos for s in prog.sites}
+        loop_map = {(id(li.node), li.kind): li for li in prog.loops}
+        for d in used:
+            d.src, d.dst = pos[id(instr_of[d.src])], pos[id(instr_of[d.dst])]
+            if d.carried is not None:
+                d.carried = loop_map[(id(d.carried.node), d.carried.kind)]
+        del old
+    sig = {s.pos: signalling[id(s.instr)] for s in prog.sites if id(s.instr) in signalling}
+    n = materialize(prog, used, sig)
     return len(deps), len(used), n, nreg
