@@ -124,12 +124,15 @@ def accesses(prog, physical=True, aps=None):
 
 
 def _guarded_cond(site):
-    """The condition register of the If a ``walrus.cond`` nop stands before."""
+    """The condition register a ``walrus.cond`` nop guards: of the If/While it
+    stands before, or of the While whose body it ends."""
     for node in site.owner[site.index + 1:]:
-        if node.kind == "if":
+        if node.kind in ("if", "while"):
             return str(node.cond)
         if not (node.kind == "inst" and node.name == COND_NAME):
             return None
+    if site.loops and site.loops[-1].kind == "while":
+        return str(site.loops[-1].node.cond)
     return None
 
 
@@ -201,9 +204,12 @@ def _iter_index(li):
     return (pel.const(li.start) - v) // (-li.step)
 
 
-def counter_register(li):
-    """Name of the register counting the executions (trips) of dynamic region ``li``."""
-    return "walrus_n%d" % li.dyn_index
+def counter_register(li, engine=None):
+    """Name of the register counting the executions (trips) of While body ``li``:
+    ``walrus_n<k>`` in counts, ``walrus_n<k>_<engine>`` the copy that engine keeps."""
+    if engine is None:
+        return "walrus_n%d" % li.dyn_index
+    return "walrus_n%d_%s" % (li.dyn_index, engine)
 
 
 def signal_counts(prog, signalling, entries=None):
@@ -375,9 +381,16 @@ def materialize(prog, deps, signalling=None):
         sem = stream_of(prog.sites[d.src].instr)
         lst = waits.setdefault(d.dst, {}).setdefault(sem, [])
         lst.append(v)
+    generic = {counter_register(li): li for li in prog.loops if li.kind == "while"}
     nwaits = 0
     for site in prog.sites:
         ins = site.instr
+        own = {r: _pel().var(counter_register(li, ins.engine)) for r, li in generic.items()}
+        if ins.name == COND_NAME and site.loops and site.loops[-1].kind == "while" and \
+                all(n.kind == "inst" for n in site.owner[site.index + 1:]):
+            # a While body's closing nop comes after the engine's counter update
+            r = counter_register(site.loops[-1])
+            own[r] = own[r] - 1
         if ins.name == BALANCE_NAME:
             ins.signals = [(ins.signals[0][0], signalling[site.pos])]
         else:
@@ -386,6 +399,8 @@ def materialize(prog, deps, signalling=None):
         ranges = prog.var_ranges(site.loops)
         for sem, vals in sorted(waits.get(site.pos, {}).items()):
             for v in _dominant(vals):
+                if own and not v.is_const():
+                    v = v.subs({r: e for r, e in own.items() if r in v.free_vars()})
                 if v.is_const():
                     if int(v) > 0:
                         out.append((sem, int(v)))
@@ -507,12 +522,13 @@ def strip_sync(module):
 
 
 def insert_cond_guards(module):
-    """Before every If, a ``nop`` (name ``walrus.cond``) on every engine with
-    instructions inside it. Each engine reads the condition register when it
-    reaches the If; the nop, which the dependence analysis treats as reading
-    that register, makes the engine wait for the register_load that set it
-    and makes the next register_load of it wait for the engine's read.
-    Returns the number of nops inserted."""
+    """Before every If and While, and at the end of every While body, a
+    ``nop`` (name ``walrus.cond``) on every engine with instructions inside.
+    Each engine reads the condition register when it reaches the If/While
+    (and at every trip's end); the nop, which the dependence analysis treats
+    as reading that register, makes the engine wait for the register_load
+    that set it and makes the next register_load of it wait for the engine's
+    read. Returns the number of nops inserted."""
     B = birpy()
     n = [0]
 
@@ -527,6 +543,13 @@ def insert_cond_guards(module):
                 for e in engines:
                     out.append(B.Instruction("nop", e, [], [], {}, name=COND_NAME))
                 n[0] += len(engines)
+            elif node.kind == "while":
+                walk(node.body)
+                engines = sorted({i.engine for i in _instructions(node.body)})
+                for e in engines:
+                    out.append(B.Instruction("nop", e, [], [], {}, name=COND_NAME))
+                    node.body.append(B.Instruction("nop", e, [], [], {}, name=COND_NAME))
+                n[0] += 2 * len(engines)
             elif node.kind != "inst":
                 for sub in node.children():
                     walk(sub)
@@ -594,9 +617,13 @@ def balance_ifs(module, signalling):
 def insert_counters(module):
     """Count the executions of every non-empty While body in a register.
 
-    At the program start ``n_R <- iota[0]``; at the end of each execution of
-    R ``n_R <- iota[n_R + 1]`` (register_load on SP, clamped to the table).
-    Returns the number of regions counted.
+    Every engine of the module keeps its own copy (``counter_register(li,
+    engine)``), so an engine reads its counters in its own program order and
+    no semaphore orders counter reads: at the program start
+    ``n_R_E <- iota[0]``; at the end of each execution of R ``n_R_E <-
+    iota[n_R_E + 1]`` (register_load on E, clamped to the table). Every
+    engine thus takes part in every While. Returns the number of regions
+    counted.
     """
     B = birpy()
     module.ensure_ids()
@@ -616,13 +643,15 @@ def insert_counters(module):
         cap = max(cap, min(n, MAX_COUNT))
     module.add_tensor(IOTA, "const", "int32", (cap + 2,), data=np.arange(cap + 2, dtype=np.int32))
     init = []
+    engines = sorted({s.instr.engine for s in prog.sites})
     for li in regions:
-        r = counter_register(li)
-        init.append(B.Instruction("register_load", "SP", [], [B.AccessPattern(IOTA, "int32", 0, [[1, 1]])],
-                                  {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
-        li.node.body.append(B.Instruction("register_load", "SP", [],
-                                  [B.AccessPattern(IOTA, "int32", _pel().var(r) + 1, [[1, 1]])],
-                                  {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
+        for e in engines:
+            r = counter_register(li, e)
+            init.append(B.Instruction("register_load", e, [], [B.AccessPattern(IOTA, "int32", 0, [[1, 1]])],
+                                      {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
+            li.node.body.append(B.Instruction("register_load", e, [],
+                                              [B.AccessPattern(IOTA, "int32", _pel().var(r) + 1, [[1, 1]])],
+                                              {"register": r, "min": 0, "max": cap}, name=COUNTER_NAME))
     module.body[0:0] = init
     module.renumber()
     return len(regions)
@@ -634,8 +663,8 @@ def synchronize(module, physical, reduce=False):
     Returns (dependences found, dependences enforced, waits written, counted regions).
     """
     strip_sync(module)
-    insert_cond_guards(module)
     nreg = insert_counters(module)
+    insert_cond_guards(module)
     module.ensure_ids()
     prog = Program(module)
     deps = find_deps(prog, physical=physical)
