@@ -130,8 +130,8 @@ class Executor:
             if instr.opcode not in ("dma_gather", "dma_scatter"):
                 infos = [(self.st._static(ap), 1) for ap in instr.dsts] + \
                     [(self.st._static(ap), 0) for ap in instr.srcs]
-                if self.plans:
-                    run = prepare(self, instr, attrs)
+            if self.plans:
+                run = prepare(self, instr, attrs)
         except BirSimError as e:
             raise BirSimError("instruction #%s %s@%s: %s" % (instr.id, instr.opcode, instr.engine, e.message))
         if run is None:

@@ -301,7 +301,34 @@ def _select(ex, instr, attrs):
     return Select(so, sp, st_, sf)
 
 
+def _dma_gather(ex, instr, attrs):
+    """Same-dtype gathers: one RawCopy per partition (the row's offset has __row__ in it)."""
+    from neuronxcc.starfish.birsim.executor import ROW_VAR
+    row, parts = ex._indirect_aps(instr)
+    if not parts or any(p.dtype != row.dtype for p in parts):
+        return None
+    st = ex.st
+    rs = st._static(row)
+    pss = [st._static(p) for p in parts]
+    if any(ps.n != rs.n or ps.itemsize != rs.itemsize for ps in pss):
+        return None             # the handler's size error
+    copies = [RawCopy(rs, ps) for ps in pss]
+    si = st._static(instr.srcs[1])
+    read_i = st.read_i_at
+    lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
+    clip = np.clip
+
+    def run(env):
+        idx = clip(read_i(si, si.base(env)).reshape(-1), lo, hi) * stride
+        for p, d in enumerate(idx.tolist()):
+            env[ROW_VAR] = d
+            copies[p](env)
+        env.pop(ROW_VAR, None)
+    return run
+
+
 _PREP = {
+    "dma_gather": _dma_gather,
     "select": _select,
     "register_load": _register_load,
     "iota": _iota,
