@@ -294,6 +294,176 @@ def cum_rev_args(seed):
     return [f32(r, 300, 4), r.randint(-5, 5, size=(3, 500)).astype(np.int32)]
 
 
+# ---- batch 3
+def passthru(x, y): return x, x, y * 2, jnp.float32(3.0), jnp.arange(5, dtype=jnp.int32)
+def passthru_args(seed):
+    r = R(seed); return [f32(r, 3, 4), f32(r, 2)]
+def zero_size(x, e): return x.sum(0), e * 2, jnp.concatenate([e, x[:0]], 0), jnp.sum(e, 0)
+def zero_args(seed):
+    r = R(seed); return [f32(r, 4, 5), np.zeros((0, 5), np.float32)]
+def int_edge(a, b, u, v):
+    return jnp.abs(a), a // jnp.where(b == 0, 1, b), u // jnp.where(v == 0, 1, v), u % jnp.where(v == 0, 1, v), u > v, \
+        u.astype(jnp.float32), (u >> 3), a ** 3, jnp.clip(a, -5, 5)
+def intedge_args(seed):
+    r = R(seed)
+    a = r.randint(-2**31, 2**31 - 1, size=(4, 8), dtype=np.int64).astype(np.int32); a[0, :3] = [-2**31, 2**31 - 1, -1]
+    b = r.randint(-4, 4, size=(4, 8)).astype(np.int32); b[0, :3] = [-1, -1, -1]
+    u = r.randint(0, 2**32 - 1, size=(4, 8), dtype=np.int64).astype(np.uint32)
+    v = r.randint(0, 2**32 - 1, size=(4, 8), dtype=np.int64).astype(np.uint32); v[0, :4] = [1, 3, 2**31, 7]
+    return [a, b, u, v]
+def f_conv_edge(x):
+    return x.astype(jnp.uint32), x.astype(jnp.bfloat16).astype(jnp.int32), x.astype(jnp.float16), jnp.exp(x.astype(jnp.float16)), \
+        jnp.isnan(x), jnp.isinf(x), jnp.isfinite(x)
+def fce_args(seed):
+    r = R(seed); x = (r.randn(4, 8) * 50).astype(np.float32); x[0, :5] = [np.nan, np.inf, -np.inf, 70000., 5e9]; x[1, :3] = [-1., 4294967295., 1e-40]
+    return [x]
+def denorm(x, y): return x * y, x + y, x * 1e-30, jnp.sqrt(jnp.abs(x) * 1e-38)
+def denorm_args(seed):
+    r = R(seed); x = (r.randn(4, 8) * 1e-38).astype(np.float32); y = (r.randn(4, 8) * 1e-3).astype(np.float32)
+    return [x, y]
+def fmod_neg(x, y): return jnp.remainder(x, y), jnp.fmod(x, y), jnp.floor_divide(x, y), jnp.round(x, 2), jnp.nextafter(x, y), lax.reduce_precision(x, 5, 10)
+def fmod_args(seed):
+    r = R(seed); return [f32(r, 6, 10, scale=10), (f32(r, 6, 10, scale=3) + 0.1)]
+def gqa_attn(q, k, v, m):
+    # q [S,8,16] k,v [S,2,16] grouped query attention with a causal+padding mask
+    k = jnp.repeat(k, 4, axis=1); v = jnp.repeat(v, 4, axis=1)
+    s = jnp.einsum("qhd,khd->hqk", q, k) * 0.25
+    S = q.shape[0]
+    ok = jnp.tril(jnp.ones((S, S), bool))[None] & (m[None, None, :] > 0)
+    s = jnp.where(ok, s, jnp.finfo(jnp.float32).min)
+    return jnp.einsum("hqk,khd->qhd", jax.nn.softmax(s, -1), v)
+def gqa_args(seed):
+    r = R(seed); S = 20; m = np.ones(S, np.int32); m[:2] = 0; m[0] = 1
+    return [f32(r, S, 8, 16), f32(r, S, 2, 16), f32(r, S, 2, 16), m]
+def stats(x): return jnp.median(x, 1), jnp.percentile(x, 90, axis=1), jnp.var(x, 0, ddof=1), jnp.linalg.norm(x, axis=1), jax.nn.logsumexp(x, 1), jnp.std(x)
+def stats_args(seed): return [f32(R(seed), 9, 31)]
+def search(a, v): return jnp.searchsorted(a, v).astype(jnp.int32), jnp.digitize(v, a).astype(jnp.int32), jnp.interp(v, a, jnp.sin(a))
+def search_args(seed):
+    r = R(seed); return [np.sort(f32(r, 40)), f32(r, 25, scale=1.5)]
+def lse_allneg(x): return jax.nn.logsumexp(x, 1), jax.nn.softmax(x, 1), jax.nn.log_softmax(x, 1)
+def lse_args(seed):
+    r = R(seed); x = f32(r, 4, 9); x[1, :] = -np.inf; x[2, 3] = np.inf; return [x]
+def bf16_norms(x, g):
+    xb = x.astype(jnp.bfloat16)
+    m = jnp.mean(xb, -1, keepdims=True); v = jnp.mean((xb - m) ** 2, -1, keepdims=True)
+    return (xb - m) * lax.rsqrt(v + 1e-5) * g.astype(jnp.bfloat16), jax.nn.softmax(xb, -1)
+def bfn_args(seed):
+    r = R(seed); return [f32(r, 12, 40), (1 + .1 * r.randn(40)).astype(np.float32)]
+def f16_mm(a, b): return a @ b, jnp.tanh(a).sum(-1)
+def f16_args(seed):
+    r = R(seed); return [f32(r, 16, 32).astype(np.float16), f32(r, 32, 8, scale=.2).astype(np.float16)]
+def many_out(x): return tuple(x * i for i in range(40))
+def many_args(seed): return [f32(R(seed), 3)]
+def topk_ties(x, i): return lax.top_k(x, 3)[1].astype(jnp.int32), jnp.argmax(i, 1).astype(jnp.int32), jnp.argsort(i, 1, stable=True).astype(jnp.int32)
+def topk_args(seed):
+    r = R(seed); return [r.randint(0, 4, size=(5, 10)).astype(np.float32), r.randint(0, 3, size=(5, 10)).astype(np.int32)]
+def conv_bf16(x, w): return lax.conv_general_dilated(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), preferred_element_type=jnp.float32)
+def convbf_args(seed):
+    r = R(seed); return [f32(r, 1, 7, 7, 8), f32(r, 3, 3, 8, 12, scale=.1)]
+def scan_long(xs, h):
+    def body(c, x):
+        c = 0.5 * c + jnp.tanh(x) 
+        return c, c[0]
+    return lax.scan(body, h, xs)
+def slong_args(seed):
+    r = R(seed); return [f32(r, 200, 4), f32(r, 4)]
+
+
+def remat_grad(w, x):
+    def layer(w, x):
+        return jnp.tanh(x @ w)
+    return jax.grad(lambda w: jnp.sum(jax.checkpoint(layer)(w, jax.checkpoint(layer)(w, x)) ** 2))(w)
+
+
+def remat_args(seed):
+    r = R(seed)
+    return [f32(r, 8, 8, scale=.3), f32(r, 4, 8)]
+
+
+def assoc_map_switch(x, y, i):
+    return (lax.associative_scan(jnp.add, x, axis=1), lax.associative_scan(jnp.maximum, x, axis=0, reverse=True),
+            lax.map(lambda r: jnp.sort(r)[::-1] * r.sum(), y),
+            lax.switch(i, [lambda y: y + 1, lambda y: jnp.sin(y), lambda y: y @ y.T[:, :y.shape[1]]], y[:6, :6]))
+
+
+def ams_args(seed):
+    r = R(seed)
+    return [f32(r, 9, 33), f32(r, 6, 7), np.int32(2 - seed)]
+
+
+def einsum_resize_convolve(a, b, c, img, s1, s2, q, k, v):
+    return (jnp.einsum("ij,jk,kl->il", a, b, c), jnp.kron(a[:2, :2], b[:3, :2]), jnp.outer(a[0], c[0]),
+            jnp.trace(a @ b), jnp.diag(a @ b), jnp.tril(a, -1),
+            jax.image.resize(img, (1, 11, 13, 3), "bilinear"), jax.image.resize(img, (1, 14, 16, 3), "nearest"),
+            jnp.convolve(s1, s2, mode="same"), jnp.correlate(s1, s2, mode="valid"),
+            jax.nn.dot_product_attention(q, k, v, is_causal=True))
+
+
+def erc_args(seed):
+    r = R(seed)
+    return [f32(r, 5, 6), f32(r, 6, 5), f32(r, 5, 4), f32(r, 1, 7, 8, 3), f32(r, 50), f32(r, 7),
+            f32(r, 2, 12, 4, 16), f32(r, 2, 12, 4, 16), f32(r, 2, 12, 4, 16)]
+
+
+def unique_nonzero(x, y):
+    return jnp.unique(x, size=8, fill_value=-1), jnp.nonzero(y > 0, size=10, fill_value=-1)[0].astype(jnp.int32)
+
+
+def un_args(seed):
+    r = R(seed)
+    return [r.randint(0, 6, size=20).astype(np.int32), f32(r, 20)]
+
+
+def kv_donate(cache, new, pos):
+    return lax.dynamic_update_slice(cache, new[None], (pos, 0)), jnp.sum(cache, 0)
+
+
+def kv_donate_args(seed):
+    r = R(seed)
+    return [f32(r, 16, 8), f32(r, 8), np.int32(3 + 9 * seed)]
+
+
+def vocab_head(logits, batch_logits, tokens, table):
+    return (jnp.argmax(logits, -1).astype(jnp.int32), jax.nn.log_softmax(logits), lax.top_k(batch_logits, 5),
+            table[tokens].sum(1))
+
+
+def vocab_args(seed):
+    r = R(seed)
+    return [f32(r, 32000), f32(r, 3, 5000), r.randint(0, 5000, size=(4, 33)).astype(np.int32), f32(r, 5000, 64)]
+
+
+def gpt_decode_bf16_weights(*a):
+    a = list(a)
+    for i in range(6):
+        a[i] = a[i].astype(jnp.float32)
+    return gpt_decode(*a)
+
+
+def gpt_bf16_args(seed):
+    a = gpt_args(seed)
+    for i in range(6):
+        a[i] = a[i].astype(ml_dtypes.bfloat16)
+    return a
+
+
+def combined(*parts):
+    """One program computing several (function, argument builder) parts side by side
+    (one compile instead of several: keeps the file fast)."""
+    counts = [len(mk(0)) for _, mk in parts]
+
+    def fn(*args):
+        outs, i = [], 0
+        for (f, _), n in zip(parts, counts):
+            outs.append(f(*args[i:i + n]))
+            i += n
+        return tuple(outs)
+
+    def make(seed):
+        return [a for _, mk in parts for a in mk(seed)]
+    return fn, make
+
+
 # name -> (function, argument builder); the argument builders return pytrees of numpy arrays
 PROGRAMS = {
     "gpt_decode_step": (gpt_decode, gpt_args),
@@ -303,17 +473,14 @@ PROGRAMS = {
     "adam_pytree": (adam, adam_args),
     "rnn_scan": (rnn_scan, rnn_args),
     "fori_and_while_dynamic_trips": (fori_dyn, fori_args),
-    "vmap_matmul_broadcast": (vmap_mm, vmap_args),
     "one_hot_cross_entropy_grad": (ce_grad, ce_args),
-    "take_along_axis": (take_along, take_args),
+    "vmap_take_along_where_bool": combined((vmap_mm, vmap_args), (take_along, take_args), (where_bc, where_args),
+                                           (bool_red, boolred_args)),
+    "integer_semantics": combined((intdiv, intdiv_args), (bits, bits_args), (int_mm, intmm_args),
+                                  (small_ints, sint_args), (int_edge, intedge_args)),
     "sort_argsort_last_axis": (sorts, sort_args),
     "cumprod_cummax_cummin": (cums, cum_args),
     "cumsum_reverse": (cum_rev, cum_rev_args),
-    "where_broadcast": (where_bc, where_args),
-    "int_div_mod_negative": (intdiv, intdiv_args),
-    "int_bits_shifts_wrap": (bits, bits_args),
-    "int_matmul_sum_prod": (int_mm, intmm_args),
-    "int8_uint16_arith": (small_ints, sint_args),
     "bf16_f32_preferred_element_type": (mixed, mixed_args),
     "bf16_gated_mlp": (gpt_bf16, gbf_args),
     "reduce_axis0_300x700": (red0, red0_args),
@@ -330,8 +497,22 @@ PROGRAMS = {
     "maxpool_grad_select_and_scatter": (maxpool_grad, mpg_args),
     "pad_interior_negative_reflect_roll": (pads, pads_args),
     "causal_dilated_conv1d": (causal_conv1d, cc1_args),
-    "bool_reductions": (bool_red, boolred_args),
+    "float_edge_cases": combined((f_conv_edge, fce_args), (denorm, denorm_args), (fmod_neg, fmod_args),
+                                 (lse_allneg, lse_args)),
+    "gqa_attention_causal_padding": (gqa_attn, gqa_args),
+    "numpy_stats_search_unique": combined((stats, stats_args), (search, search_args), (unique_nonzero, un_args)),
+    "bf16_f16_norms_matmul_conv": combined((bf16_norms, bfn_args), (f16_mm, f16_args), (conv_bf16, convbf_args)),
+    "passthrough_empty_many_outputs": combined((passthru, passthru_args), (zero_size, zero_args), (many_out, many_args)),
+    "topk_argmax_argsort_ties": (topk_ties, topk_args),
+    "remat_grad": (remat_grad, remat_args),
+    "assoc_scan_map_switch_long_scan": combined((assoc_map_switch, ams_args), (scan_long, slong_args)),
+    "einsum_resize_convolve_dpa": (einsum_resize_convolve, erc_args),
+    "vocab_argmax_topk_embedding": (vocab_head, vocab_args),
+    "gpt_decode_bf16_weights": (gpt_decode_bf16_weights, gpt_bf16_args),
 }
+
+# programs lowered with jax.jit options other than the defaults
+JIT_OPTIONS = {"kv_cache_donated": (kv_donate, kv_donate_args, {"donate_argnums": (0,)})}
 
 
 def _leaves(tree):
@@ -346,23 +527,30 @@ def _compile(model, out_dir):
     return neff
 
 
-def _check_outputs(neff, fn, args, inputs=None):
+def _check_outputs(neff, fn, args, inputs=None, options=None):
     from neuronxcc.starfish.birsim import run_neff
     outs = run_neff(neff, inputs if inputs is not None else _leaves(args))
-    ref = _leaves(jax.jit(fn)(*args))
+    ref = _leaves(jax.jit(fn, **(options or {}))(*args))
     assert len(outs) == len(ref)
     problems = ["output%d: %s" % (k, why) for k, (a, e) in enumerate(zip(outs, ref))
                 for why in [mismatch(np.asarray(a), e)] if why]
     assert not problems, problems
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", sorted(PROGRAMS) + sorted(JIT_OPTIONS))
 def test_program_end_to_end(name, tmp_path):
-    fn, make_args = PROGRAMS[name]
+    if name in JIT_OPTIONS:
+        fn, make_args, options = JIT_OPTIONS[name]
+    else:
+        (fn, make_args), options = PROGRAMS[name], {}
+    jitted = jax.jit(fn, **options)
+    lowered = jitted.lower(*make_args(0)).compiler_ir("hlo")
+    if options.get("donate_argnums"):
+        assert "input_output_alias" in lowered.as_hlo_text()
     model = tmp_path / "model.hlo_module.pb"
-    model.write_bytes(jax.jit(fn).lower(*make_args(0)).compiler_ir("hlo").as_serialized_hlo_module_proto())
+    model.write_bytes(lowered.as_serialized_hlo_module_proto())
     neff = _compile(str(model), str(tmp_path))
-    _check_outputs(neff, fn, make_args(1))      # fresh inputs, not the ones the HLO was lowered with
+    _check_outputs(neff, fn, make_args(1), options=options)      # fresh inputs, not the ones the HLO was lowered with
 
 
 def _dense(x, w, b):
