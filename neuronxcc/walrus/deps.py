@@ -32,11 +32,24 @@ Semaphores: every instruction that some other stream waits on signals its
 stream's semaphore (``S_<engine>`` / ``Q_<engine>_<queue>``) by 1 when it completes.
 A wait value is the number of signals its source stream has given when the
 awaited instance completes: an affine pelican expression of the loop
-variables and, when ``While`` bodies or ``If`` branches are involved, of
-registers ``walrus_n<id>`` that count their executions (inserted
-``register_load``s from the const table ``walrus.iota``; see
-``insert_counters``). Values that may be negative (first iterations of a
-carried dependence) are clamped with ``max(0, .)``.
+variables and, when ``While`` bodies are involved, of registers
+``walrus_n<id>_<engine>`` that count their executions (every engine keeps
+its own copy, loaded by ``register_load`` from the const table
+``walrus.iota``; see ``insert_counters``). Values that may be negative
+(first iterations of a carried dependence) are clamped with ``max(0, .)``.
+
+Data-dependent control flow: an ``If`` runs one branch, so counts taken
+over the program text would over-count whenever the other branch ran (a
+wait for signals that never come). ``balance_ifs`` therefore gives both
+branches the same signals per stream: the short branch ends with a ``nop``
+(``walrus.balance``) on the stream's engine signalling the difference (a
+DMA queue's nop first waits for that queue's earlier signals, so a count
+still means "every DMA up to here is done"); counts through an If are then
+static. A ``While`` cannot be balanced: its trips are counted per engine as
+above. Every engine reads an If/While condition register when it reaches
+the node (birsim's stream order, like the hardware): ``walrus.cond`` nops
+before each If/While and at each While body's end, treated as readers of
+that register, order those reads against the register_loads.
 
 Invariant of the output: for every dependence a -> b (a's instance before
 b's), b waits on a's stream for a value >= a's count at that instance, and
