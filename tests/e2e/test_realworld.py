@@ -31,12 +31,22 @@ from neuronxcc.hlo.tolerances import mismatch
 from support.cli import run_ncc
 
 
-def R(seed): return np.random.RandomState(seed)
-def f32(r, *s, scale=1.0): return (r.randn(*s) * scale).astype(np.float32)
+def R(seed):
+    return np.random.RandomState(seed)
+
+
+def f32(r, *s, scale=1.0):
+    return (r.randn(*s) * scale).astype(np.float32)
+
 
 # ---- GPT decode step
 V, D, NH, HD, L, T, F = 64, 32, 2, 16, 2, 16, 48
-def _rms(x, w): return x * lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * w
+
+
+def _rms(x, w):
+    return x * lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * w
+
+
 def _rot(x, pos):  # x [NH, HD]
     half = HD // 2
     inv = 1.0 / (10000.0 ** (jnp.arange(half, dtype=jnp.float32) / half))
@@ -44,6 +54,8 @@ def _rot(x, pos):  # x [NH, HD]
     c, s = jnp.cos(a), jnp.sin(a)
     x1, x2 = x[..., :half], x[..., half:]
     return jnp.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+
 def gpt_decode(emb, wqkv, wo, w1, w2, w3, norms, kc, vc, tok, pos):
     x = emb[tok]                                   # [D]
     newk, newv = [], []
@@ -61,9 +73,12 @@ def gpt_decode(emb, wqkv, wo, w1, w2, w3, norms, kc, vc, tok, pos):
         x = x + a @ wo[l]
         h = _rms(x, norms[l, 1])
         x = x + (jax.nn.silu(h @ w1[l]) * (h @ w3[l])) @ w2[l]
-        newk.append(kcl); newv.append(vcl)
+        newk.append(kcl)
+        newv.append(vcl)
     logits = _rms(x, norms[L, 0]) @ emb.T
     return logits, jnp.argmax(logits).astype(jnp.int32), jnp.stack(newk), jnp.stack(newv)
+
+
 def gpt_args(seed):
     r = R(seed)
     return [f32(r, V, D), f32(r, L, D, 3 * D, scale=D ** -.5), f32(r, L, D, D, scale=D ** -.5),
@@ -72,13 +87,22 @@ def gpt_args(seed):
             f32(r, L, NH, T, HD), f32(r, L, NH, T, HD),
             np.int32(r.randint(V)), np.int32(r.randint(1, T))]
 
+
 # ---- BERT encoder layer
+
+
 def _ln(x, g, b):
-    m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
     return (x - m) * lax.rsqrt(v + 1e-12) * g + b
+
+
 def bert_layer(x, mask, wq, wk, wv, wo, g1, b1, w1, bb1, w2, bb2, g2, b2):
-    B, S, Dm = x.shape; nh = 4; hd = Dm // nh
-    def heads(t): return t.reshape(B, S, nh, hd).transpose(0, 2, 1, 3)
+    B, S, Dm = x.shape
+    nh = 4
+    hd = Dm // nh
+    def heads(t):
+        return t.reshape(B, S, nh, hd).transpose(0, 2, 1, 3)
     q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
     s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.float32(np.sqrt(hd))
     s = s + (1.0 - mask[:, None, None, :].astype(jnp.float32)) * -10000.0
@@ -86,8 +110,11 @@ def bert_layer(x, mask, wq, wk, wv, wo, g1, b1, w1, bb1, w2, bb2, g2, b2):
     x = _ln(x + a @ wo, g1, b1)
     h = jax.nn.gelu(x @ w1 + bb1, approximate=False)
     return _ln(x + h @ w2 + bb2, g2, b2)
+
+
 def bert_args(seed):
-    r = R(seed); B, S, Dm, Fh = 2, 24, 64, 128
+    r = R(seed)
+    B, S, Dm, Fh = 2, 24, 64, 128
     lens = r.randint(4, S + 1, size=B)
     mask = (np.arange(S)[None, :] < lens[:, None]).astype(np.int32)
     return [f32(r, B, S, Dm), mask] + [f32(r, Dm, Dm, scale=Dm ** -.5) for _ in range(4)] + \
@@ -95,28 +122,49 @@ def bert_args(seed):
          f32(r, Fh, scale=.1), f32(r, Fh, Dm, scale=Fh ** -.5), f32(r, Dm, scale=.1),
          (1 + 0.1 * r.randn(Dm)).astype(np.float32), f32(r, Dm, scale=.1)]
 
+
 # ---- ResNet basic block NCHW
-def _bn(x, g, b, m, v): return (x - m[None, :, None, None]) * lax.rsqrt(v[None, :, None, None] + 1e-5) * g[None, :, None, None] + b[None, :, None, None]
+
+
+def _bn(x, g, b, m, v):
+    def c(t):
+        return t[None, :, None, None]
+    return (x - c(m)) * lax.rsqrt(c(v) + 1e-5) * c(g) + c(b)
+
+
 def resnet_block(x, w1, g1, b1, m1, v1, w2, g2, b2, m2, v2):
     dn = ("NCHW", "OIHW", "NCHW")
     y = lax.conv_general_dilated(x, w1, (1, 1), "SAME", dimension_numbers=dn)
     y = jax.nn.relu(_bn(y, g1, b1, m1, v1))
     y = lax.conv_general_dilated(y, w2, (1, 1), "SAME", dimension_numbers=dn)
     return jax.nn.relu(_bn(y, g2, b2, m2, v2) + x)
+
+
 def resnet_args(seed):
-    r = R(seed); N, C, H = 2, 16, 8
-    def bn(): return [(1 + .1 * r.randn(C)).astype(np.float32), f32(r, C, scale=.1), f32(r, C, scale=.1), (0.5 + r.rand(C)).astype(np.float32)]
-    return [f32(r, N, C, H, H), f32(r, C, C, 3, 3, scale=(9 * C) ** -.5)] + bn() + [f32(r, C, C, 3, 3, scale=(9 * C) ** -.5)] + bn()
+    r = R(seed)
+    N, C, H = 2, 16, 8
+    def bn():
+        return [(1 + .1 * r.randn(C)).astype(np.float32), f32(r, C, scale=.1), f32(r, C, scale=.1),
+                (0.5 + r.rand(C)).astype(np.float32)]
+    w1 = f32(r, C, C, 3, 3, scale=(9 * C) ** -.5)
+    bn1 = bn()
+    return [f32(r, N, C, H, H), w1] + bn1 + [f32(r, C, C, 3, 3, scale=(9 * C) ** -.5)] + bn()
+
 
 # ---- Adam over a pytree
+
+
 def adam(params, grads, m, v, step):
     b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8
     t = step + 1
-    c1 = 1 - b1 ** t.astype(jnp.float32); c2 = 1 - b2 ** t.astype(jnp.float32)
+    c1 = 1 - b1 ** t.astype(jnp.float32)
+    c2 = 1 - b2 ** t.astype(jnp.float32)
     m2 = jax.tree_util.tree_map(lambda m_, g: b1 * m_ + (1 - b1) * g, m, grads)
     v2 = jax.tree_util.tree_map(lambda v_, g: b2 * v_ + (1 - b2) * g * g, v, grads)
     p2 = jax.tree_util.tree_map(lambda p, mm, vv: p - lr * (mm / c1) / (jnp.sqrt(vv / c2) + eps), params, m2, v2)
     return p2, m2, v2, t
+
+
 def adam_args(seed):
     r = R(seed)
     def tree(pos=False):
@@ -124,167 +172,364 @@ def adam_args(seed):
         return jax.tree_util.tree_map(lambda a: np.abs(a) if pos else a, t)
     return [tree(), tree(), tree(), tree(True), np.int32(r.randint(0, 100))]
 
+
 # ---- scan RNN
+
+
 def rnn_scan(xs, h0, wx, wh, b):
     def cell(h, x):
         h = jnp.tanh(x @ wx + h @ wh + b)
         return h, h.sum(-1)
     h, ys = lax.scan(cell, h0, xs)
     return h, ys
+
+
 def rnn_args(seed):
-    r = R(seed); T_, B, I, H = 10, 4, 8, 16
-    return [f32(r, T_, B, I), f32(r, B, H), f32(r, I, H, scale=I ** -.5), f32(r, H, H, scale=H ** -.5), f32(r, H, scale=.1)]
+    r = R(seed)
+    T_, B, I, H = 10, 4, 8, 16
+    return [f32(r, T_, B, I), f32(r, B, H), f32(r, I, H, scale=I ** -.5), f32(r, H, H, scale=H ** -.5),
+            f32(r, H, scale=.1)]
+
 
 # ---- vmap matmul with broadcasting
+
+
 def vmap_mm(a, b, c):
     f = jax.vmap(lambda x, y: x @ y + c, in_axes=(0, None))
     return jax.vmap(f, in_axes=(0, None))(a, b)
+
+
 def vmap_args(seed):
-    r = R(seed); return [f32(r, 3, 5, 7, 11), f32(r, 11, 13), f32(r, 1, 13)]
+    r = R(seed)
+    return [f32(r, 3, 5, 7, 11), f32(r, 11, 13), f32(r, 1, 13)]
+
 
 # ---- one_hot + CE + grad
+
+
 def ce_loss(w, x, labels):
     logits = x @ w
     oh = jax.nn.one_hot(labels, w.shape[1])
     return -jnp.mean(jnp.sum(oh * jax.nn.log_softmax(logits), -1))
+
+
 def ce_grad(w, x, labels):
     l, g = jax.value_and_grad(ce_loss)(w, x, labels)
     return l, g
+
+
 def ce_args(seed):
-    r = R(seed); return [f32(r, 16, 10, scale=.25), f32(r, 32, 16), r.randint(0, 10, size=32).astype(np.int32)]
+    r = R(seed)
+    return [f32(r, 16, 10, scale=.25), f32(r, 32, 16), r.randint(0, 10, size=32).astype(np.int32)]
+
 
 # ---- take_along_axis
-def take_along(x, idx): return jnp.take_along_axis(x, idx, axis=1), jnp.take_along_axis(x, idx[:, :1], axis=1)
+
+
+def take_along(x, idx):
+    return jnp.take_along_axis(x, idx, axis=1), jnp.take_along_axis(x, idx[:, :1], axis=1)
+
+
 def take_args(seed):
-    r = R(seed); return [f32(r, 7, 33), r.randint(0, 33, size=(7, 9)).astype(np.int32)]
+    r = R(seed)
+    return [f32(r, 7, 33), r.randint(0, 33, size=(7, 9)).astype(np.int32)]
+
 
 # ---- argsort / sort last axis
-def sorts(x, y): return jnp.sort(x, -1), jnp.argsort(x, -1).astype(jnp.int32), jnp.sort(y, -1)
+
+
+def sorts(x, y):
+    return jnp.sort(x, -1), jnp.argsort(x, -1).astype(jnp.int32), jnp.sort(y, -1)
+
+
 def sort_args(seed):
-    r = R(seed); return [f32(r, 6, 50), r.randint(-100, 100, size=(4, 37)).astype(np.int32)]
+    r = R(seed)
+    return [f32(r, 6, 50), r.randint(-100, 100, size=(4, 37)).astype(np.int32)]
+
 
 # ---- cumprod/cummax
-def cums(x, y): return jnp.cumprod(x, 1), lax.cummax(x, 1), lax.cummax(y, 0), lax.cummin(x, 0)
+
+
+def cums(x, y):
+    return jnp.cumprod(x, 1), lax.cummax(x, 1), lax.cummax(y, 0), lax.cummin(x, 0)
+
+
 def cum_args(seed):
-    r = R(seed); return [(0.8 + 0.4 * r.rand(5, 40)).astype(np.float32), r.randint(-1000, 1000, size=(30, 6)).astype(np.int32)]
+    r = R(seed)
+    return [(0.8 + 0.4 * r.rand(5, 40)).astype(np.float32), r.randint(-1000, 1000, size=(30, 6)).astype(np.int32)]
+
 
 # ---- where broadcasting
-def where_bc(c, x, y): return jnp.where(c[:, None], x, y[None, :]), jnp.where(x > 0, x, 0.0)
+
+
+def where_bc(c, x, y):
+    return jnp.where(c[:, None], x, y[None, :]), jnp.where(x > 0, x, 0.0)
+
+
 def where_args(seed):
-    r = R(seed); return [r.rand(9) > .5, f32(r, 9, 21), f32(r, 21)]
+    r = R(seed)
+    return [r.rand(9) > .5, f32(r, 9, 21), f32(r, 21)]
+
 
 # ---- int div/mod negative
-def intdiv(a, b): return a // b, a % b, lax.div(a, b), lax.rem(a, b), jnp.floor_divide(a, 7), a % -5
+
+
+def intdiv(a, b):
+    return a // b, a % b, lax.div(a, b), lax.rem(a, b), jnp.floor_divide(a, 7), a % -5
+
+
 def intdiv_args(seed):
     r = R(seed)
-    b = r.randint(-50, 50, size=(16, 24)).astype(np.int32); b[b == 0] = 3
+    b = r.randint(-50, 50, size=(16, 24)).astype(np.int32)
+    b[b == 0] = 3
     return [r.randint(-10000, 10000, size=(16, 24)).astype(np.int32), b]
 
+
 # ---- mixed bf16/f32 preferred_element_type
+
+
 def mixed(a, b, c):
     y = lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
     z = (y + c).astype(jnp.bfloat16)
     return y, z, jnp.sum(z.astype(jnp.float32), -1)
+
+
 def mixed_args(seed):
     r = R(seed)
     return [f32(r, 40, 64).astype(ml_dtypes.bfloat16), f32(r, 64, 24).astype(ml_dtypes.bfloat16), f32(r, 24)]
 
+
 # ---- reductions axis 0 of [300,700]
-def red0(x): return x.sum(0), x.max(0), x.min(0), jnp.mean(x, 0)
-def red0_args(seed): return [f32(R(seed), 300, 700)]
+
+
+def red0(x):
+    return x.sum(0), x.max(0), x.min(0), jnp.mean(x, 0)
+
+
+def red0_args(seed):
+    return [f32(R(seed), 300, 700)]
+
 
 # ---- multi-dtype outputs
-def multi(x, i): return x * 2, (x > 0), (i * 3).astype(jnp.int32), x.astype(jnp.bfloat16), x.astype(jnp.float16), i.astype(jnp.uint8), x.astype(jnp.int32)
+
+
+def multi(x, i):
+    return (x * 2, (x > 0), (i * 3).astype(jnp.int32), x.astype(jnp.bfloat16), x.astype(jnp.float16),
+            i.astype(jnp.uint8), x.astype(jnp.int32))
+
+
 def multi_args(seed):
-    r = R(seed); return [f32(r, 5, 6, scale=10), r.randint(0, 80, size=(5, 6)).astype(np.int32)]
+    r = R(seed)
+    return [f32(r, 5, 6, scale=10), r.randint(0, 80, size=(5, 6)).astype(np.int32)]
+
 
 # ---- odd shapes
-def odd(a, b, c, s, d): return a * 2 + s, jnp.tanh(b) * s, c.T @ c, s * s + 1, d.sum((1, 3)), jnp.exp(d) 
+
+
+def odd(a, b, c, s, d):
+    return a * 2 + s, jnp.tanh(b) * s, c.T @ c, s * s + 1, d.sum((1, 3)), jnp.exp(d) 
+
+
 def odd_args(seed):
-    r = R(seed); return [f32(r, 1, 1), f32(r, 1, 4097), f32(r, 129, 3), np.float32(r.randn()), f32(r, 2, 3, 4, 5)]
+    r = R(seed)
+    return [f32(r, 1, 1), f32(r, 1, 4097), f32(r, 129, 3), np.float32(r.randn()), f32(r, 2, 3, 4, 5)]
+
 
 # ===== batch 2: edge semantics
 def dyn_slice_clamp(x, i, j):
-    return lax.dynamic_slice(x, (i, j), (4, 5)), lax.dynamic_update_slice(x, jnp.ones((3, 3), x.dtype), (i, j))
+    return (lax.dynamic_slice(x, (i, j), (4, 5)),
+            lax.dynamic_update_slice(x, jnp.ones((3, 3), x.dtype), (i, j)))
+
+
 def dsc_args(seed):
-    r = R(seed); return [f32(r, 10, 12), np.int32(8 + seed), np.int32(-3 + 20 * seed)]
+    r = R(seed)
+    return [f32(r, 10, 12), np.int32(8 + seed), np.int32(-3 + 20 * seed)]
+
+
 def gather_oob(x, idx):
-    return jnp.take(x, idx, axis=0), jnp.take(x, idx, axis=0, mode="clip"), x.at[idx].get(mode="fill", fill_value=-1.0)
+    return (jnp.take(x, idx, axis=0), jnp.take(x, idx, axis=0, mode="clip"),
+            x.at[idx].get(mode="fill", fill_value=-1.0))
+
+
 def goob_args(seed):
-    r = R(seed); return [f32(r, 8, 5), np.array([0, 7, 8, 11, -1, -9, 3], np.int32)]
+    r = R(seed)
+    return [f32(r, 8, 5), np.array([0, 7, 8, 11, -1, -9, 3], np.int32)]
+
+
 def segsum(data, seg):
-    return jax.ops.segment_sum(data, seg, num_segments=6), jax.ops.segment_max(data, seg, num_segments=6), jnp.bincount(seg, length=6)
+    return (jax.ops.segment_sum(data, seg, num_segments=6), jax.ops.segment_max(data, seg, num_segments=6),
+            jnp.bincount(seg, length=6))
+
+
 def seg_args(seed):
-    r = R(seed); return [f32(r, 40, 3), r.randint(0, 5, size=40).astype(np.int32)]
+    r = R(seed)
+    return [f32(r, 40, 3), r.randint(0, 5, size=40).astype(np.int32)]
+
+
 def nan_inf(x):
     return jnp.max(x, -1), jnp.log(jnp.abs(x)), jax.nn.softmax(x, -1), jnp.minimum(x, 0.0), jnp.sort(x, -1)
+
+
 def nan_args(seed):
-    r = R(seed); x = f32(r, 6, 8); x[0, 3] = np.nan; x[1, :] = -np.inf; x[2, 2] = np.inf; x[3, 0] = 0.0; x[4, 1] = -0.0
+    r = R(seed)
+    x = f32(r, 6, 8)
+    x[0, 3] = np.nan
+    x[1, :] = -np.inf
+    x[2, 2] = np.inf
+    x[3, 0] = 0.0
+    x[4, 1] = -0.0
     return [x]
+
+
 def conv_f2i(x):
-    return x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.int8), jnp.round(x), jnp.floor(x), jnp.ceil(x), jnp.sign(x), jnp.trunc(x)
+    return (x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.int8), jnp.round(x), jnp.floor(x),
+            jnp.ceil(x), jnp.sign(x), jnp.trunc(x))
+
+
 def f2i_args(seed):
-    r = R(seed); x = (r.randn(4, 16) * 100).astype(np.float32); x[0, :6] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]
+    r = R(seed)
+    x = (r.randn(4, 16) * 100).astype(np.float32)
+    x[0, :6] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]
     x[1, :4] = [3e9, -3e9, 255.7, -1.2]
     return [x]
+
+
 def bits(a, b, x):
-    return a << (b & 31), lax.shift_right_logical(a, b & 31), a >> (b & 31), a ^ b, ~a, lax.population_count(a), \
-        lax.bitcast_convert_type(x, jnp.int32), lax.clz(a), a * b
+    return (a << (b & 31), lax.shift_right_logical(a, b & 31), a >> (b & 31), a ^ b, ~a,
+            lax.population_count(a), lax.bitcast_convert_type(x, jnp.int32), lax.clz(a), a * b)
+
+
 def bits_args(seed):
-    r = R(seed); return [r.randint(-2**31, 2**31 - 1, size=(5, 7), dtype=np.int64).astype(np.int32),
+    r = R(seed)
+    return [r.randint(-2**31, 2**31 - 1, size=(5, 7), dtype=np.int64).astype(np.int32),
                          r.randint(0, 40, size=(5, 7)).astype(np.int32), f32(r, 5, 7)]
+
+
 def transc(x, y):
-    return jnp.expm1(x), jnp.log1p(jnp.abs(x)), jnp.arctan2(x, y), jnp.power(jnp.abs(x), y), jax.scipy.special.erf(x), \
-        jnp.sinh(x), jnp.arcsin(jnp.clip(x, -1, 1)), jnp.cbrt(x), lax.logistic(x), jnp.tan(x * 0.5)
+    return (jnp.expm1(x), jnp.log1p(jnp.abs(x)), jnp.arctan2(x, y), jnp.power(jnp.abs(x), y),
+            jax.scipy.special.erf(x), jnp.sinh(x), jnp.arcsin(jnp.clip(x, -1, 1)), jnp.cbrt(x),
+            lax.logistic(x), jnp.tan(x * 0.5))
+
+
 def transc_args(seed):
-    r = R(seed); return [f32(r, 8, 16), f32(r, 8, 16)]
-def special(x): return jax.scipy.special.erfinv(jnp.clip(x, -0.99, 0.99)), jax.scipy.special.gammaln(jnp.abs(x) + 0.1), jax.scipy.special.digamma(jnp.abs(x) + 0.1)
-def special_args(seed): return [f32(R(seed), 4, 9)]
-def int_mm(a, b): return a @ b, jnp.sum(a, 0), jnp.prod(a[:3, :4], 1)
+    r = R(seed)
+    return [f32(r, 8, 16), f32(r, 8, 16)]
+
+
+def special(x):
+    return (jax.scipy.special.erfinv(jnp.clip(x, -0.99, 0.99)), jax.scipy.special.gammaln(jnp.abs(x) + 0.1),
+            jax.scipy.special.digamma(jnp.abs(x) + 0.1))
+
+
+def special_args(seed):
+    return [f32(R(seed), 4, 9)]
+
+
+def int_mm(a, b):
+    return a @ b, jnp.sum(a, 0), jnp.prod(a[:3, :4], 1)
+
+
 def intmm_args(seed):
-    r = R(seed); return [r.randint(-50, 50, size=(20, 30)).astype(np.int32), r.randint(-50, 50, size=(30, 9)).astype(np.int32)]
+    r = R(seed)
+    return [r.randint(-50, 50, size=(20, 30)).astype(np.int32),
+            r.randint(-50, 50, size=(30, 9)).astype(np.int32)]
+
+
 def pools(x):
     avg = lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), "SAME") / 9.0
     mx = lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 1, 1, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
     return avg, mx, jnp.mean(x, (1, 2))
-def pools_args(seed): return [f32(R(seed), 2, 9, 9, 5)]
+
+
+def pools_args(seed):
+    return [f32(R(seed), 2, 9, 9, 5)]
+
+
 def maxpool_grad(x):
     f = lambda x: jnp.sum(lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2)
     return jax.grad(f)(x)
-def mpg_args(seed): return [f32(R(seed), 2, 8, 8, 3)]
+
+
+def mpg_args(seed):
+    return [f32(R(seed), 2, 8, 8, 3)]
+
+
 def pads(x):
-    return lax.pad(x, 0.5, ((1, 2, 1), (-1, 3, 0))), jnp.pad(x, ((2, 2), (0, 1)), mode="reflect"), jnp.flip(x, 0), jnp.roll(x, 3, 1), jnp.tile(x, (2, 1))
-def pads_args(seed): return [f32(R(seed), 5, 7)]
+    return (lax.pad(x, 0.5, ((1, 2, 1), (-1, 3, 0))), jnp.pad(x, ((2, 2), (0, 1)), mode="reflect"),
+            jnp.flip(x, 0), jnp.roll(x, 3, 1), jnp.tile(x, (2, 1)))
+
+
+def pads_args(seed):
+    return [f32(R(seed), 5, 7)]
+
+
 def causal_conv1d(x, w):
-    return lax.conv_general_dilated(x, w, (1,), ((4, 0),), rhs_dilation=(2,), dimension_numbers=("NWC", "WIO", "NWC"))
+    return lax.conv_general_dilated(x, w, (1,), ((4, 0),), rhs_dilation=(2,),
+                                    dimension_numbers=("NWC", "WIO", "NWC"))
+
+
 def cc1_args(seed):
-    r = R(seed); return [f32(r, 2, 30, 6), f32(r, 3, 6, 8, scale=.3)]
-def bool_red(x, m): return jnp.any(m, 1), jnp.all(m, 0), jnp.sum(m, 1).astype(jnp.int32), jnp.count_nonzero(x > 0.5, 1).astype(jnp.int32), m & (x > 0)
+    r = R(seed)
+    return [f32(r, 2, 30, 6), f32(r, 3, 6, 8, scale=.3)]
+
+
+def bool_red(x, m):
+    return (jnp.any(m, 1), jnp.all(m, 0), jnp.sum(m, 1).astype(jnp.int32),
+            jnp.count_nonzero(x > 0.5, 1).astype(jnp.int32), m & (x > 0))
+
+
 def boolred_args(seed):
-    r = R(seed); return [f32(r, 7, 13), r.rand(7, 13) > 0.3]
+    r = R(seed)
+    return [f32(r, 7, 13), r.rand(7, 13) > 0.3]
+
+
 def small_ints(a, b):
-    return a + b, a * b, a // jnp.where(b == 0, 1, b), jnp.maximum(a, b), a.astype(jnp.int32) + 1000, (a.astype(jnp.uint16) * 300)
+    return (a + b, a * b, a // jnp.where(b == 0, 1, b), jnp.maximum(a, b), a.astype(jnp.int32) + 1000,
+            (a.astype(jnp.uint16) * 300))
+
+
 def sint_args(seed):
-    r = R(seed); return [r.randint(-128, 128, size=(6, 10)).astype(np.int8), r.randint(-128, 128, size=(6, 10)).astype(np.int8)]
+    r = R(seed)
+    return [r.randint(-128, 128, size=(6, 10)).astype(np.int8),
+            r.randint(-128, 128, size=(6, 10)).astype(np.int8)]
+
+
 def fori_dyn(x, n):
-    return lax.fori_loop(0, n, lambda i, c: c * 0.9 + jnp.sin(c + i.astype(jnp.float32)), x), \
-        lax.while_loop(lambda c: c[0] < 100.0, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1), (jnp.abs(x[0, 0]), 0))
+    return (lax.fori_loop(0, n, lambda i, c: c * 0.9 + jnp.sin(c + i.astype(jnp.float32)), x),
+            lax.while_loop(lambda c: c[0] < 100.0, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1), (jnp.abs(x[0, 0]), 0)))
+
+
 def fori_args(seed):
-    r = R(seed); return [f32(r, 4, 6), np.int32(5 + 3 * seed)]
+    r = R(seed)
+    return [f32(r, 4, 6), np.int32(5 + 3 * seed)]
+
+
 def resnet_down(x, w1, w2, wp):
     dn = ("NHWC", "HWIO", "NHWC")
     y = jax.nn.relu(lax.conv_general_dilated(x, w1, (2, 2), ((1, 1), (1, 1)), dimension_numbers=dn))
     y = lax.conv_general_dilated(y, w2, (1, 1), "SAME", dimension_numbers=dn)
     sc = lax.conv_general_dilated(x, wp, (2, 2), "VALID", dimension_numbers=dn)
     return jax.nn.relu(y + sc)
+
+
 def rdown_args(seed):
-    r = R(seed); return [f32(r, 2, 10, 10, 8), f32(r, 3, 3, 8, 16, scale=.12), f32(r, 3, 3, 16, 16, scale=.08), f32(r, 1, 1, 8, 16, scale=.3)]
+    r = R(seed)
+    return [f32(r, 2, 10, 10, 8), f32(r, 3, 3, 8, 16, scale=.12), f32(r, 3, 3, 16, 16, scale=.08),
+            f32(r, 1, 1, 8, 16, scale=.3)]
+
+
 def gpt_bf16(x, w1, w2, g):
     h = _rms(x.astype(jnp.float32), g).astype(jnp.bfloat16)
     return (jax.nn.silu(h @ w1) @ w2)
+
+
 def gbf_args(seed):
-    r = R(seed); return [f32(r, 16, 64).astype(ml_dtypes.bfloat16), f32(r, 64, 96, scale=.125).astype(ml_dtypes.bfloat16),
-                         f32(r, 96, 64, scale=.1).astype(ml_dtypes.bfloat16), (1 + .1 * r.randn(64)).astype(np.float32)]
+    r = R(seed)
+    return [f32(r, 16, 64).astype(ml_dtypes.bfloat16), f32(r, 64, 96, scale=.125).astype(ml_dtypes.bfloat16),
+                         f32(r, 96, 64, scale=.1).astype(ml_dtypes.bfloat16),
+                         (1 + .1 * r.randn(64)).astype(np.float32)]
+
+
 def cum_rev(x, y):
     return lax.cumsum(x, 0, reverse=True), jnp.cumsum(y, 1)
 
@@ -295,78 +540,188 @@ def cum_rev_args(seed):
 
 
 # ---- batch 3
-def passthru(x, y): return x, x, y * 2, jnp.float32(3.0), jnp.arange(5, dtype=jnp.int32)
+
+
+def passthru(x, y):
+    return x, x, y * 2, jnp.float32(3.0), jnp.arange(5, dtype=jnp.int32)
+
+
 def passthru_args(seed):
-    r = R(seed); return [f32(r, 3, 4), f32(r, 2)]
-def zero_size(x, e): return x.sum(0), e * 2, jnp.concatenate([e, x[:0]], 0), jnp.sum(e, 0)
+    r = R(seed)
+    return [f32(r, 3, 4), f32(r, 2)]
+
+
+def zero_size(x, e):
+    return x.sum(0), e * 2, jnp.concatenate([e, x[:0]], 0), jnp.sum(e, 0)
+
+
 def zero_args(seed):
-    r = R(seed); return [f32(r, 4, 5), np.zeros((0, 5), np.float32)]
+    r = R(seed)
+    return [f32(r, 4, 5), np.zeros((0, 5), np.float32)]
+
+
 def int_edge(a, b, u, v):
-    return jnp.abs(a), a // jnp.where(b == 0, 1, b), u // jnp.where(v == 0, 1, v), u % jnp.where(v == 0, 1, v), u > v, \
-        u.astype(jnp.float32), (u >> 3), a ** 3, jnp.clip(a, -5, 5)
+    return (jnp.abs(a), a // jnp.where(b == 0, 1, b), u // jnp.where(v == 0, 1, v),
+            u % jnp.where(v == 0, 1, v), u > v, u.astype(jnp.float32), (u >> 3), a ** 3, jnp.clip(a, -5, 5))
+
+
 def intedge_args(seed):
     r = R(seed)
-    a = r.randint(-2**31, 2**31 - 1, size=(4, 8), dtype=np.int64).astype(np.int32); a[0, :3] = [-2**31, 2**31 - 1, -1]
-    b = r.randint(-4, 4, size=(4, 8)).astype(np.int32); b[0, :3] = [-1, -1, -1]
+    a = r.randint(-2**31, 2**31 - 1, size=(4, 8), dtype=np.int64).astype(np.int32)
+    a[0, :3] = [-2**31, 2**31 - 1, -1]
+    b = r.randint(-4, 4, size=(4, 8)).astype(np.int32)
+    b[0, :3] = [-1, -1, -1]
     u = r.randint(0, 2**32 - 1, size=(4, 8), dtype=np.int64).astype(np.uint32)
-    v = r.randint(0, 2**32 - 1, size=(4, 8), dtype=np.int64).astype(np.uint32); v[0, :4] = [1, 3, 2**31, 7]
+    v = r.randint(0, 2**32 - 1, size=(4, 8), dtype=np.int64).astype(np.uint32)
+    v[0, :4] = [1, 3, 2**31, 7]
     return [a, b, u, v]
+
+
 def f_conv_edge(x):
-    return x.astype(jnp.uint32), x.astype(jnp.bfloat16).astype(jnp.int32), x.astype(jnp.float16), jnp.exp(x.astype(jnp.float16)), \
-        jnp.isnan(x), jnp.isinf(x), jnp.isfinite(x)
+    return (x.astype(jnp.uint32), x.astype(jnp.bfloat16).astype(jnp.int32), x.astype(jnp.float16),
+            jnp.exp(x.astype(jnp.float16)), jnp.isnan(x), jnp.isinf(x), jnp.isfinite(x))
+
+
 def fce_args(seed):
-    r = R(seed); x = (r.randn(4, 8) * 50).astype(np.float32); x[0, :5] = [np.nan, np.inf, -np.inf, 70000., 5e9]; x[1, :3] = [-1., 4294967295., 1e-40]
+    r = R(seed)
+    x = (r.randn(4, 8) * 50).astype(np.float32)
+    x[0, :5] = [np.nan, np.inf, -np.inf, 70000., 5e9]
+    x[1, :3] = [-1., 4294967295., 1e-40]
     return [x]
-def denorm(x, y): return x * y, x + y, x * 1e-30, jnp.sqrt(jnp.abs(x) * 1e-38)
+
+
+def denorm(x, y):
+    return x * y, x + y, x * 1e-30, jnp.sqrt(jnp.abs(x) * 1e-38)
+
+
 def denorm_args(seed):
-    r = R(seed); x = (r.randn(4, 8) * 1e-38).astype(np.float32); y = (r.randn(4, 8) * 1e-3).astype(np.float32)
+    r = R(seed)
+    x = (r.randn(4, 8) * 1e-38).astype(np.float32)
+    y = (r.randn(4, 8) * 1e-3).astype(np.float32)
     return [x, y]
-def fmod_neg(x, y): return jnp.remainder(x, y), jnp.fmod(x, y), jnp.floor_divide(x, y), jnp.round(x, 2), jnp.nextafter(x, y), lax.reduce_precision(x, 5, 10)
+
+
+def fmod_neg(x, y):
+    return (jnp.remainder(x, y), jnp.fmod(x, y), jnp.floor_divide(x, y), jnp.round(x, 2), jnp.nextafter(x, y),
+            lax.reduce_precision(x, 5, 10))
+
+
 def fmod_args(seed):
-    r = R(seed); return [f32(r, 6, 10, scale=10), (f32(r, 6, 10, scale=3) + 0.1)]
+    r = R(seed)
+    return [f32(r, 6, 10, scale=10), (f32(r, 6, 10, scale=3) + 0.1)]
+
+
 def gqa_attn(q, k, v, m):
     # q [S,8,16] k,v [S,2,16] grouped query attention with a causal+padding mask
-    k = jnp.repeat(k, 4, axis=1); v = jnp.repeat(v, 4, axis=1)
+    k = jnp.repeat(k, 4, axis=1)
+    v = jnp.repeat(v, 4, axis=1)
     s = jnp.einsum("qhd,khd->hqk", q, k) * 0.25
     S = q.shape[0]
     ok = jnp.tril(jnp.ones((S, S), bool))[None] & (m[None, None, :] > 0)
     s = jnp.where(ok, s, jnp.finfo(jnp.float32).min)
     return jnp.einsum("hqk,khd->qhd", jax.nn.softmax(s, -1), v)
+
+
 def gqa_args(seed):
-    r = R(seed); S = 20; m = np.ones(S, np.int32); m[:2] = 0; m[0] = 1
+    r = R(seed)
+    S = 20
+    m = np.ones(S, np.int32)
+    m[:2] = 0
+    m[0] = 1
     return [f32(r, S, 8, 16), f32(r, S, 2, 16), f32(r, S, 2, 16), m]
-def stats(x): return jnp.median(x, 1), jnp.percentile(x, 90, axis=1), jnp.var(x, 0, ddof=1), jnp.linalg.norm(x, axis=1), jax.nn.logsumexp(x, 1), jnp.std(x)
-def stats_args(seed): return [f32(R(seed), 9, 31)]
-def search(a, v): return jnp.searchsorted(a, v).astype(jnp.int32), jnp.digitize(v, a).astype(jnp.int32), jnp.interp(v, a, jnp.sin(a))
+
+
+def stats(x):
+    return (jnp.median(x, 1), jnp.percentile(x, 90, axis=1), jnp.var(x, 0, ddof=1),
+            jnp.linalg.norm(x, axis=1), jax.nn.logsumexp(x, 1), jnp.std(x))
+
+
+def stats_args(seed):
+    return [f32(R(seed), 9, 31)]
+
+
+def search(a, v):
+    return (jnp.searchsorted(a, v).astype(jnp.int32), jnp.digitize(v, a).astype(jnp.int32),
+            jnp.interp(v, a, jnp.sin(a)))
+
+
 def search_args(seed):
-    r = R(seed); return [np.sort(f32(r, 40)), f32(r, 25, scale=1.5)]
-def lse_allneg(x): return jax.nn.logsumexp(x, 1), jax.nn.softmax(x, 1), jax.nn.log_softmax(x, 1)
+    r = R(seed)
+    return [np.sort(f32(r, 40)), f32(r, 25, scale=1.5)]
+
+
+def lse_allneg(x):
+    return jax.nn.logsumexp(x, 1), jax.nn.softmax(x, 1), jax.nn.log_softmax(x, 1)
+
+
 def lse_args(seed):
-    r = R(seed); x = f32(r, 4, 9); x[1, :] = -np.inf; x[2, 3] = np.inf; return [x]
+    r = R(seed)
+    x = f32(r, 4, 9)
+    x[1, :] = -np.inf
+    x[2, 3] = np.inf
+    return [x]
+
+
 def bf16_norms(x, g):
     xb = x.astype(jnp.bfloat16)
-    m = jnp.mean(xb, -1, keepdims=True); v = jnp.mean((xb - m) ** 2, -1, keepdims=True)
+    m = jnp.mean(xb, -1, keepdims=True)
+    v = jnp.mean((xb - m) ** 2, -1, keepdims=True)
     return (xb - m) * lax.rsqrt(v + 1e-5) * g.astype(jnp.bfloat16), jax.nn.softmax(xb, -1)
+
+
 def bfn_args(seed):
-    r = R(seed); return [f32(r, 12, 40), (1 + .1 * r.randn(40)).astype(np.float32)]
-def f16_mm(a, b): return a @ b, jnp.tanh(a).sum(-1)
+    r = R(seed)
+    return [f32(r, 12, 40), (1 + .1 * r.randn(40)).astype(np.float32)]
+
+
+def f16_mm(a, b):
+    return a @ b, jnp.tanh(a).sum(-1)
+
+
 def f16_args(seed):
-    r = R(seed); return [f32(r, 16, 32).astype(np.float16), f32(r, 32, 8, scale=.2).astype(np.float16)]
-def many_out(x): return tuple(x * i for i in range(40))
-def many_args(seed): return [f32(R(seed), 3)]
-def topk_ties(x, i): return lax.top_k(x, 3)[1].astype(jnp.int32), jnp.argmax(i, 1).astype(jnp.int32), jnp.argsort(i, 1, stable=True).astype(jnp.int32)
+    r = R(seed)
+    return [f32(r, 16, 32).astype(np.float16), f32(r, 32, 8, scale=.2).astype(np.float16)]
+
+
+def many_out(x):
+    return tuple(x * i for i in range(40))
+
+
+def many_args(seed):
+    return [f32(R(seed), 3)]
+
+
+def topk_ties(x, i):
+    return (lax.top_k(x, 3)[1].astype(jnp.int32), jnp.argmax(i, 1).astype(jnp.int32),
+            jnp.argsort(i, 1, stable=True).astype(jnp.int32))
+
+
 def topk_args(seed):
-    r = R(seed); return [r.randint(0, 4, size=(5, 10)).astype(np.float32), r.randint(0, 3, size=(5, 10)).astype(np.int32)]
-def conv_bf16(x, w): return lax.conv_general_dilated(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), preferred_element_type=jnp.float32)
+    r = R(seed)
+    return [r.randint(0, 4, size=(5, 10)).astype(np.float32), r.randint(0, 3, size=(5, 10)).astype(np.int32)]
+
+
+def conv_bf16(x, w):
+    return lax.conv_general_dilated(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), (1, 1), "SAME",
+                                    dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                    preferred_element_type=jnp.float32)
+
+
 def convbf_args(seed):
-    r = R(seed); return [f32(r, 1, 7, 7, 8), f32(r, 3, 3, 8, 12, scale=.1)]
+    r = R(seed)
+    return [f32(r, 1, 7, 7, 8), f32(r, 3, 3, 8, 12, scale=.1)]
+
+
 def scan_long(xs, h):
     def body(c, x):
         c = 0.5 * c + jnp.tanh(x) 
         return c, c[0]
     return lax.scan(body, h, xs)
+
+
 def slong_args(seed):
-    r = R(seed); return [f32(r, 200, 4), f32(r, 4)]
+    r = R(seed)
+    return [f32(r, 200, 4), f32(r, 4)]
 
 
 def remat_grad(w, x):
@@ -406,7 +761,8 @@ def erc_args(seed):
 
 
 def unique_nonzero(x, y):
-    return jnp.unique(x, size=8, fill_value=-1), jnp.nonzero(y > 0, size=10, fill_value=-1)[0].astype(jnp.int32)
+    return (jnp.unique(x, size=8, fill_value=-1),
+            jnp.nonzero(y > 0, size=10, fill_value=-1)[0].astype(jnp.int32))
 
 
 def un_args(seed):
@@ -430,7 +786,8 @@ def vocab_head(logits, batch_logits, tokens, table):
 
 def vocab_args(seed):
     r = R(seed)
-    return [f32(r, 32000), f32(r, 3, 5000), r.randint(0, 5000, size=(4, 33)).astype(np.int32), f32(r, 5000, 64)]
+    return [f32(r, 32000), f32(r, 3, 5000), r.randint(0, 5000, size=(4, 33)).astype(np.int32),
+            f32(r, 5000, 64)]
 
 
 def gpt_decode_bf16_weights(*a):
@@ -502,7 +859,8 @@ PROGRAMS = {
     "gqa_attention_causal_padding": (gqa_attn, gqa_args),
     "numpy_stats_search_unique": combined((stats, stats_args), (search, search_args), (unique_nonzero, un_args)),
     "bf16_f16_norms_matmul_conv": combined((bf16_norms, bfn_args), (f16_mm, f16_args), (conv_bf16, convbf_args)),
-    "passthrough_empty_many_outputs": combined((passthru, passthru_args), (zero_size, zero_args), (many_out, many_args)),
+    "passthrough_empty_many_outputs": combined((passthru, passthru_args), (zero_size, zero_args),
+                                               (many_out, many_args)),
     "topk_argmax_argsort_ties": (topk_ties, topk_args),
     "remat_grad": (remat_grad, remat_args),
     "assoc_scan_map_switch_long_scan": combined((assoc_map_switch, ams_args), (scan_long, slong_args)),
@@ -538,6 +896,8 @@ def _check_outputs(neff, fn, args, inputs=None, options=None):
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS) + sorted(JIT_OPTIONS))
+
+
 def test_program_end_to_end(name, tmp_path):
     if name in JIT_OPTIONS:
         fn, make_args, options = JIT_OPTIONS[name]
@@ -550,7 +910,8 @@ def test_program_end_to_end(name, tmp_path):
     model = tmp_path / "model.hlo_module.pb"
     model.write_bytes(lowered.as_serialized_hlo_module_proto())
     neff = _compile(str(model), str(tmp_path))
-    _check_outputs(neff, fn, make_args(1), options=options)      # fresh inputs, not the ones the HLO was lowered with
+    # fresh inputs, not the ones the HLO was lowered with
+    _check_outputs(neff, fn, make_args(1), options=options)
 
 
 def _dense(x, w, b):
@@ -570,7 +931,8 @@ def test_hlo_text_without_extension_and_neff_io_names(tmp_path):
     head, entry = text.split("\nENTRY ", 1)
     names = ["tokens", "weight", "bias"]
     entry = re.sub(r"parameter\((\d)\)",
-                   lambda m: '%s, frontend_attributes={neff_input_names="%s"}' % (m.group(0), names[int(m.group(1))]),
+                   lambda m: '%s, frontend_attributes={neff_input_names="%s"}'
+                   % (m.group(0), names[int(m.group(1))]),
                    entry)
     entry, n = re.subn(r"(ROOT tuple\.\d+ = [^\n]*\))\n",
                        '\\1, frontend_attributes={neff_output_names="act,rowsum"}\n', entry)
@@ -606,7 +968,8 @@ def test_torch_neuronx_model_directory(tmp_path):
     np.save(str(d / "weights" / "w.npy"), w.view(np.dtype("V2")))
     np.save(str(d / "weights" / "b.npy"), b)
     (d / "metadata.json").write_text(json.dumps(
-        {"model_files": "graph.hlo", "version": "1.0", "weights": {pnames[1]: "weights/w.npy", pnames[2]: "weights/b.npy"}}))
+        {"model_files": "graph.hlo", "version": "1.0",
+         "weights": {pnames[1]: "weights/w.npy", pnames[2]: "weights/b.npy"}}))
     neff = _compile(str(d), str(tmp_path))
     x1 = f32(R(1), 6, 8)
     _check_outputs(neff, _gelu_bf16_weight, [x1, w, b])
