@@ -39,8 +39,9 @@ def _sync(m, passes):
 def _check(m, inputs, passes):
     ref = simulate(B.from_json(m.to_json()), inputs).outputs
     _sync(m, passes)
-    prog = simulate(B.from_json(m.to_json()), inputs).outputs
-    streams = simulate(B.from_json(m.to_json()), inputs, order="streams").outputs
+    # strict: a conflicting access that starts before the other one ends is an error, not a note
+    prog = simulate(B.from_json(m.to_json()), inputs, strict=True).outputs
+    streams = simulate(B.from_json(m.to_json()), inputs, order="streams", strict=True).outputs
     for r, a, b in zip(ref, prog, streams):
         assert raw_equal(r, a), "program order differs from the unsynchronised program"
         assert raw_equal(r, b), "stream order differs from program order"
