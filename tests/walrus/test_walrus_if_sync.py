@@ -233,3 +233,29 @@ def test_random_ifs_in_loops_stream_order_matches_program_order(pipeline, seed):
 def test_random_ifs_and_whiles_in_loops_stream_order_matches_program_order(pipeline, seed):
     m = random_if_program(seed, with_while=True)
     _check(m, random_if_inputs(m, seed), PIPELINES[pipeline])
+
+
+def test_walrus_driver_full_pipeline_bir_sim_passes(tmp_path):
+    # the reported route: walrus_driver's pipeline ending in bir_sim on the goldens
+    import json
+
+    from support.cli import run_tool
+    PIPELINE = ("lsa,coloring,unroll,lower_ac,pre_sched,partitioner,bir_splitter,coloring_allocator,"
+                "dma_optimization,anti_dependency_analyzer,vn_splitter,post_sched,tensorcopy_accel,"
+                "dep_reduction,print_metrics,birverifier,bir_sim")
+    m = if_in_loop()
+    x = _if_inputs()
+    outs = simulate(B.from_json(m.to_json()), x).outputs
+    d = {"input%d" % i: a for i, a in enumerate(x)}
+    d.update({"output%d" % i: a for i, a in enumerate(outs)})
+    np.savez(str(tmp_path / "goldens.npz"), **d)
+    B.save(m, str(tmp_path / "bir.json"))
+    r = run_tool("walrus_driver", ["--input", str(tmp_path / "bir.json"), "--output", str(tmp_path / "o.json"),
+                                   "--walrus-passes", PIPELINE, "--target", "trn1",
+                                   "--goldens", str(tmp_path / "goldens.npz"),
+                                   "--metrics", str(tmp_path / "metrics.json")], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "metrics.json").read_text())["bir_sim"] == "passed"
+    out = B.load(str(tmp_path / "o.json"))
+    got = simulate(out, x, order="streams", strict=True).outputs
+    assert all(raw_equal(a, b) for a, b in zip(outs, got))
