@@ -7,14 +7,18 @@
   reduced axis on the free dim (``tensor_reduce``), further reduced axes and
   free tiles accumulate into a [P,1] accumulator; argmax/argmin keep the
   first index of the extreme value like XLA.
-* ``op_dot``: out[b, m, n] = sum_k L[b, m, k] R[b, k, n]; M tiles of 128 on
-  PSUM partitions, N tiles of <= 512 fp32 (one 2 KiB PSUM bank), K tiles of
-  128 accumulated in PSUM (the first K tile zeroes the bank, the rest of the
-  K loop accumulates), then evicted by ACT with the cast to the result type.
+* ``op_dot``: out[b, m, n] = sum_k L[b, m, k] R[b, k, n]; N tiles of <= 512
+  fp32 (one 2 KiB PSUM bank) whose R[:, n tile] (all of K) stays resident in
+  SBUF across the M loop (sized by the SBUF budget from ``neuronxcc.hwm``),
+  M tiles of 128 on PSUM partitions (two per M step), K tiles of 128
+  accumulated in PSUM (the first K tile zeroes the bank, the rest of the K
+  loop accumulates), then evicted by ACT with the cast to the result type.
 * ``op_concatenate`` / ``op_pad``: copies into sub-views of the result.
 
 Invariant: every memloc is created inside the loop body that uses it, so its
-live range is one tile step; sizes stay far below one SBUF partition.
+live range is one tile step (the resident matmul operand: one N step, whose
+body holds the M loop); each is written whole by its first access, so walrus
+can double-buffer it; sizes stay within the SBUF budget.
 """
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
@@ -24,6 +28,10 @@ from neuronxcc.starfish.birpy import dtypes as bdt
 
 EW_FREE = 1024          # elements per partition per elementwise tile
 K_GROUP = 4             # K tiles moved by one matmul operand DMA
+MM_STREAM_RESERVE = 48 * 1024   # SBUF bytes per partition kept for streamed tiles next to resident ones
+LT_GROUPS = (16, 8, 4, 2, 1)    # K tiles per streamed L^T DMA, largest first (fewer, larger transfers)
+LT_GROUP_CYCLES = 8192          # PE cycles one streamed L^T DMA should feed (amortises its fixed latency)
+MM_MIN_N = 64           # narrowest resident N tile worth it (the PE's moving side below 64 wastes cycles)
 RED_FREE = 1024
 PMAX = 128
 
@@ -349,22 +357,137 @@ class Kernels:
         """O[b, m, n] = sum over terms (L, R, K) of sum_k L[b, m, k] R[b, k, n] (one PSUM group).
 
         epilogue = (expr, leaf, dot dtype): O gets expr evaluated on the tile instead, with the
-        evicted product tile standing for ``leaf`` (fused bias/activation chains)."""
+        evicted product tile standing for ``leaf`` (fused bias/activation chains).
+
+        Reuse: the moving side R of one N tile (all of K, every term) is loaded into SBUF once per
+        N tile in one large DMA and stays resident while the M loop streams the stationary side L^T
+        through it in K groups (LT_GROUPS tiles per DMA); so R crosses HBM once and L once per N
+        tile. Each M step holds two half-blocks with their own PSUM tile and DMAs (on different
+        queues), so one half's eviction and loads overlap the other half's matmuls. The N tile is the largest that fits the SBUF budget (``_res_budget``); when
+        even a narrow one does not fit (huge K), both sides stream per output tile instead."""
+        cdt = self._mm_dtype(terms)
+        isz = bdt.itemsize(cdt)
+        kcols = sum(-(-K // _k_tile(K)) for L, R, K in terms)
+        ncmax = self._res_budget() // max(1, kcols * isz)
+        if ncmax < min(N, MM_MIN_N):
+            return self._matmul_streamed(terms, O, nb, M, N, epilogue, cdt)
         em = self.em
         P = self.P
+        # two M half-blocks per M step, each with its own PSUM tile, L^T buffers and DMA queues: one
+        # half's eviction and loads overlap the other half's matmuls
+        split = M > PMAX
+        TM = choose_tile(M, 2 * PMAX) if split else M
+        TN = choose_tile(N, min(512, ncmax))
+        offs = _offs(P)
+
+        def body_n(starts, sizes):
+            bs = starts[:nb]
+            n0, nn = starts[nb], sizes[nb]
+            res = []
+            for L, R, K in terms:
+                TK = _k_tile(K)
+                nfull, rem = divmod(K, TK)
+                rr = em.sbuf("rhs_res", TK, (nfull + (1 if rem else 0)) * nn, cdt)
+                sk_r, sn_r = R.strides[nb], R.strides[nb + 1]
+                if nfull:
+                    # one DMA writes the whole resident tile, so walrus sees it defined afresh in each
+                    # N iteration and double-buffers it (the next N tile loads during this one's M loop)
+                    em.dma(em.chip(rr, cdt, TK, [[1, nfull * nn]]),
+                           em.hbm(R.base, offs(R, bs + [P.const(0), n0]), [[sk_r, TK], [TK * sk_r, nfull], [sn_r, nn]]))
+                if rem:
+                    em.dma(em.chip(rr, cdt, rem, [[1, nn]], offset=nfull * nn),
+                           em.hbm(R.base, offs(R, bs + [P.const(nfull * TK), n0]), [[sk_r, rem], [sn_r, nn]]))
+                res.append(rr)
+            em.nest([Axis(M, TM, "m")], lambda st, sz: body_m(st, sz, res), starts, sizes)
+
+        def body_m(starts, sizes, res):
+            m0, ms = starts[nb + 1], sizes[nb + 1]
+            if split and ms >= 2:
+                h = ms // 2
+                half(starts, sizes, res, m0, h)
+                half(starts, sizes, res, m0 + h, ms - h)
+            else:
+                half(starts, sizes, res, m0, ms)
+
+        def half(starts, sizes, res, m0, mn):
+            bs = starts[:nb]
+            n0, nn = starts[nb], sizes[nb]
+            ps = em.psum("ps", mn, nn)
+            ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
+            first = [True]
+
+            def kstep(L, rr, k0, t0, kn, g=1):
+                """g consecutive K tiles of kn rows from tile t0: L^T in one DMA, g matmuls."""
+                st = em.sbuf("lhsT", kn, g * mn, cdt)
+                sk_l, sm_l = L.strides[nb + 1], L.strides[nb]
+                pat = [[sk_l, kn], [kn * sk_l, g], [sm_l, mn]] if g > 1 else [[sk_l, kn], [sm_l, mn]]
+                em.dma(em.chip(st, cdt, kn, [[1, g * mn]]), em.hbm(L.base, offs(L, bs + [m0, k0]), pat))
+                for j in range(g):
+                    em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn),
+                                                      em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn)],
+                            psum_zero=first[0])
+                    first[0] = False
+
+            for (L, R, K), rr in zip(terms, res):
+                TK = _k_tile(K)
+                nfull, rem = divmod(K, TK)
+                G = _k_group(nfull, cdt, em.tm)
+                ngroups, left = divmod(nfull, G) if nfull else (0, 0)
+                if ngroups >= 1:
+                    kstep(L, rr, P.const(0), P.const(0), TK, G)
+                if ngroups >= 2:
+                    kv = em.fresh("k")
+                    with em.b.loop(kv, 1, ngroups, 1) as iv:
+                        kstep(L, rr, iv * (G * TK), iv * G, TK, G)
+                for j in range(left):
+                    t = ngroups * G + j
+                    kstep(L, rr, P.const(t * TK), P.const(t), TK)
+                if rem:
+                    kstep(L, rr, P.const(nfull * TK), P.const(nfull), rem)
+            self._mm_evict(O, nb, bs, m0, n0, mn, nn, ps_ap, epilogue)
+
+        axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(N, TN, "n")]
+        em.nest(axes, body_n)
+
+    def _res_budget(self):
+        """SBUF bytes per partition for resident matmul operands: what is left of the usable SBUF
+        after the streamed tiles, halved so that walrus can still double-buffer (rotate) them."""
+        return (self.em.tm.sbuf_usable_bytes - MM_STREAM_RESERVE) // 2
+
+    @staticmethod
+    def _mm_dtype(terms):
         lowp = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
         dts = set([L.dtype for L, R, K in terms] + [R.dtype for L, R, K in terms])
-        cdt = dts.pop() if len(dts) == 1 and next(iter([L.dtype for L, R, K in terms])) in lowp else "float32"
+        return dts.pop() if len(dts) == 1 and terms[0][0].dtype in lowp else "float32"
+
+    def _mm_evict(self, O, nb, bs, m0, n0, mn, nn, ps_ap, epilogue):
+        """PSUM tile -> SBUF (cast to the result type) -> O, or through the fused epilogue."""
+        em = self.em
+        odt = onchip_dtype(epilogue[2] if epilogue else em.m.tensors[O.base].dtype)
+        ev = em.sbuf("evict", mn, nn, odt)
+        ev_ap = em.chip(ev, odt, mn, [[1, nn]])
+        if bdt.is_int(odt):
+            em.inst("tensor_copy", "DVE", [ev_ap], [ps_ap])
+        else:
+            em.inst("activation", "ACT", [ev_ap], [ps_ap], func="identity")
+        if epilogue:
+            expr, leaf, _ = epilogue
+            te = TileEval(self.cg, Space(nb, nb + 1, list(bs) + [m0, n0], [1] * nb + [mn, nn]))
+            te.memo[id(leaf)] = TV("tile", odt, ap=ev_ap)
+            self._store(te, te.value(expr), O)
+            return
+        em.dma(em.hbm(O.base, _offs(self.P)(O, bs + [m0, n0]), [[O.strides[nb], mn], [O.strides[nb + 1], nn]]),
+               ev_ap)
+
+    def _matmul_streamed(self, terms, O, nb, M, N, epilogue, cdt):
+        """Fallback without reuse (K too large for a resident R tile): per output tile, both sides
+        stream through SBUF in K groups."""
+        em = self.em
+        P = self.P
         TM = choose_tile(M, PMAX)
         TN = choose_tile(N, 512)
         axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(M, TM, "m"), Axis(N, TN, "n")]
-
-        def offs(view, idx_exprs):
-            e = P.const(view.offset) if isinstance(view.offset, int) else view.offset
-            for ex, st in zip(idx_exprs, view.strides):
-                if st:
-                    e = e + ex * st
-            return e
+        offs = _offs(P)
 
         def body(starts, sizes):
             bs = starts[:nb]
@@ -406,20 +529,7 @@ class Kernels:
                     kstep(L, R, P.const((ngroups * G + j) * TK), TK)
                 if rem:
                     kstep(L, R, P.const(nfull * TK), rem)
-            odt = onchip_dtype(epilogue[2] if epilogue else em.m.tensors[O.base].dtype)
-            ev = em.sbuf("evict", mn, nn, odt)
-            ev_ap = em.chip(ev, odt, mn, [[1, nn]])
-            if bdt.is_int(odt):
-                em.inst("tensor_copy", "DVE", [ev_ap], [ps_ap])
-            else:
-                em.inst("activation", "ACT", [ev_ap], [ps_ap], func="identity")
-            if epilogue:
-                expr, leaf, _ = epilogue
-                te = TileEval(self.cg, Space(nb, nb + 1, list(bs) + [m0, n0], [1] * nb + [mn, nn]))
-                te.memo[id(leaf)] = TV("tile", odt, ap=ev_ap)
-                self._store(te, te.value(expr), O)
-                return
-            em.dma(em.hbm(O.base, offs(O, bs + [m0, n0]), [[O.strides[nb], mn], [O.strides[nb + 1], nn]]), ev_ap)
+            self._mm_evict(O, nb, bs, m0, n0, mn, nn, ps_ap, epilogue)
 
         em.nest(axes, body)
 
@@ -468,6 +578,27 @@ class Kernels:
                 xs = self.cg.materialise(x, allow_views=False).slice(s_st, s_li, s_sd)
             self.elementwise(xs, out.slice(o_st, o_li, o_sd))
         return [out]
+
+
+def _offs(P):
+    """offs(view, idx) -> the HBM element offset (pelican Expr) of view[idx]."""
+    def offs(view, idx_exprs):
+        e = P.const(view.offset) if isinstance(view.offset, int) else view.offset
+        for ex, st in zip(idx_exprs, view.strides):
+            if st:
+                e = e + ex * st
+        return e
+    return offs
+
+
+def _k_group(nfull, cdt, tm):
+    """K tiles per L^T DMA: the largest of LT_GROUPS that divides nfull, leaves at least two groups
+    (so the K loop stays a loop) and whose matmuls (128 x 512 each) take at most LT_GROUP_CYCLES on
+    the PE: 16 tiles for bf16/fp8, 4 for fp32 (the PE's fp32 slowdown), the same at every size."""
+    per_tile = 512 * (tm.fp32_matmul_slowdown if cdt == "float32" else 1)
+    fits = [g for g in LT_GROUPS if g * per_tile <= LT_GROUP_CYCLES and nfull % g == 0]
+    two = [g for g in fits if nfull // g >= 2]
+    return (two or fits or [1])[0]
 
 
 def _k_tile(K):
