@@ -96,3 +96,30 @@ def test_hlo2penguin_tool_writes_a_loadable_file(tmp_path):
     assert hlo2penguin.main([str(p), "--output", str(out), "--target", "trn2"]) == 0
     g = ir.load(str(out))
     assert [op.kind for op in g.ops] == ["dot"] and g.attrs["target"] == "trn2"
+
+
+def test_lowered_opcodes_come_from_the_one_op_table():
+    from neuronxcc.hlo import ops
+    from neuronxcc.starfish.penguin import hlo2penguin as h
+    assert h.LOWERED_OPCODES <= set(ops.OPS)
+    assert set(h.NOT_LOWERED) <= set(ops.OPS)
+    assert h.LOWERED_OPCODES | set(h.NOT_LOWERED) == set(ops.OPS)
+    assert set(h.LOWERED_CUSTOM_CALLS) <= {t.lower() for t in ops.CUSTOM_CALL_TARGETS}
+    assert {"dot", "reduce", "while", "custom-call"} <= h.LOWERED_OPCODES
+
+
+def test_hlo2penguin_refuses_ops_outside_the_table_through_check_supported():
+    from neuronxcc.errors import UnknownCustomCallError
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish.penguin import hlo2penguin
+    text = """HloModule m
+ENTRY e {
+  p = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(p), custom_call_target="NotARealTarget", metadata={source_file="model.py" source_line=7}
+}
+"""
+    with pytest.raises(UnknownCustomCallError) as ei:
+        hlo2penguin.hlo_to_penguin(parse_hlo_text(text))
+    msg = ei.value.one_line()
+    assert msg.startswith("[NCC_EVRF015]") and "NotARealTarget" in msg and "instruction c" in msg
+    assert "model.py:7" in msg

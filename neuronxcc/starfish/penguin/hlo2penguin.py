@@ -12,9 +12,12 @@ What it does, in order:
     expressions are evaluated with numpy);
   * annotates every value with shape and dtype, every op with its HLO
     instruction name and source ``file:line`` (``Op.loc``);
-  * refuses an op outside ``LOWERED_OPCODES`` with UnsupportedOperatorError
-    naming the op, the instruction and the source location, and a program
-    whose tensors cannot fit the target's HBM with TensorTooLargeError.
+  * refuses an op outside the one op table (``neuronxcc.hlo.ops.check_supported``:
+    ``[NCC_EVRF001]``, ``[NCC_EVRF015]`` for a custom-call target), and an op of
+    the table this lowering does not convert yet (``NOT_LOWERED``; the rest of
+    the table is ``LOWERED_OPCODES``) with UnsupportedOperatorError naming the
+    op, the instruction and the source location; a program whose tensors
+    cannot fit the target's HBM with TensorTooLargeError.
 
 Exit status: 0 on success, 70 on a compile error (one ``[NCC_...]`` line on
 stderr, the traceback goes to the log only).
@@ -27,6 +30,7 @@ import numpy as np
 
 from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLargeError,
                               UnsupportedOperatorError, source_location)
+from neuronxcc.hlo import ops as hlo_ops
 from neuronxcc.starfish.penguin import ir
 
 log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
@@ -36,13 +40,25 @@ HLO_TO_DTYPE = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s
                 "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
                 "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "c64": "complex64"}
 
-# HLO opcodes this tool converts (elementwise ops keep their HLO spelling).
-LOWERED_OPCODES = (set(ir.ELEMENTWISE) - {"real", "imag"}) | {
-    "parameter", "constant", "tuple", "get-tuple-element", "call", "broadcast", "reshape",
-    "transpose", "slice", "reverse", "bitcast", "concatenate", "pad", "iota", "dot", "reduce",
-    "dynamic-slice", "dynamic-update-slice", "gather", "scatter", "while", "conditional", "sort",
-    "topk", "custom-call", "reduce-window", "convolution", "opt-barrier", "optimization-barrier",
-    "select-and-scatter", "reduce-precision", "copy-start", "copy-done", "after-all"}
+# Opcodes of the one op table (``neuronxcc.hlo.ops``: what list-operators prints and the interpreter
+# runs) that this lowering does not convert yet, each with the reason it names.
+NOT_LOWERED = {
+    "real": "complex numbers have no on-chip dtype",
+    "imag": "complex numbers have no on-chip dtype",
+    "fft": "no FFT kernel",
+    "map": "no kernel for a mapped computation",
+    "fusion": "already-fused modules are not inlined",
+    "rng-bit-generator": "no random-number kernel",
+    "partition-id": "no device-id lowering",
+    "replica-id": "no device-id lowering",
+    "add-dependency": "no token ordering",
+}
+# What this tool converts: the table's opcodes minus NOT_LOWERED (elementwise ops keep their HLO spelling).
+LOWERED_OPCODES = frozenset(op for op in hlo_ops.OPS if op not in NOT_LOWERED)
+# custom-call targets it converts, by the table's interpreter handler -> the Penguin op kind.
+CUSTOM_CALL_KINDS = {"custom_topk": "topk"}
+LOWERED_CUSTOM_CALLS = {t.lower(): CUSTOM_CALL_KINDS[h] for t, h in hlo_ops.CUSTOM_CALL_TARGETS.items()
+                        if h in CUSTOM_CALL_KINDS}
 
 FOLD_LIMIT = 4096          # fold constant expressions up to this many elements
 
@@ -168,7 +184,7 @@ class Converter:
             if inst.opcode == "parameter":
                 continue
             if inst.opcode not in LOWERED_OPCODES:
-                raise unsupported(inst)
+                raise unsupported(inst, NOT_LOWERED.get(inst.opcode))
             try:
                 env[id(inst)] = self._convert(g, inst, env)
             except CompilerError:
@@ -189,7 +205,7 @@ class Converter:
             return ins[0][A.int_attr(inst, "tuple_index", 0) if idx is None else idx]
         if op == "reduce-precision":
             return self._reduce_precision(g, inst, ins[0])
-        if op in ("opt-barrier", "optimization-barrier", "copy-start", "copy-done"):
+        if op in ("opt-barrier", "optimization-barrier"):
             return ins[0]
         if op == "after-all":
             return None
@@ -240,8 +256,8 @@ class Converter:
         op = inst.opcode
         if op == "custom-call":
             tgt = str(_attr(inst, "custom_call_target", default="")).lower()
-            if tgt in ("topk", "top_k", "awsneurontopk"):
-                return "topk"
+            if tgt in LOWERED_CUSTOM_CALLS:
+                return LOWERED_CUSTOM_CALLS[tgt]
             raise unsupported(inst, "custom-call target %r" % tgt)
         if op == "bitcast":
             return "reshape"
@@ -537,6 +553,7 @@ def check_hbm(graph, target):
 
 def hlo_to_penguin(module, target="trn1"):
     """The library entry: an HloModule -> a verified Penguin Graph."""
+    hlo_ops.check_supported(module)
     g = Converter(module).convert_entry()
     check_hbm(g, target)
     return g
