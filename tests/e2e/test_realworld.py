@@ -641,8 +641,7 @@ def stats_args(seed):
 
 
 def search(a, v):
-    return (jnp.searchsorted(a, v).astype(jnp.int32), jnp.digitize(v, a).astype(jnp.int32),
-            jnp.interp(v, a, jnp.sin(a)))
+    return jnp.searchsorted(a, v).astype(jnp.int32), jnp.interp(v, a, jnp.sin(a))
 
 
 def search_args(seed):
@@ -790,18 +789,101 @@ def vocab_args(seed):
             f32(r, 5000, 64)]
 
 
-def gpt_decode_bf16_weights(*a):
-    a = list(a)
-    for i in range(6):
-        a[i] = a[i].astype(jnp.float32)
-    return gpt_decode(*a)
+def greedy_generate(emb, wqkv, wo, w1, w2, w3, norms, kc, vc, tok, pos):
+    """Four greedy decode steps in one program: argmax feeds the next embedding lookup and
+    the KV caches are carried through a fori_loop."""
+    def step(i, c):
+        kc, vc, tok, toks = c
+        _, nxt, kc, vc = gpt_decode(emb, wqkv, wo, w1, w2, w3, norms, kc, vc, tok, pos + i)
+        return kc, vc, nxt, toks.at[i].set(nxt)
+    return lax.fori_loop(0, 4, step, (kc, vc, tok, jnp.zeros(4, jnp.int32)))
 
 
-def gpt_bf16_args(seed):
+def generate_args(seed):
     a = gpt_args(seed)
-    for i in range(6):
-        a[i] = a[i].astype(ml_dtypes.bfloat16)
+    a[-1] = np.int32(3 + seed)
     return a
+
+
+def resnet_stem_train(x, w, g, b):
+    y = lax.conv_general_dilated(x, w, (2, 2), ((3, 3), (3, 3)), dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    m = y.mean((0, 1, 2))
+    v = y.var((0, 1, 2))
+    y = jax.nn.relu((y - m) * lax.rsqrt(v + 1e-5) * g + b)
+    return lax.reduce_window(y, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
+
+
+def stem_args(seed):
+    r = R(seed)
+    return [f32(r, 2, 32, 32, 3), f32(r, 7, 7, 3, 16, scale=.1), (1 + .1 * r.randn(16)).astype(np.float32),
+            f32(r, 16, scale=.1)]
+
+
+def batchnorm_grad(x, g):
+    def f(x, g):
+        xn = (x - x.mean((0, 2, 3), keepdims=True)) * lax.rsqrt(x.var((0, 2, 3), keepdims=True) + 1e-5)
+        return jnp.sum((xn * g[None, :, None, None]) ** 3)
+    return jax.grad(f, (0, 1))(x, g)
+
+
+def bng_args(seed):
+    r = R(seed)
+    return [f32(r, 4, 6, 5, 5), f32(r, 6)]
+
+
+def indexing_misc(x, a, b, t, y, i, u, c, p, q, z, w4):
+    return (x[a[:, None], b[None, :]], x[:, b], jnp.take(x, -a, axis=0, mode="wrap"),
+            lax.dynamic_slice(t, (jnp.argmax(y).astype(jnp.int32), 0), (2, 4)),
+            t.at[i].multiply(u), t.at[i].min(u),
+            lax.select_n(c, p, q, z), lax.clamp(-0.5, p, 0.5),
+            jnp.einsum("ibk,bkj->bij", w4[:7, :3, :20].reshape(7, 3, 20), w4[7:10, :20, :9].reshape(3, 20, 9)),
+            w4.transpose(0, 2, 1), w4.reshape(2, 5, 20, 20).transpose(3, 1, 0, 2))
+
+
+def idx_args(seed):
+    r = R(seed)
+    return [f32(r, 10, 12), r.randint(0, 10, size=4).astype(np.int32), r.randint(0, 12, size=5).astype(np.int32),
+            f32(r, 12, 4), f32(r, 10), np.array([1, 3, 1, 7, 0], np.int32), f32(r, 5, 4),
+            r.randint(0, 3, size=(4, 5)).astype(np.int32), f32(r, 4, 5), f32(r, 4, 5), f32(r, 4, 5),
+            f32(r, 10, 20, 20)]
+
+
+def int_corners(a, b, e, p, t, big):
+    return (lax.div(a, b), lax.rem(a, b), a // b, a % b,          # XLA: x/0 = -1, x%0 = x, INT_MIN/-1 = INT_MIN
+            jnp.power(e, p), jnp.argmax(t, 0).astype(jnp.int32), jnp.argmin(t, 1).astype(jnp.int32),
+            big.max(1), big.min(0), lax.cummax(big, 1), jnp.sum(big, 1),
+            jnp.where(big > 2 ** 30, big, big + 1), big == 2 ** 30 + 3,
+            jnp.zeros(8, jnp.int32).at[jnp.arange(40) % 8].add(big[0]))
+
+
+def int_corner_args(seed):
+    r = R(seed)
+    a = r.randint(-100, 100, size=(4, 8)).astype(np.int32)
+    b = r.randint(-3, 3, size=(4, 8)).astype(np.int32)
+    a[0, :3] = [-2 ** 31, -2 ** 31, 5]
+    b[0, :3] = [-1, 0, 0]
+    return [a, b, r.randint(-5, 5, size=(4, 6)).astype(np.int32), r.randint(0, 6, size=(4, 6)).astype(np.int32),
+            r.randint(-2, 2, size=(300, 7)).astype(np.int32),
+            r.randint(-2 ** 31, 2 ** 31 - 1, size=(5, 40), dtype=np.int64).astype(np.int32)]
+
+
+def reductions_misc(x, y, m):
+    return (jax.nn.softmax(x, 0), lax.reduce_window(y, jnp.inf, lax.min, (2, 3), (1, 2), "SAME"),
+            lax.reduce_window(y, 1.0, lax.mul, (2, 2), (2, 2), "VALID"),
+            lax.reduce_window(m[0], False, lax.max, (3,), (1,), "VALID"), jnp.all(m, 1), jnp.any(m, 0))
+
+
+def red_misc_args(seed):
+    r = R(seed)
+    return [f32(r, 300, 129), f32(r, 9, 11), r.rand(6, 12) > .7]
+
+
+def fdiv_zero(x, y):
+    return x / y, jnp.fmod(x, y), jnp.sqrt(y - 1), lax.rsqrt(y)
+
+
+def fdiv_args(seed):
+    return [f32(R(seed), 3, 4), np.array([[0, -0.0, 1, 2]] * 3, np.float32)]
 
 
 def combined(*parts):
@@ -824,49 +906,47 @@ def combined(*parts):
 # name -> (function, argument builder); the argument builders return pytrees of numpy arrays
 PROGRAMS = {
     "gpt_decode_step": (gpt_decode, gpt_args),
+    "greedy_generate_loop": (greedy_generate, generate_args),
     "bert_encoder_layer": (bert_layer, bert_args),
-    "resnet_basic_block_nchw": (resnet_block, resnet_args),
-    "resnet_downsample_block_nhwc": (resnet_down, rdown_args),
+    "gqa_attention_causal_padding": (gqa_attn, gqa_args),
+    "vocab_argmax_topk_embedding": (vocab_head, vocab_args),
+    "resnet_blocks_nchw_and_downsample_nhwc": combined((resnet_block, resnet_args), (resnet_down, rdown_args)),
+    "resnet_stem_batchnorm_train_and_grad": combined((resnet_stem_train, stem_args), (batchnorm_grad, bng_args)),
     "adam_pytree": (adam, adam_args),
+    "one_hot_cross_entropy_grad": (ce_grad, ce_args),
+    "remat_grad": (remat_grad, remat_args),
     "rnn_scan": (rnn_scan, rnn_args),
     "fori_and_while_dynamic_trips": (fori_dyn, fori_args),
-    "one_hot_cross_entropy_grad": (ce_grad, ce_args),
+    "assoc_scan_map_switch_long_scan": combined((assoc_map_switch, ams_args), (scan_long, slong_args)),
     "vmap_take_along_where_bool": combined((vmap_mm, vmap_args), (take_along, take_args), (where_bc, where_args),
                                            (bool_red, boolred_args)),
     "integer_semantics": combined((intdiv, intdiv_args), (bits, bits_args), (int_mm, intmm_args),
                                   (small_ints, sint_args), (int_edge, intedge_args)),
-    "sort_argsort_last_axis": (sorts, sort_args),
-    "cumprod_cummax_cummin": (cums, cum_args),
-    "cumsum_reverse": (cum_rev, cum_rev_args),
-    "bf16_f32_preferred_element_type": (mixed, mixed_args),
-    "bf16_gated_mlp": (gpt_bf16, gbf_args),
+    "integer_corners_div_zero_big_values": (int_corners, int_corner_args),
+    "sort_argsort_topk_ties": combined((sorts, sort_args), (topk_ties, topk_args)),
+    "cumulative_ops": combined((cums, cum_args), (cum_rev, cum_rev_args)),
+    "bf16_f16_mixes": combined((mixed, mixed_args), (gpt_bf16, gbf_args), (bf16_norms, bfn_args),
+                               (f16_mm, f16_args), (conv_bf16, convbf_args)),
     "reduce_axis0_300x700": (red0, red0_args),
+    "reductions_columns_windows_bool": (reductions_misc, red_misc_args),
     "outputs_of_many_dtypes": (multi, multi_args),
     "odd_shapes": (odd, odd_args),
+    "passthrough_empty_many_outputs": combined((passthru, passthru_args), (zero_size, zero_args),
+                                               (many_out, many_args)),
     "dynamic_slice_clamped_starts": (dyn_slice_clamp, dsc_args),
     "gather_out_of_bounds_modes": (gather_oob, goob_args),
+    "indexing_scatter_select_transpose": (indexing_misc, idx_args),
     "segment_sum_max_bincount": (segsum, seg_args),
     "nan_inf_propagation": (nan_inf, nan_args),
     "float_to_int_rounding": (conv_f2i, f2i_args),
-    "transcendentals": (transc, transc_args),
-    "erfinv_gammaln_digamma": (special, special_args),
-    "avg_max_pool_padded": (pools, pools_args),
-    "maxpool_grad_select_and_scatter": (maxpool_grad, mpg_args),
-    "pad_interior_negative_reflect_roll": (pads, pads_args),
-    "causal_dilated_conv1d": (causal_conv1d, cc1_args),
     "float_edge_cases": combined((f_conv_edge, fce_args), (denorm, denorm_args), (fmod_neg, fmod_args),
-                                 (lse_allneg, lse_args)),
-    "gqa_attention_causal_padding": (gqa_attn, gqa_args),
+                                 (lse_allneg, lse_args), (fdiv_zero, fdiv_args)),
+    "transcendentals_and_special": combined((transc, transc_args), (special, special_args)),
     "numpy_stats_search_unique": combined((stats, stats_args), (search, search_args), (unique_nonzero, un_args)),
-    "bf16_f16_norms_matmul_conv": combined((bf16_norms, bfn_args), (f16_mm, f16_args), (conv_bf16, convbf_args)),
-    "passthrough_empty_many_outputs": combined((passthru, passthru_args), (zero_size, zero_args),
-                                               (many_out, many_args)),
-    "topk_argmax_argsort_ties": (topk_ties, topk_args),
-    "remat_grad": (remat_grad, remat_args),
-    "assoc_scan_map_switch_long_scan": combined((assoc_map_switch, ams_args), (scan_long, slong_args)),
+    "pools_maxpool_grad_conv1d": combined((pools, pools_args), (maxpool_grad, mpg_args),
+                                          (causal_conv1d, cc1_args)),
+    "pad_interior_negative_reflect_roll": (pads, pads_args),
     "einsum_resize_convolve_dpa": (einsum_resize_convolve, erc_args),
-    "vocab_argmax_topk_embedding": (vocab_head, vocab_args),
-    "gpt_decode_bf16_weights": (gpt_decode_bf16_weights, gpt_bf16_args),
 }
 
 # programs lowered with jax.jit options other than the defaults
@@ -973,3 +1053,59 @@ def test_torch_neuronx_model_directory(tmp_path):
     neff = _compile(str(d), str(tmp_path))
     x1 = f32(R(1), 6, 8)
     _check_outputs(neff, _gelu_bf16_weight, [x1, w, b])
+
+
+TORCH_XLA_STYLE = """HloModule SyncTensorsGraph.30, entry_computation_layout={((f32[4,3]{1,0}, f32[3]{0}))->(f32[4,3]{1,0})}
+
+cond {
+  p = (s64[], f32[4,3]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  n = s64[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  p = (s64[], f32[4,3]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  one = s64[] constant(1)
+  i2 = s64[] add(i, one)
+  x = f32[4,3] get-tuple-element(p), index=1
+  h = f32[] constant(0.5)
+  hb = f32[4,3] broadcast(h), dimensions={}
+  y = f32[4,3] multiply(x, hb)
+  fi = f32[] convert(i)
+  fb = f32[4,3] broadcast(fi), dimensions={}
+  z = f32[4,3] add(y, fb)
+  ROOT t = (s64[], f32[4,3]) tuple(i2, z)
+}
+
+ENTRY main {
+  args = (f32[4,3], f32[3]) parameter(0)
+  x = f32[4,3] get-tuple-element(args), index=0
+  b = f32[3] get-tuple-element(args), index=1
+  bb = f32[4,3] broadcast(b), dimensions={1}
+  s = f32[4,3] add(x, bb)
+  zero = s64[] constant(0)
+  init = (s64[], f32[4,3]) tuple(zero, s)
+  w = (s64[], f32[4,3]) while(init), condition=cond, body=body
+  r = f32[4,3] get-tuple-element(w), index=1
+  ROOT out = (f32[4,3]) tuple(r)
+}
+"""
+
+
+def test_hand_written_hlo_text_tuple_parameter_s64_loop(tmp_path):
+    """torch-xla style text: one tuple-shaped entry parameter (its leaves are the NEFF's
+    inputs in order), an s64 while counter, a one-element tuple result; numpy is the oracle."""
+    model = tmp_path / "graph.hlo.txt"
+    model.write_text(TORCH_XLA_STYLE)
+    neff = _compile(str(model), str(tmp_path))
+    from neuronxcc.starfish.birsim import run_neff
+    r = R(1)
+    x, b = f32(r, 4, 3), f32(r, 3)
+    want = x + b
+    for i in range(5):
+        want = want * np.float32(0.5) + np.float32(i)
+    outs = run_neff(neff, [x, b])
+    assert len(outs) == 1
+    assert mismatch(np.asarray(outs[0]), want) == ""
