@@ -10,6 +10,10 @@ on-chip [pn, fn] access pattern, or a splat scalar that later ops fold into
 Engine mapping (one table, ``UNARY_ACT`` / ``ALU_BINARY``): transcendental
 functions go to ACT ``activation``; arithmetic, comparisons and logic go to
 DVE (floats) or POOL (integers, exact int math); casts are ``tensor_copy``.
+Float work is balanced by the kernel's static per-engine load estimate
+(``Emitter.engine_load``): x+c, x*c, x*x, tile*col and tile+col go to ACT
+(identity/square with immediate or per-partition scale/bias), fp32 SBUF
+tile-op-tile to POOL, whichever has less queued than DVE.
 Views leaves are DMA'd from HBM with their strides as the access pattern
 (broadcast = stride 0), iota leaves come from the POOL ``iota`` instruction
 or, inside loops, from the ``arange`` constant table.
@@ -250,6 +254,8 @@ class TileEval:
             act = self._on_act(alu, a, b)
             if act is not None:
                 return act(out_dtype)
+            if alu == "mult" and a is b and not a.is_splat and self._act_has_room():
+                return self.act("square", a, out_dtype)        # x*x: ACT square (fp32), off the DVE
         out = self.new_tile(out_dtype)
         if b.is_splat:
             self.em.inst("tensor_scalar", eng, [out.ap], [a.ap], op0=alu, operand0=_py(b.value, a.dtype))
@@ -260,8 +266,19 @@ class TileEval:
                 self.em.inst("tensor_scalar", eng, [out.ap], [b.ap], op0=alu, operand0=_py(a.value, b.dtype),
                              reverse0=True)
         else:
+            if eng == "DVE" and self._pool_has_room(a, b, out):
+                eng = "POOL"        # fp32 tile op tile: 2N DVE cycles, 150 + N on POOL; balance the two
             self.em.inst("tensor_tensor", eng, [out.ap], [a.ap, b.ap], op=alu)
         return out
+
+    def _pool_has_room(self, *tvs):
+        """True for fp32 SBUF tiles when POOL has less work queued in this kernel than DVE."""
+        m = self.em.m
+        if any(t.dtype != "float32" or t.ap is None or m.memlocs[t.ap.target].memory != "SBUF" for t in tvs):
+            return False
+        n = self.s.fn
+        load = self.em.engine_load
+        return load["POOL"] + (150 + n) / 1.4 < load["DVE"] + (60 + 2 * max(32, n)) / 1.12
 
     def _on_act(self, alu, a, b):
         """Balance DVE and ACT: x+c, x-c, c-x and x*c are ACT identity activations (in*scale + bias,
@@ -277,9 +294,7 @@ class TileEval:
             return None
         if not math.isfinite(c):
             return None
-        n = self.s.fn
-        load = self.em.engine_load
-        if load["ACT"] + max(64, n) / 1.4 >= load["DVE"] + max(64, n) / 1.12:
+        if not self._act_has_room():
             return None
         if alu == "mult":
             scale, bias = c, 0.0
@@ -293,6 +308,12 @@ class TileEval:
         def emit(out_dtype):
             return self.act("identity", t, out_dtype, scale=scale, bias=bias)
         return emit
+
+    def _act_has_room(self):
+        """True when ACT has less work queued in this kernel than DVE (static estimate)."""
+        n = self.s.fn
+        load = self.em.engine_load
+        return load["ACT"] + max(64, n) / 1.4 < load["DVE"] + max(64, n) / 1.12
 
     def binary_col(self, alu, a, b, out_dtype):
         """Ops with a [P,1] column operand: column op column/scalar stays a column; a tile op column
@@ -310,6 +331,17 @@ class TileEval:
             out = self.new_col(out_dtype)
             self.em.inst("tensor_scalar", "DVE", [out.ap], [b.ap], op0=alu, operand0=_py(a.value, "float32"),
                          reverse0=True)
+            return out
+        tile, col = (a, b) if b.kind == "col" else (b, a)
+        if alu in ("mult", "add") and not bdt.is_int(tile.dtype) and tile.kind != "splat" \
+                and self._act_has_room():
+            # tile * col / tile + col: ACT identity with the column as per-partition scale / bias
+            tile = self.materialise(tile)
+            out = self.new_tile(out_dtype)
+            if alu == "mult":
+                self.em.inst("activation", "ACT", [out.ap], [tile.ap, col.ap], func="identity", scale_ap=True)
+            else:
+                self.em.inst("activation", "ACT", [out.ap], [tile.ap, col.ap], func="identity", bias_ap=True)
             return out
         out = self.new_tile(out_dtype)
         if b.kind == "col":               # tile op col
