@@ -12,7 +12,16 @@ model directory.
 Each program is lowered by JAX, compiled with ``neuronx-cc compile`` to a
 NEFF, run on birsim with fresh random inputs (seed 1; the HLO was lowered
 with seed-0 arguments) and compared with ``jax.jit(f)`` through
-``neuronxcc.hlo.tolerances.mismatch`` (exact for integers and pred).
+``neuronxcc.hlo.tolerances.mismatch`` (exact for integers and pred); no program
+needs a tolerance looser than that module's. Small programs are grouped
+(``combined``) so one compile covers several; the whole file takes about
+75 s of CPU.
+
+Known gaps are not tested here (they were reported, not skipped): argmax/argmin
+ignore NaN and compare int32 through float32; sort/argsort/top_k of int32/uint32
+keys beyond 2**24 go through float32; reduce/reduce-window with logaddexp, xor
+or other custom reducers, rng-bit-generator, fft, complex and LAPACK custom
+calls are rejected with NCC_EPEN001/NCC_EVRF001.
 """
 import json
 import os
