@@ -5,7 +5,13 @@ by the reference interpreter (the XLAInferGoldens / InferGoldens jobs run it).
                      [--max-while-trips N]
 
 OUT.npz holds ``input{i}`` (entry parameter leaves in parameter order) and
-``output{i}`` (the result's leaves, flattened). Without ``--inputs`` the
+``output{i}`` (the result's leaves, flattened), and for each floating-point
+output ``spread{i}``: float32, same shape, elementwise |output - output'|
+where output' is the program run once more on the same inputs with every
+float input multiplied by 1 + 4*eps*N(0,1) (eps of its dtype, seeded): the
+golden's own sensitivity to a few ulp of input rounding, so a consumer can
+tell an ill-conditioned program (a chaotic recurrence) from a wrong one.
+Without ``--inputs`` the
 inputs are drawn from a seeded generator, valid per dtype: floats standard
 normal, signed ints in [-8, 8), unsigned in [0, 16), pred fair coins, and
 parameters that feed gather/scatter/dynamic-slice indices in range for every
@@ -107,8 +113,10 @@ def _run(args):
     outputs = evaluate(module, inputs, max_while_trips=args.max_while_trips)
     # the evaluator accepted these (it casts e.g. int64 to an f32 parameter); store what it ran on
     inputs = [np.asarray(a).astype(s.numpy_dtype(), copy=False) for a, s in zip(inputs, parameter_leaves(module))]
-    write_npz(args.output, inputs, outputs)
-    log.info("xla_infergoldens: wrote %d inputs and %d outputs to %s", len(inputs), len(outputs), args.output)
+    spreads = output_spreads(module, inputs, outputs, args.seed, args.max_while_trips)
+    write_npz(args.output, inputs, outputs, spreads)
+    log.info("xla_infergoldens: wrote %d inputs, %d outputs and %d spreads to %s", len(inputs), len(outputs),
+             len(spreads), args.output)
     return 0
 
 
@@ -166,10 +174,66 @@ def read_npz(path, module):
     return ins, outs
 
 
-def write_npz(path, inputs, outputs):
-    """Write input{i}/output{i} atomically (temp file + rename)."""
+def _float_eps(dt):
+    """eps of a floating dtype (numpy's or ml_dtypes'), else None."""
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return float(np.finfo(dt).eps)
+    if dt.kind == "V":
+        try:
+            import ml_dtypes
+            return float(ml_dtypes.finfo(dt).eps)
+        except (ImportError, ValueError, TypeError):
+            return None
+    return None
+
+
+PERTURB_ULPS = 4
+
+
+def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_WHILE_TRIPS):
+    """{output index: float32 |out - out'|} for float outputs, out' the program on the inputs with
+    every float input scaled by 1 + PERTURB_ULPS*eps*N(0,1). Non-finite differences count 0 (they
+    cannot widen a tolerance). {} when no input is float or the second run fails (logged)."""
+    from neuronxcc.hlo.interpreter import evaluate
+    rng = np.random.default_rng([seed, 0x5eed])
+    pert, any_float = [], False
+    for a in inputs:
+        a = np.asarray(a)
+        eps = _float_eps(a.dtype)
+        if eps is None or a.size == 0:
+            pert.append(a)
+            continue
+        any_float = True
+        f = a.astype(np.float64) * (1.0 + PERTURB_ULPS * eps * rng.standard_normal(a.shape))
+        pert.append(f.astype(a.dtype))
+    if not any_float:
+        return {}
+    try:
+        outs2 = evaluate(module, pert, max_while_trips=max_while_trips)
+    except Exception as e:      # a perturbed run may e.g. loop longer; the goldens stand without spreads
+        log.info("xla_infergoldens: no spreads: the perturbed run failed: %s: %s", type(e).__name__, e)
+        return {}
+    res = [s for s in module.entry.root.shape.leaves() if s.is_array]
+    spreads = {}
+    for i, (o, o2) in enumerate(zip(outputs, outs2)):
+        dt = res[i].numpy_dtype() if i < len(res) else np.asarray(o).dtype
+        if _float_eps(dt) is None:
+            continue
+        a = _typed(o, res[i]) if i < len(res) else np.asarray(o)
+        b = _typed(o2, res[i]) if i < len(res) else np.asarray(o2)
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = np.abs(np.asarray(a).astype(np.float64) - np.asarray(b).astype(np.float64))
+        d = np.where(np.isfinite(d), d, 0.0)
+        spreads[i] = np.ascontiguousarray(d.astype(np.float32).reshape(np.shape(a)))
+    return spreads
+
+
+def write_npz(path, inputs, outputs, spreads=None):
+    """Write input{i}/output{i} (and spread{i}, {i: array}) atomically (temp file + rename)."""
     d = {"input%d" % i: np.asarray(a) for i, a in enumerate(inputs)}
     d.update(("output%d" % i, np.asarray(a, order="C")) for i, a in enumerate(outputs))  # keeps rank 0
+    d.update(("spread%d" % i, np.asarray(a)) for i, a in (spreads or {}).items())
     tmp = path + ".tmp%d" % os.getpid()
     try:
         with open(tmp, "wb") as f:

@@ -194,3 +194,38 @@ def test_while_trip_cap_counts_trips_exactly(tmp_path, capsys):
     assert main(args + ["--max-while-trips", "40"]) == 0
     (result,) = read_npz(str(out), load_module(str(model)))[1]
     assert result.shape == () and result == 40
+
+
+def test_spreads_measure_the_goldens_own_sensitivity(tmp_path):
+    # spread{i}: float32, the output's shape, float outputs only (none for the s32 one); a
+    # well-conditioned op (negate) moves by the input perturbation only: a few ulp, not 0
+    model = tmp_path / "mix.hlo"
+    model.write_text("HloModule mix\n\nENTRY e {\n  p = f32[64] parameter(0)\n  q = bf16[8] parameter(1)\n"
+                     "  n = f32[64] negate(p)\n  b = s32[64] bitcast-convert(n)\n  c = bf16[8] negate(q)\n"
+                     "  ROOT t = (f32[64], s32[64], bf16[8]) tuple(n, b, c)\n}\n")
+    out = tmp_path / "g.npz"
+    assert main([str(model), "--output", str(out), "--seed", "1"]) == 0
+    with np.load(out) as z:
+        assert "spread0" in z.files and "spread1" not in z.files and "spread2" in z.files
+        s0, o0 = z["spread0"], z["output0"]
+        assert s0.dtype == np.float32 and s0.shape == o0.shape
+        assert 0 < float(s0.max()) and np.all(s0 <= 16 * np.finfo(np.float32).eps * np.abs(o0) + 1e-30)
+        assert z["spread2"].dtype == np.float32 and z["spread2"].shape == (8,)
+    ins, outs = read_npz(str(out), load_module(str(model)))
+    assert len(outs) == 3 and outs[2].dtype == ml_dtypes.bfloat16
+
+
+def test_spread_is_large_for_a_chaotic_recurrence(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    def rnn(xs, w):
+        return jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x), None), jnp.zeros(32, xs.dtype), xs)[0]
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((60, 32)).astype(np.float32), rng.standard_normal((32, 32)).astype(np.float32))
+    path = tmp_path / "rnn.pb"
+    path.write_bytes(jax.jit(rnn).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto())
+    out = tmp_path / "g.npz"
+    assert main([str(path), "--output", str(out)]) == 0
+    with np.load(out) as z:
+        assert z["spread0"].shape == (32,) and float(z["spread0"].max()) > 0.1
