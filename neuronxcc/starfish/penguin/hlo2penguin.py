@@ -429,7 +429,10 @@ _REDUCERS = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul"
 
 
 def reducer_kind(comp):
-    """'add' | 'max' | 'min' | 'mul' | 'and' | 'or' | 'argmax' | 'argmin' | 'other'."""
+    """'add' | 'max' | 'min' | 'mul' | 'and' | 'or' | 'argmax' | 'argmin' | 'other'.
+
+    A float (value, index) reducer without the ``ne(a, a)`` clause (NaN wins, as jax
+    writes it) is 'argmax_nonan' / 'argmin_nonan': there NaNs never win."""
     if comp is None:
         return "other"
     root = comp.root
@@ -446,11 +449,27 @@ def reducer_kind(comp):
                         (len(ops) == 2 and ops[0] is params[2] and ops[1] is params[0]):
                     d = str(_attr(i, "direction", "comparison_direction")).upper()
                     first = ops[0] is params[0]
+                    kind = None
                     if d in ("GT", "GE"):
-                        return "argmax" if first else "argmin"
+                        kind = "argmax" if first else "argmin"
                     if d in ("LT", "LE"):
-                        return "argmin" if first else "argmax"
+                        kind = "argmin" if first else "argmax"
+                    if kind is not None:
+                        return kind if _nan_clause(comp, params) else kind + "_nonan"
     return "other"
+
+
+def _nan_clause(comp, params):
+    """True when the (value, index) reducer picks a NaN value (``ne(a, a)``), or the values
+    are integers (no NaN to pick)."""
+    dt = HLO_TO_DTYPE.get(params[0].shape.element_type, "")
+    for i in comp.instructions:
+        if i.opcode == "compare":
+            ops = list(i.operands)
+            if len(ops) == 2 and ops[0] is ops[1] and (ops[0] is params[0] or ops[0] is params[2]) and \
+                    str(_attr(i, "direction", "comparison_direction")).upper() == "NE":
+                return True
+    return dt.startswith(("int", "uint", "bool"))
 
 
 def _scatter_update_kind(comp):
