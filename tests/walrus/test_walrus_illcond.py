@@ -52,3 +52,37 @@ def test_compare_spread_widens_elementwise_only():
     msg = compare("o", got, want, "float32", spread[::-1].copy())
     assert msg and "at [1]" in msg and "np.int64" not in msg
     assert compare("o", got, want, "float32") is not None
+
+
+def test_injected_bug_still_caught_with_spreads_in_the_goldens(tmp_path):
+    # the goldens as xla_infergoldens now writes them (spread{i} from a 4-ulp perturbed run):
+    # a wrong constant in a well-conditioned program moves the output far beyond its spread
+    from neuronxcc.starfish import birpy as B
+    from neuronxcc.starfish.birsim import run_module
+    from support.cli import run_tool
+    from support.walrus_programs import inputs_for, random_program
+    m = random_program(2)
+    x = inputs_for(m, 0)
+    outs = run_module(B.from_json(m.to_json()), x)
+    rng = np.random.default_rng(1)
+    xp = [a * (1 + 4 * np.finfo(np.float32).eps * rng.standard_normal(a.shape)).astype(a.dtype)
+          if a.dtype.kind == "f" else a for a in x]
+    outs2 = run_module(B.from_json(m.to_json()), xp)
+    d = {"input%d" % i: a for i, a in enumerate(x)}
+    d.update({"output%d" % i: a for i, a in enumerate(outs)})
+    d.update({"spread%d" % i: np.abs(a.astype(np.float64) - b.astype(np.float64)).astype(np.float32)
+              for i, (a, b) in enumerate(zip(outs, outs2)) if a.dtype.kind == "f"})
+    assert any(k.startswith("spread") for k in d)
+    np.savez(str(tmp_path / "goldens.npz"), **d)
+    ins = next(i for i in m.instructions() if i.opcode in ("tensor_scalar", "activation"))
+    if ins.opcode == "tensor_scalar":
+        ins.attrs["operand1"] = float(ins.attrs.get("operand1", 0.0)) + 0.25
+    else:
+        ins.attrs["bias"] = float(ins.attrs.get("bias", 0.0)) + 0.25
+    B.save(m, str(tmp_path / "bir.json"))
+    r = run_tool("walrus_driver", ["--input", str(tmp_path / "bir.json"), "--output", str(tmp_path / "o.json"),
+                                   "--walrus-passes", "lsa,coloring_allocator,anti_dependency_analyzer,bir_sim",
+                                   "--goldens", str(tmp_path / "goldens.npz")])
+    assert r.returncode == 70
+    assert "[NCC_IBSM001]" in r.stderr and "worst |got - want|" in r.stderr and "spread" in r.stderr
+    assert "ill-conditioned" not in r.stderr
