@@ -73,6 +73,12 @@ class UnsupportedOperatorError(CompilerInvalidInputException):
     code = "NCC_EVRF001"
 
 
+class IntegerDowncastError(CompilerInvalidInputException):
+    """A 64-bit integer op the target computes in 32 bits, refused by --implicit-integer-downcast."""
+
+    code = "NCC_EVRF035"
+
+
 class UnknownCustomCallError(UnsupportedOperatorError):
     code = "NCC_EVRF015"
 

@@ -83,6 +83,51 @@ class _ProgressDots:
         return False
 
 
+# HLO opcode -> the --implicit-integer-downcast name that allows it.
+_DOWNCAST_NAMES = {"dot": "dot", "scatter": "scatter", "all-reduce": "all_reduce",
+                   "reduce-scatter": "reduce_scatter", "power": "pow"}
+
+
+def checkIntegerDowncast(module, args):
+    """Refuse 64-bit integer values the target would compute in 32 bits, as the flag asks.
+
+    This compiler computes s64/u64 in 32 bits on every target (trn1 has no
+    64-bit integer datapath; --native-int64 is not applied yet). With
+    ``--implicit-integer-downcast none`` every instruction producing s64/u64 is
+    an error; with a list of op names, those ops among dot, scatter,
+    all_reduce, reduce_scatter and pow that are not listed are errors; with
+    ``default``/``all`` everything is downcast silently (the documented default).
+    """
+    policy = args.implicit_integer_downcast
+    if policy in ("default", "all"):
+        return
+    allowed = set() if policy == "none" else set(policy.split(","))
+    from neuronxcc.errors import IntegerDowncastError, source_location
+
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            types = [s.element_type for s in _leaf_shapes(inst.shape)]
+            wide = [t for t in types if t in ("s64", "u64")]
+            if not wide:
+                continue
+            name = _DOWNCAST_NAMES.get(inst.opcode)
+            if policy != "none" and (name is None or name in allowed):
+                continue
+            where = source_location(inst.metadata)
+            raise IntegerDowncastError(
+                "--implicit-integer-downcast=%s: instruction '%s' (%s) produces %s, which target %s computes "
+                "in 32 bits%s; allow it with --implicit-integer-downcast=all or use 32-bit integers"
+                % (policy, inst.name, inst.opcode, wide[0], args.target, " at " + where if where else ""))
+
+
+def _leaf_shapes(shape):
+    if shape.element_type == "tuple":
+        for s in shape.tuple_shapes:
+            yield from _leaf_shapes(s)
+    else:
+        yield shape
+
+
 class CompileCommand(CommandInterface):
     def __init__(self):
         from neuronxcc.driver.JobRegistry import JobRegistry
@@ -271,6 +316,7 @@ class CompileCommand(CommandInterface):
 
         load_module = require("neuronxcc.hlo", "load_module", who="compile")
         module = load_module(state.input_path)
+        checkIntegerDowncast(module, state.args)
         state.module_name = getattr(module, "name", None)
         data = module.to_proto_bytes()
         with open(files.MODEL, "wb") as f:
