@@ -15,6 +15,56 @@ from neuronxcc.starfish import birpy as B
 F = 16          # fp32 elements per partition in a buffer
 
 
+KINDS = ("load", "unary", "binary", "act", "copy", "store", "store_fixed")
+
+
+def chip(name, p0, np_, f0, nf):
+    """An fp32 SBUF/PSUM access: partitions [p0, p0+np_), free elements [f0, f0+nf)."""
+    return B.AccessPattern(name, "float32", f0, [[1, nf]], p0, np_)
+
+
+def random_op(bld, rng, bufs, iv, row, kinds, queues, f=F):
+    """Emit one random op at loop index ``iv`` on buffers ``bufs``.
+
+    ``row`` is the row length (fp32 elements) of the HBM tensors x and y, each
+    iteration owning ``f`` of them (``f``: the buffers' fp32 elements per partition). Kinds: DMA load from x / store to y (at the
+    iteration's slot or a fixed one), DVE/ACT/POOL compute, and "pe" (a copy
+    through PSUM with the ``ident`` matrix into ``ps``, which the module must
+    hold). All arithmetic is small-integer exact.
+    """
+    kind = str(rng.choice(list(kinds)))
+    p0, np_ = [(0, 128), (0, 64), (64, 64), (32, 32)][int(rng.integers(0, 4))]
+    f0, nf = [(0, f), (0, f // 2), (f // 2, f // 2)][int(rng.integers(0, 3))]
+    a, b, c = (str(x) for x in rng.choice(bufs, 3))
+    q = str(rng.choice(list(queues)))
+    eng_dma = str(rng.choice(["SP", "ACT", "POOL"]))
+    if kind == "load":
+        bld.inst("dma_copy", eng_dma, [chip(a, p0, np_, f0, nf)],
+                 [B.AccessPattern("x", "float32", iv * f + p0 * row + f0, [[row, np_], [1, nf]])], queue=q)
+    elif kind == "unary":
+        bld.inst("tensor_scalar", str(rng.choice(["DVE", "ACT", "POOL"])), [chip(a, p0, np_, f0, nf)],
+                 [chip(b, p0, np_, f0, nf)], op0="mult", operand0=float(rng.choice([0.5, -1.0, 2.0])),
+                 op1="add", operand1=float(rng.integers(-2, 3)))
+    elif kind == "binary":
+        bld.inst("tensor_tensor", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
+                 [chip(b, p0, np_, f0, nf), chip(c, p0, np_, f0, nf)], op=str(rng.choice(["add", "subtract"])))
+    elif kind == "act":
+        bld.inst("activation", "ACT", [chip(a, p0, np_, f0, nf)], [chip(b, p0, np_, f0, nf)],
+                 func="identity", scale=0.5, bias=1.0)
+    elif kind == "copy":
+        bld.inst("tensor_copy", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
+                 [chip(b, p0, np_, f0, nf)])
+    elif kind in ("store", "store_fixed"):
+        off = (iv * f if kind == "store" else pelican.const(0)) + p0 * row + f0
+        bld.inst("dma_copy", eng_dma, [B.AccessPattern("y", "float32", off, [[row, np_], [1, nf]])],
+                 [chip(a, p0, np_, f0, nf)], queue=q)
+    else:  # PE: ps = ident^T @ b (K = 128 partitions from partition 0), then a copy out of PSUM
+        bld.inst("matmul", "PE", [chip("ps", 0, 128, 0, f)], [chip("ident", 0, 128, 0, 128), chip(b, 0, 128, 0, f)],
+                 psum_zero=True)
+        bld.inst("tensor_copy", str(rng.choice(["DVE", "ACT"])), [chip(a, p0, np_, f0, nf)],
+                 [chip("ps", p0, np_, f0, nf)])
+
+
 def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True, control=False):
     """control=True adds an If (on an input flag) and a While (trip count from an input)."""
     rng = np.random.default_rng(seed)
@@ -35,9 +85,6 @@ def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True, contro
         m.add_memloc("ident", "SBUF", 128, 128 * 4)
     bld = B.Builder(m)
 
-    def chip(name, p0, np_, f0, nf):
-        return B.AccessPattern(name, "float32", f0, [[1, nf]], p0, np_)
-
     for b in bufs:
         bld.inst("memset", str(rng.choice(["DVE", "POOL"])), [chip(b, 0, 128, 0, F)], value=float(rng.integers(-3, 4)))
     if with_pe:
@@ -46,44 +93,10 @@ def random_program(seed, nbuf=4, trips=(2, 4), nested=True, with_pe=True, contro
         bld.inst("affine_select", "POOL", [chip("ident", 0, 128, 0, 128)], [chip("ident", 0, 128, 0, 128)],
                  pattern=[[-1, 128]], offset=0, channel_multiplier=1, cmp="eq", on_false=0.0)
 
-    def shape():
-        pr = [(0, 128), (0, 64), (64, 64), (32, 32)][int(rng.integers(0, 4))]
-        fr = [(0, F), (0, F // 2), (F // 2, F // 2)][int(rng.integers(0, 3))]
-        return pr, fr
+    kinds = KINDS + (("pe",) if with_pe else ())
 
     def op(iv):
-        kind = rng.choice(["load", "unary", "binary", "act", "copy", "store", "store_fixed"] +
-                          (["pe"] if with_pe else []))
-        (p0, np_), (f0, nf) = shape()
-        a, b, c = (str(x) for x in rng.choice(bufs, 3))
-        q = str(rng.choice(["q0", "q1", "q2"]))
-        eng_dma = str(rng.choice(["SP", "ACT", "POOL"]))
-        if kind == "load":
-            bld.inst("dma_copy", eng_dma, [chip(a, p0, np_, f0, nf)],
-                     [B.AccessPattern("x", "float32", iv * F + p0 * (T * J * F) + f0, [[T * J * F, np_], [1, nf]])],
-                     queue=q)
-        elif kind == "unary":
-            bld.inst("tensor_scalar", str(rng.choice(["DVE", "ACT", "POOL"])), [chip(a, p0, np_, f0, nf)],
-                     [chip(b, p0, np_, f0, nf)], op0="mult", operand0=float(rng.choice([0.5, -1.0, 2.0])),
-                     op1="add", operand1=float(rng.integers(-2, 3)))
-        elif kind == "binary":
-            bld.inst("tensor_tensor", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
-                     [chip(b, p0, np_, f0, nf), chip(c, p0, np_, f0, nf)], op=str(rng.choice(["add", "subtract"])))
-        elif kind == "act":
-            bld.inst("activation", "ACT", [chip(a, p0, np_, f0, nf)], [chip(b, p0, np_, f0, nf)],
-                     func="identity", scale=0.5, bias=1.0)
-        elif kind == "copy":
-            bld.inst("tensor_copy", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
-                     [chip(b, p0, np_, f0, nf)])
-        elif kind in ("store", "store_fixed"):
-            off = (iv * F if kind == "store" else pelican.const(0)) + p0 * (T * J * F) + f0
-            bld.inst("dma_copy", eng_dma, [B.AccessPattern("y", "float32", off, [[T * J * F, np_], [1, nf]])],
-                     [chip(a, p0, np_, f0, nf)], queue=q)
-        else:  # PE: ps = ident[:, :np] ^T @ b[0:128] ... keep K = 128 partitions from partition 0
-            bld.inst("matmul", "PE", [chip("ps", 0, 128, 0, F)], [chip("ident", 0, 128, 0, 128), chip(b, 0, 128, 0, F)],
-                     psum_zero=True)
-            bld.inst("tensor_copy", str(rng.choice(["DVE", "ACT"])), [chip(a, p0, np_, f0, nf)],
-                     [chip("ps", p0, np_, f0, nf)])
+        random_op(bld, rng, bufs, iv, T * J * F, kinds, ("q0", "q1", "q2"))
 
     nops = int(rng.integers(4, 9))
     if control:

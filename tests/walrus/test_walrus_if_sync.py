@@ -20,6 +20,7 @@ from neuronxcc.starfish.birsim import simulate
 from neuronxcc.walrus import deps as D
 from neuronxcc.walrus.registry import PassContext, run_passes
 from support.walrus_checks import raw_equal
+from support.walrus_programs import KINDS, chip, random_op
 
 PIPELINES = {
     "deps": ["lsa", "anti_dependency_analyzer"],
@@ -136,37 +137,8 @@ def random_if_program(seed, nbuf=4, with_while=False):
         m.add_memloc("cnt", "SBUF", 1, 4)
     bld = B.Builder(m)
 
-    def chip(name, p0, np_, f0, nf):
-        return B.AccessPattern(name, "float32", f0, [[1, nf]], p0, np_)
-
     def op(iv):
-        kind = str(rng.choice(["load", "unary", "binary", "act", "copy", "store", "store_fixed"]))
-        p0, np_ = [(0, 128), (0, 64), (64, 64), (32, 32)][int(rng.integers(0, 4))]
-        f0, nf = [(0, F), (0, F // 2), (F // 2, F // 2)][int(rng.integers(0, 3))]
-        a, b, c = (str(x) for x in rng.choice(bufs, 3))
-        q = str(rng.choice(["q0", "q1"]))
-        eng_dma = str(rng.choice(["SP", "ACT", "POOL"]))
-        if kind == "load":
-            bld.inst("dma_copy", eng_dma, [chip(a, p0, np_, f0, nf)],
-                     [B.AccessPattern("x", "float32", iv * F + p0 * (N * F) + f0, [[N * F, np_], [1, nf]])],
-                     queue=q)
-        elif kind == "unary":
-            bld.inst("tensor_scalar", str(rng.choice(["DVE", "ACT", "POOL"])), [chip(a, p0, np_, f0, nf)],
-                     [chip(b, p0, np_, f0, nf)], op0="mult", operand0=float(rng.choice([0.5, -1.0, 2.0])),
-                     op1="add", operand1=float(rng.integers(-2, 3)))
-        elif kind == "binary":
-            bld.inst("tensor_tensor", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
-                     [chip(b, p0, np_, f0, nf), chip(c, p0, np_, f0, nf)], op=str(rng.choice(["add", "subtract"])))
-        elif kind == "act":
-            bld.inst("activation", "ACT", [chip(a, p0, np_, f0, nf)], [chip(b, p0, np_, f0, nf)],
-                     func="identity", scale=0.5, bias=1.0)
-        elif kind == "copy":
-            bld.inst("tensor_copy", str(rng.choice(["DVE", "POOL"])), [chip(a, p0, np_, f0, nf)],
-                     [chip(b, p0, np_, f0, nf)])
-        else:
-            off = (iv * F if kind == "store" else pelican.const(0)) + p0 * (N * F) + f0
-            bld.inst("dma_copy", eng_dma, [B.AccessPattern("y", "float32", off, [[N * F, np_], [1, nf]])],
-                     [chip(a, p0, np_, f0, nf)], queue=q)
+        random_op(bld, rng, bufs, iv, N * F, KINDS, ("q0", "q1"), f=F)
 
     def body(iv):
         for _ in range(int(rng.integers(1, 4))):
