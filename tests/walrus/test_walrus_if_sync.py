@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from neuronxcc import pelican
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish import birpy as B
 from neuronxcc.starfish.birsim import simulate
