@@ -83,6 +83,13 @@ class UnknownCustomCallError(UnsupportedOperatorError):
     code = "NCC_EVRF015"
 
 
+class NkiCustomCallError(UnsupportedOperatorError):
+    """An NKI kernel custom-call (AwsNeuronCustomNativeKernel) whose backend_config this compiler
+    cannot read (e.g. a kernel serialized by the closed neuronx-cc) or that does not fit its operands."""
+
+    code = "NCC_ENKC001"
+
+
 class TensorTooLargeError(CompilerInvalidInputException):
     """A tensor that cannot be materialised or does not fit the target's HBM."""
 

@@ -140,6 +140,9 @@ OPS = collections.OrderedDict((r[0], Op(*r)) for r in _ROWS)
 CUSTOM_CALL_TARGETS = collections.OrderedDict([
     ("TopK", "custom_topk"),
     ("AwsNeuronTopK", "custom_topk"),
+    # an NKI kernel traced by neuronxcc.nki (backend_config: the kernel's BIR; see hlo/nki_call.py)
+    ("AwsNeuronCustomNativeKernel", "custom_nki_kernel"),
+    ("AwsNeuronNkiKernel", "custom_nki_kernel"),
 ])
 
 

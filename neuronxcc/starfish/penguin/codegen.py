@@ -349,9 +349,10 @@ def make_kernels(cg):
     from neuronxcc.starfish.penguin.control import ControlMixin
     from neuronxcc.starfish.penguin.indexing import IndexingMixin
     from neuronxcc.starfish.penguin.kernels import Kernels
+    from neuronxcc.starfish.penguin.nki_splice import NkiSpliceMixin
     from neuronxcc.starfish.penguin.windows import WindowMixin
 
-    class AllKernels(IndexingMixin, ControlMixin, WindowMixin, Kernels):
+    class AllKernels(IndexingMixin, ControlMixin, WindowMixin, NkiSpliceMixin, Kernels):
         pass
     return AllKernels(cg)
 

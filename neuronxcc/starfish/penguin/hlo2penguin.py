@@ -56,11 +56,20 @@ NOT_LOWERED = {
 # What this tool converts: the table's opcodes minus NOT_LOWERED (elementwise ops keep their HLO spelling).
 LOWERED_OPCODES = frozenset(op for op in hlo_ops.OPS if op not in NOT_LOWERED)
 # custom-call targets it converts, by the table's interpreter handler -> the Penguin op kind.
-CUSTOM_CALL_KINDS = {"custom_topk": "topk"}
+CUSTOM_CALL_KINDS = {"custom_topk": "topk", "custom_nki_kernel": "nki_kernel"}
 LOWERED_CUSTOM_CALLS = {t.lower(): CUSTOM_CALL_KINDS[h] for t, h in hlo_ops.CUSTOM_CALL_TARGETS.items()
                         if h in CUSTOM_CALL_KINDS}
 
 FOLD_LIMIT = 4096          # fold constant expressions up to this many elements
+
+
+def nki_kernel_attrs(inst):
+    """Penguin attrs of an NKI kernel custom-call: its BIR and the binding of operands / results
+    (decoded and checked here, so an unreadable backend_config fails naming the instruction)."""
+    from neuronxcc.hlo import nki_call
+    call = nki_call.kernel_call_of(inst)
+    return {"func_name": call.func_name, "input_names": call.input_names, "output_names": call.output_names,
+            "aliases": sorted([k, v] for k, v in call.aliases.items()), "bir": call.bir_json}
 
 
 def penguin_dtype(shape):
@@ -305,6 +314,8 @@ class Converter:
             # TopK custom-call: k is the last dim of the values result; always the largest
             a["k"] = int(inst.shape.tuple_shapes[0].dims[-1])
             a["largest"] = True
+        elif op == "custom-call" and self._kind(inst) == "nki_kernel":
+            a.update(nki_kernel_attrs(inst))
         elif op == "reduce-window":
             a["window"] = A.window(inst, rank)
             a["reducer"] = reducer_kind(_called(inst))

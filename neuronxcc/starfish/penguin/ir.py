@@ -45,7 +45,8 @@ VIEWS = frozenset(["broadcast", "reshape", "transpose", "slice", "reverse", "bit
 STRUCTURAL = frozenset(["constant", "iota", "concatenate", "pad", "dot", "reduce", "reduce-window",
                         "convolution", "dynamic-slice", "dynamic-update-slice", "gather", "scatter",
                         "while", "conditional", "sort", "topk", "cumulative", "select-and-scatter",
-                        "rng-bit-generator", "custom-call"])
+                        "rng-bit-generator", "custom-call",
+                        "nki_kernel"])  # an NKI kernel custom-call: attrs carry its BIR (penguin/nki_splice.py)
 OP_KINDS = ELEMENTWISE | VIEWS | STRUCTURAL
 
 _DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",

@@ -1,0 +1,53 @@
+"""NKI kernels inside compiled programs: ``neuronx-cc compile`` on HLO holding AwsNeuronCustomNativeKernel
+custom-calls (placed as torch-xla places them: inside ``call``ed computations; and with an in-place
+output), the kernel's BIR spliced into the program, walrus over the whole, bir_sim against the goldens,
+the NEFF run on birsim with fresh inputs and compared with numpy. A backend_config of the closed compiler
+fails the compile with one [NCC_ENKC001] line and exit 70."""
+import base64
+import json
+
+import numpy as np
+
+from support import nki_fragments as F
+from support.cli import run_ncc
+
+
+def _compile(tmp_path, text):
+    model = tmp_path / "model.hlo"
+    model.write_text(text)
+    neff = tmp_path / "out.neff"
+    r = run_ncc(["compile", str(model), "--framework", "XLA", "--target", "trn1", "--output", str(neff)],
+                cwd=str(tmp_path))
+    return r, neff
+
+
+def _run(neff, args):
+    from neuronxcc.starfish.birsim import run_neff
+    return run_neff(str(neff), args)
+
+
+def test_kernel_in_called_computations_compiles_and_runs(tmp_path):
+    r, neff = _compile(tmp_path, F.hlo_text_two_calls())
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    p0, p1 = F.random_inputs(7, (128, 64), (128, 64))
+    out, = _run(neff, [p0, p1])
+    np.testing.assert_allclose(out, F.two_calls_reference(p0, p1), rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_with_in_place_output(tmp_path):
+    r, neff = _compile(tmp_path, F.hlo_text_aliased())
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    x, o = F.random_inputs(8, (128, 64), (128, 64))
+    out, = _run(neff, [x, o])
+    np.testing.assert_allclose(out, F.aliased_reference(x, o), rtol=1e-6, atol=1e-6)
+
+
+def test_closed_compiler_kernel_is_one_error_line(tmp_path):
+    cfg = base64.b64encode(json.dumps({"kernel_version": 1, "func_name": "nki_matmul",
+                                       "klir_binary": {"binary": "/home/u/k/nki_matmul.klir"}}).encode()).decode()
+    r, neff = _compile(tmp_path, F.hlo_text_foreign(cfg))
+    assert r.returncode == 70, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if "[NCC_" in ln]
+    assert len(lines) == 1 and lines[0].startswith("[NCC_ENKC001]"), r.stderr[-2000:]
+    assert "nki_matmul.klir" in lines[0] and "model.py:12" in lines[0]
+    assert "Traceback" not in r.stderr and not neff.exists()
