@@ -1,0 +1,287 @@
+"""Emission helpers shared by ``nki.language`` and ``nki.isa``: new tiles, operand checks, one
+``emit`` that records a traced instruction, assignment and in-place update semantics.
+
+Rules enforced here at trace time (with the original's error names): on-chip tiles have at most
+128 partitions (err_num_partition_exceed_arch_limit), a PSUM tile at most 2 KiB per partition,
+compute operands are SBUF/PSUM tiles whose first axis is the partition axis
+(err_unsupported_memory / err_failed_to_infer_tile_from_local_tensor), operands agree on
+partitions (err_num_partition_mismatch).
+"""
+import numpy as np
+
+from neuronxcc import pelican as _pel
+from neuronxcc.nki import errors as E
+from neuronxcc.nki._trace import dtypes as D
+from neuronxcc.nki._trace.context import TInst, current
+from neuronxcc.nki._trace.tensor import Axis, Tensor, whole
+
+PMAX = 128
+PSUM_BANK_BYTES = 2048
+NUM_QUEUES = 8
+
+
+def is_scalar(x):
+    return isinstance(x, (int, float, bool, np.integer, np.floating, np.bool_))
+
+
+def new_tile(shape, dtype, memory="SBUF", prefix="t", kind="tile", check=True):
+    ctx = current()
+    shape = tuple(int(s) for s in shape)
+    if memory != "HBM" and check:
+        check_tile_shape(shape, memory, dtype)
+    b = ctx.new_buf(prefix, memory, shape, dtype, 0, kind)
+    return whole(b)
+
+
+def check_tile_shape(shape, memory, dtype, what="tile"):
+    if not shape:
+        raise E.err_insufficient_rank("Insufficient rank: an on-chip %s needs a partition dimension" % what)
+    if shape[0] > PMAX:
+        raise E.err_num_partition_exceed_arch_limit(
+            "number of partitions %d exceed architecture limitation of %d" % (shape[0], PMAX))
+    if memory == "PSUM":
+        nbytes = int(np.prod(shape[1:], dtype=np.int64)) * D.itemsize(dtype)
+        if nbytes > PSUM_BANK_BYTES:
+            raise E.err_psum_tile_too_large(
+                "PSUM tile of %d bytes per partition exceeds the architecture limitation of %d bytes (one bank)"
+                % (nbytes, PSUM_BANK_BYTES))
+
+
+def tile_operand(x, api, param, memories=("SBUF", "PSUM")):
+    """Check X is an on-chip tile usable as a compute operand."""
+    if not isinstance(x, Tensor):
+        raise E.err_invalid_argument("parameter '%s' of '%s' must be a tile, got %r" % (param, api, type(x).__name__))
+    if x.buf.memory not in memories:
+        raise E.err_unsupported_memory(
+            "Expected operand '%s' of '%s' to be in address space '%s', but got a tile in '%s' instead"
+            % (param, api, "|".join(m.lower() for m in memories), x.buf.memory.lower()))
+    if not x.is_tile():
+        raise E.err_failed_to_infer_tile_from_local_tensor(
+            "Failed to infer tile from tensor '%s': the first dimension of a tile must be the partition dimension"
+            % x.buf.name)
+    if x.shape and x.shape[0] > PMAX:
+        raise E.err_num_partition_exceed_arch_limit(
+            "number of partitions %d of '%s' in '%s' exceed architecture limitation of %d"
+            % (x.shape[0], param, api, PMAX))
+    return x
+
+
+def hbm_operand(x, api, param):
+    if not isinstance(x, Tensor) or x.buf.memory != "HBM":
+        mem = x.buf.memory.lower() if isinstance(x, Tensor) else type(x).__name__
+        raise E.err_unsupported_memory("Expected operand '%s' of '%s' to be in address space 'hbm', but got '%s'"
+                                       % (param, api, mem))
+    return x
+
+
+def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
+    """Record one instruction; returns the TInst."""
+    from neuronxcc.nki._trace.index import Pred
+    ctx = current()
+    if mask is not None and not isinstance(mask, Pred):
+        if isinstance(mask, (bool, np.bool_)):
+            if mask:
+                mask = None
+            else:
+                return None
+        else:
+            raise E.err_unsupported_expression_in_mask("a mask must be a comparison of affine index expressions")
+    for s in srcs:
+        s.buf.uses += 1
+        s.buf.read = True
+    for d in dsts:
+        d.buf.written = True
+    inst = TInst(opcode, engine, dsts, srcs, attrs or {}, mask, links, E.kernel_location())
+    ctx.emit(inst)
+    return inst
+
+
+def next_queue():
+    ctx = current()
+    n = getattr(ctx, "_q", 0)
+    ctx._q = n + 1
+    return "q%d" % (n % NUM_QUEUES)
+
+
+def dma(dst, src, mask=None, **attrs):
+    return emit("dma_copy", "SP", [dst], [src], dict(attrs, queue=next_queue()), mask)
+
+
+def expand(t, shape):
+    """A stride-0 broadcast view of T to SHAPE (free axes only; numpy rules, right-aligned)."""
+    shape = tuple(shape)
+    if t.shape == shape:
+        return t
+    n = len(shape)
+    if len(t.shape) > n:
+        raise E.err_invalid_argument("cannot broadcast %s to %s" % (t.shape, shape))
+    axes = [Axis(1, 0, 0)] * (n - len(t.axes)) + list(t.axes)
+    out = []
+    for i, (a, s) in enumerate(zip(axes, shape)):
+        if a.size == s:
+            out.append(a.copy())
+        elif a.size == 1:
+            if i == 0 and t.buf.onchip and s > 1:
+                raise E.err_num_partition_mismatch("cannot broadcast the partition dimension of %s to %s implicitly"
+                                                   % (t.shape, shape))
+            out.append(Axis(s, 0, 0, None))
+        else:
+            raise E.err_invalid_argument("cannot broadcast %s to %s" % (t.shape, shape))
+    return t.copy_view(axes=out)
+
+
+def partition_broadcast(t, nparts):
+    """A new SBUF tile with T's single partition copied to NPARTS partitions (one DMA)."""
+    out = new_tile((nparts,) + t.shape[1:], t.dtype, "SBUF", "bcast")
+    src = t
+    if t.buf.memory == "PSUM":
+        src = copy_to_sbuf(t)
+    v = src.copy_view(axes=[Axis(nparts, 0, 0, None)] + [a.copy() for a in src.axes[1:]])
+    v.p0 = src.p0
+    emit("dma_copy", "SP", [out], [v], {"queue": next_queue(), "partition_broadcast": True})
+    return out
+
+
+def copy_to_sbuf(t, dtype=None):
+    out = new_tile(t.shape, dtype or t.dtype, "SBUF", "copy")
+    emit("tensor_copy", "DVE", [out], [t])
+    return out
+
+
+def broadcast_to(t, shape):
+    shape = tuple(int(s) for s in shape)
+    if t.shape == shape:
+        return t
+    if t.buf.onchip and t.shape and t.shape[0] == 1 and shape[0] > 1:
+        t = partition_broadcast(t, shape[0])
+    return expand(t, shape)
+
+
+def reshape(t, shape):
+    """The same storage seen with SHAPE (whole tensors only; on chip the partition dim is kept)."""
+    shape = tuple(int(x) for x in shape)
+    if not t.is_whole():
+        raise E.NkiNotImplementedError("reshape of a tensor view", "reshape the whole tensor instead")
+    b = t.buf
+    if _size(shape) != _size(t.shape):
+        raise E.err_invalid_argument("cannot reshape %s to %s" % (t.shape, shape))
+    if b.onchip and (not shape or shape[0] != b.shape[b.pdim]):
+        raise E.err_invalid_argument("reshape must keep the partition dimension of an on-chip tensor")
+    axes = []
+    step = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if b.onchip and d == 0:
+            axes.append(Axis(shape[0], 1, 0))
+            continue
+        axes.append(Axis(shape[d], 0, step))
+        step *= shape[d]
+    return t.copy_view(axes=list(reversed(axes)), checks=())
+
+
+def bitcast(t, dtype):
+    dt = D.np_dtype(dtype)
+    if dt.itemsize != t.dtype.itemsize:
+        raise E.NkiNotImplementedError("tensor.view to a dtype of another size")
+    return t.copy_view(dtype=dt)
+
+
+# -- assignment ------------------------------------------------------------------------------
+def _retarget(dst, value):
+    """Make VALUE's producer write DST directly when VALUE is a fresh, unused whole tile."""
+    ctx = current()
+    b = value.buf
+    p = b.producer
+    if p is None or b.uses or ctx.last is not p or not value.is_whole() or value.dtype != dst.dtype:
+        return False
+    if b.kind != "tile" or tuple(value.shape) != tuple(dst.shape):
+        return False
+    if p.dsts[0].buf is not b:
+        return False
+    from neuronxcc.starfish.birpy.opcodes import ENGINE_WRITES, OPCODES
+    role = OPCODES[p.opcode].dsts[0]
+    mem = dst.buf.memory
+    if mem not in role.memories or (OPCODES[p.opcode].kind == "compute" and mem not in ENGINE_WRITES[p.engine]):
+        return False
+    p.dsts[0] = dst
+    dst.buf.written = True
+    ctx.bufs.pop(b.name, None)
+    return True
+
+
+def assign(dst, value, mask=None):
+    """dst[...] = value (a tile, or a scalar)."""
+    if is_scalar(value):
+        if dst.buf.memory == "HBM":
+            from neuronxcc.nki import language as nl
+            return nl.store(dst, value, mask=mask)
+        return emit("memset", "DVE", [dst], [], {"value": float(value)}, mask)
+    if not isinstance(value, Tensor):
+        raise E.err_invalid_argument("cannot assign %r to a tensor" % (value,))
+    if dst.buf.memory == "HBM":
+        from neuronxcc.nki import language as nl
+        return nl.store(dst, value, mask=mask)
+    if value.buf.memory == "HBM":
+        from neuronxcc.nki import language as nl
+        t = nl.load(value, mask=mask, dtype=dst.dtype)
+        return assign(dst, t)
+    if _size(dst.shape) < _size(value.shape):
+        raise E.err_store_dst_shape_smaller_than_other_shape(
+            "Illegal assignment destination shape in 'a = b': shape %s of parameter 'a' is smaller than "
+            "other parameter shapes b%s" % (list(dst.shape), list(value.shape)))
+    if mask is None and _retarget(dst, value):
+        return None
+    if value.shape != dst.shape:
+        value = broadcast_to(value, dst.shape)
+    tile_operand(dst, "assign", "dst")
+    tile_operand(value, "assign", "src")
+    return emit("tensor_copy", "DVE", [dst], [value], {}, mask)
+
+
+def _size(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+_ALU_OF = {"add": "add", "subtract": "subtract", "mult": "mult", "divide": "divide", "max": "max"}
+
+
+def update_inplace(view, other, op):
+    """view op= other (``acc += nc_matmul(...)`` accumulates in PSUM)."""
+    ctx = current()
+    if view.buf.memory == "HBM":
+        raise E.err_unsupported_memory("in-place update of an HBM tensor is not supported; load, update, store")
+    if isinstance(other, Tensor) and op == "add" and view.buf.memory == "PSUM":
+        b = other.buf
+        p = b.producer
+        if p is not None and p.opcode == "matmul" and not b.uses and ctx.last is p and other.is_whole() \
+                and view.dtype == np.dtype(np.float32) and tuple(view.shape) == tuple(other.shape):
+            p.dsts[0] = view
+            p.attrs["psum_zero"] = False
+            view.buf.written = True
+            view.buf.read = True
+            ctx.bufs.pop(b.name, None)
+            return
+    tile_operand(view, "+=", "dst")
+    if is_scalar(other):
+        emit("tensor_scalar", "DVE", [view], [view], {"op0": op, "operand0": float(other)})
+        return
+    tile_operand(other, "+=", "src")
+    if other.shape != view.shape:
+        other = broadcast_to(other, view.shape)
+    emit("tensor_tensor", "DVE", [view], [view, other], {"op": op})
+
+
+def free_axes_pattern(t):
+    return [[a.fstep, a.size] for a in t.axes[1:]] or [[1, 1]]
+
+
+def mark_producer(t, inst):
+    if inst is not None:
+        t.buf.producer = inst
+    return t
+
+
+def const_expr(v):
+    return _pel.const(int(v))

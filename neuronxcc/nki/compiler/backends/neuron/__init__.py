@@ -1,0 +1,1 @@
+"""The original's backend package path (``compiler.backends.neuron``)."""
