@@ -177,3 +177,11 @@ class BirSimError(InternalCompilerError):
     unsatisfiable semaphore wait, unknown register, runaway While)."""
 
     code = "NCC_IBSM002"
+
+
+class CollectiveError(CompilerError):
+    """Ranks of a multi-rank program that cannot meet: a collective some rank never
+    reaches, members that disagree on shape, dtype or groups (NCC_ECCL001), or
+    replica groups / source-target pairs that do not fit the rank count (NCC_ECCL002)."""
+
+    code = "NCC_ECCL001"

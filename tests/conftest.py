@@ -17,3 +17,13 @@ def workdir(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def _quiet_jax(monkeypatch):
     monkeypatch.setenv("JAX_PLATFORMS", os.environ.get("JAX_PLATFORMS", "cpu"))
+
+
+@pytest.fixture(scope="session")
+def spmd_dir(tmp_path_factory):
+    """Multi-rank programs with XLA:CPU's per-rank results (support/spmd.py), generated once in a
+    subprocess that sees 8 host devices (the rest of the suite keeps one)."""
+    from support import spmd
+    d = tmp_path_factory.mktemp("spmd")
+    spmd.generate(str(d))
+    return str(d)

@@ -2,7 +2,7 @@
 by the reference interpreter (the XLAInferGoldens / InferGoldens jobs run it).
 
     xla_infergoldens MODEL --output OUT.npz [--inputs IN.npz] [--seed N] [--size-budget BYTES]
-                     [--max-while-trips N]
+                     [--max-while-trips N] [--ranks N]
 
 OUT.npz holds ``input{i}`` (entry parameter leaves in parameter order) and
 ``output{i}`` (the result's leaves, flattened), and for each floating-point
@@ -21,6 +21,14 @@ budget is skipped: one log line, exit 0, no output file. A program whose
 while loops together run more than ``--max-while-trips`` trips (a loop that
 never ends on these inputs would otherwise hang the compile) fails with
 EvaluationLimitError naming the loop.
+
+A multi-rank program (``neuronxcc.hlo.ranks.rank_space``: replica_count x
+num_partitions from the module, else from its replica groups, else
+``--ranks``) runs every rank (``evaluate_ranks``); then every ``input{i}``,
+``output{i}`` and ``spread{i}`` has a leading rank axis (index = global device
+id), and the key ``rank_space`` (int64 [num_replicas, num_partitions]) marks
+the file as per-rank. ``--inputs`` may give ``input{i}`` with that axis, or
+without it (every rank gets the same array); random inputs are seeded per rank.
 
 Arrays of types numpy lacks (bf16, f8) are stored by ``np.savez`` as raw bits
 (void dtype); ``read_npz(path, module)`` gives them back typed.
@@ -60,6 +68,8 @@ def _parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--size-budget", type=int, default=DEFAULT_SIZE_BUDGET, metavar="BYTES",
                    help="skip programs whose tensors total more bytes than this (default %d)" % DEFAULT_SIZE_BUDGET)
+    p.add_argument("--ranks", type=int, default=None, metavar="N",
+                   help="the rank count of a multi-rank program whose module does not state it")
     p.add_argument("--max-while-trips", type=int, default=DEFAULT_MAX_WHILE_TRIPS, metavar="N",
                    help="fail when the program's while loops run more trips than this in all "
                         "(default %d)" % DEFAULT_MAX_WHILE_TRIPS)
@@ -106,6 +116,10 @@ def _run(args):
             raise TensorTooLargeError("xla_infergoldens: parameter of shape %s needs %d bytes, more than the %d "
                                       "bytes one tensor may take" % (s.to_text(layout=False), s.nbytes(),
                                                                      DEFAULT_MAX_TENSOR_BYTES))
+    from neuronxcc.hlo.ranks import rank_space
+    space = rank_space(module, getattr(args, "ranks", None))
+    if space.size > 1:
+        return _run_ranks(args, module, space)
     if args.inputs:
         inputs = read_inputs(args.inputs, module)
     else:
@@ -117,6 +131,36 @@ def _run(args):
     write_npz(args.output, inputs, outputs, spreads)
     log.info("xla_infergoldens: wrote %d inputs, %d outputs and %d spreads to %s", len(inputs), len(outputs),
              len(spreads), args.output)
+    return 0
+
+
+def _run_ranks(args, module, space):
+    """Goldens of an N-rank program: every array with a leading rank axis (module docstring)."""
+    from neuronxcc.hlo.ranks import evaluate_ranks
+
+    n = space.size
+    shapes = parameter_leaves(module)
+    if args.inputs:
+        given = read_inputs(args.inputs, module, ranks=n)
+        per_rank = [[a[d] for a in given] for d in range(n)]
+    else:
+        per_rank = [random_inputs(module, [args.seed, d]) for d in range(n)]
+    per_rank = [[np.asarray(a).astype(s.numpy_dtype(), copy=False) for a, s in zip(ins, shapes)]
+                for ins in per_rank]
+
+    def run(stacked_inputs):
+        outs = evaluate_ranks(module, [[a[d] for a in stacked_inputs] for d in range(n)], space,
+                              max_while_trips=args.max_while_trips)
+        return [np.stack([outs[d][k] for d in range(n)]) for k in range(len(outs[0]))]
+
+    inputs = [np.stack([ins[k] for ins in per_rank]) for k in range(len(shapes))]
+    outputs = run(inputs)
+    spreads = output_spreads(module, inputs, outputs, args.seed, args.max_while_trips, run=run)
+    write_npz(args.output, inputs, outputs, spreads,
+              extra={"rank_space": np.array([space.num_replicas, space.num_partitions], np.int64)})
+    log.info("xla_infergoldens: %d ranks (%d replicas x %d partitions): wrote %d inputs, %d outputs and %d spreads "
+             "per rank to %s", n, space.num_replicas, space.num_partitions, len(inputs), len(outputs), len(spreads),
+             args.output)
     return 0
 
 
@@ -145,7 +189,8 @@ def _typed(a, shape):
     return a
 
 
-def read_inputs(path, module):
+def read_inputs(path, module, ranks=None):
+    """input{i} of IN.npz typed; with RANKS, each with a leading rank axis (added when absent)."""
     shapes = parameter_leaves(module)
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -160,7 +205,16 @@ def read_inputs(path, module):
         if key not in arrays:
             raise HloVerifyError("xla_infergoldens: %s has no %s for parameter leaf %d (%s)"
                                  % (path, key, i, s.to_text(layout=False)))
-        inputs.append(_typed(arrays[key], s))
+        a = _typed(arrays[key], s)
+        if ranks is not None:
+            dims = tuple(s.dims)
+            if a.shape == dims:
+                a = np.broadcast_to(a, (ranks,) + dims)
+            elif a.shape != (ranks,) + dims:
+                raise HloVerifyError("xla_infergoldens: %s in %s has shape %s; a %d-rank program takes %s "
+                                     "(rank axis first) or %s" % (key, path, list(a.shape), ranks,
+                                                                  [ranks] + list(dims), list(dims)))
+        inputs.append(a)
     return inputs
 
 
@@ -191,7 +245,7 @@ def _float_eps(dt):
 PERTURB_ULPS = 4
 
 
-def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_WHILE_TRIPS):
+def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_WHILE_TRIPS, run=None):
     """{output index: float32 |out - out'|} for float outputs, out' the program on the inputs with
     every float input scaled by 1 + PERTURB_ULPS*eps*N(0,1). Non-finite differences count 0 (they
     cannot widen a tolerance). {} when no input is float or the second run fails (logged)."""
@@ -210,7 +264,7 @@ def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_
     if not any_float:
         return {}
     try:
-        outs2 = evaluate(module, pert, max_while_trips=max_while_trips)
+        outs2 = run(pert) if run is not None else evaluate(module, pert, max_while_trips=max_while_trips)
     except Exception as e:      # a perturbed run may e.g. loop longer; the goldens stand without spreads
         log.info("xla_infergoldens: no spreads: the perturbed run failed: %s: %s", type(e).__name__, e)
         return {}
@@ -229,11 +283,12 @@ def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_
     return spreads
 
 
-def write_npz(path, inputs, outputs, spreads=None):
+def write_npz(path, inputs, outputs, spreads=None, extra=None):
     """Write input{i}/output{i} (and spread{i}, {i: array}) atomically (temp file + rename)."""
     d = {"input%d" % i: np.asarray(a) for i, a in enumerate(inputs)}
     d.update(("output%d" % i, np.asarray(a, order="C")) for i, a in enumerate(outputs))  # keeps rank 0
     d.update(("spread%d" % i, np.asarray(a)) for i, a in (spreads or {}).items())
+    d.update(extra or {})
     tmp = path + ".tmp%d" % os.getpid()
     try:
         with open(tmp, "wb") as f:

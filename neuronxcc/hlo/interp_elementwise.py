@@ -529,11 +529,6 @@ def p_iota(ev, inst):
     return run
 
 
-@handler("device_id")
-def h_device_id(ev, inst, args):
-    return np.zeros(dims_of(inst.shape), dtype_of(inst.shape))
-
-
 @handler("token")
 def h_token(ev, inst, args):
     return TOKEN

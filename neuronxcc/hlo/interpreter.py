@@ -50,6 +50,7 @@ from neuronxcc.hlo import interp_sort  # noqa: F401
 from neuronxcc.hlo import interp_control  # noqa: F401
 from neuronxcc.hlo import interp_rng  # noqa: F401
 from neuronxcc.hlo import interp_nki  # noqa: F401
+from neuronxcc.hlo import interp_collective  # noqa: F401
 
 __all__ = ["evaluate", "is_implemented", "Evaluator", "TOKEN", "DEFAULT_MAX_TENSOR_BYTES", "PLAN_BOUND"]
 
@@ -96,7 +97,15 @@ class _Plan(object):
 
 
 class Evaluator(object):
-    """Evaluates the computations of one module; caches a plan per computation."""
+    """Evaluates the computations of one module; caches a plan per computation.
+
+    ``rank`` / ``space`` / ``rv``: this evaluator's global device id, the module's
+    ``RankSpace`` (None: from the module) and the ``Rendezvous`` of an N-rank run
+    (``neuronxcc.hlo.ranks.evaluate_ranks``); one rank needs none."""
+
+    rank = 0
+    space = None
+    rv = None
 
     def __init__(self, module, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES, max_while_trips=None):
         self.module = module

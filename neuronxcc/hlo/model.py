@@ -423,7 +423,8 @@ class HloComputation:
 class HloModule:
     """A module: computations (callees before callers) and the entry."""
 
-    def __init__(self, name, computations, entry, frontend_attributes=None, input_output_alias=()):
+    def __init__(self, name, computations, entry, frontend_attributes=None, input_output_alias=(),
+                 replica_count=None, num_partitions=None):
         self.name = name
         self.computations = collections.OrderedDict((c.name, c) for c in computations)
         self.entry = entry if isinstance(entry, HloComputation) else self.computations[entry]
@@ -432,6 +433,10 @@ class HloModule:
         self.frontend_attributes = dict(frontend_attributes or {})
         # [(output_shape_index tuple, parameter_number, parameter_shape_index tuple, kind str)]
         self.input_output_alias = list(input_output_alias)
+        # the rank count when the input states one (text header replica_count= / num_partitions=,
+        # the proto's device_assignment); None = not stated (neuronxcc.hlo.ranks infers it)
+        self.replica_count = int(replica_count) if replica_count else None
+        self.num_partitions = int(num_partitions) if num_partitions else None
         # from a model directory: weight name -> array, and parameter number -> weight name
         self.weights = {}
         self.weight_parameters = {}

@@ -32,14 +32,15 @@ CONTROL = "control-flow"
 STRUCTURE = "structure"
 RNG = "random"
 CUSTOM = "custom-call"
+COLLECTIVE = "collective"
 
 _ROWS = [
     # --- leaves -----------------------------------------------------------
     ("parameter", STRUCTURE, "parameter"),
     ("constant", STRUCTURE, "constant"),
     ("iota", SHAPE, "iota"),
-    ("partition-id", STRUCTURE, "device_id"),
-    ("replica-id", STRUCTURE, "device_id"),
+    ("partition-id", STRUCTURE, "partition_id"),
+    ("replica-id", STRUCTURE, "replica_id"),
     ("after-all", STRUCTURE, "token"),
     ("add-dependency", STRUCTURE, "first_operand"),
     ("opt-barrier", STRUCTURE, "first_operand"),           # kOptimizationBarrier as HLO text spells it
@@ -47,6 +48,18 @@ _ROWS = [
     ("copy", SHAPE, "copy"),
     ("tuple", STRUCTURE, "tuple"),
     ("get-tuple-element", STRUCTURE, "get_tuple_element"),
+    # --- collectives (interp_collective; groups as neuronxcc.collectives) ----
+    ("all-reduce", COLLECTIVE, "all_reduce"),
+    ("all-reduce-start", COLLECTIVE, "all_reduce"),
+    ("all-reduce-done", COLLECTIVE, "first_operand"),
+    ("all-gather", COLLECTIVE, "all_gather"),
+    ("all-gather-start", COLLECTIVE, "all_gather_start"),
+    ("all-gather-done", COLLECTIVE, "async_done"),
+    ("reduce-scatter", COLLECTIVE, "reduce_scatter"),
+    ("all-to-all", COLLECTIVE, "all_to_all"),
+    ("collective-permute", COLLECTIVE, "collective_permute"),
+    ("collective-permute-start", COLLECTIVE, "collective_permute_start"),
+    ("collective-permute-done", COLLECTIVE, "async_done"),
     # --- elementwise unary --------------------------------------------------
     ("abs", UNARY, "unary"),
     ("ceil", UNARY, "unary"),

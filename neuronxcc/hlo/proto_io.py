@@ -669,8 +669,12 @@ def module_from_proto(mp):
     alias = [(tuple(e.output_shape_index), e.parameter_number, tuple(e.parameter_shape_index),
               {1: "may-alias", 2: "must-alias"}.get(e.kind, "may-alias"))
              for e in mp.input_output_alias.entries]
+    counts = {}
+    if mp.HasField("device_assignment"):
+        da = mp.device_assignment
+        counts = {"replica_count": da.replica_count or None, "num_partitions": da.computation_count or None}
     return HloModule(mp.name or "module", [c for _, c in comps], entry,
-                     frontend_attributes=dict(mp.frontend_attributes.map), input_output_alias=alias)
+                     frontend_attributes=dict(mp.frontend_attributes.map), input_output_alias=alias, **counts)
 
 
 def module_from_proto_bytes(data, verify=True):
@@ -735,6 +739,13 @@ def module_to_proto(module):
     _program_shape(module.entry, mp.host_program_shape)
     for k, v in module.frontend_attributes.items():
         mp.frontend_attributes.map[k] = v
+    if getattr(module, "replica_count", None) or getattr(module, "num_partitions", None):
+        # device ids 0..N-1 in replica-major order, as XLA's default assignment numbers them
+        da = mp.device_assignment
+        R, P = module.replica_count or 1, module.num_partitions or 1
+        da.replica_count, da.computation_count = R, P
+        for p in range(P):
+            da.computation_devices.add().replica_device_ids.extend([r * P + p for r in range(R)])
     for out_idx, pnum, pidx, kind in module.input_output_alias:
         e = mp.input_output_alias.entries.add(parameter_number=pnum, kind=2 if kind == "must-alias" else 1)
         e.output_shape_index.extend(out_idx)

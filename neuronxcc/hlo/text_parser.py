@@ -272,8 +272,16 @@ def _parse_module(sc):
         for item in _aliasing(_Sub(sc, s, e)):
             kind = item[3] if len(item) > 3 else "may-alias"
             alias.append((item[0], item[1], item[2], kind))
+    counts = {}
+    for key in ("replica_count", "num_partitions"):
+        if key in header:
+            s, e = header[key]
+            txt = sc.text[s:e].strip()
+            if not txt.isdigit() or int(txt) < 1:
+                raise sc.error("%s must be a positive integer, got %r" % (key, txt), s)
+            counts[key] = int(txt)
     module = HloModule(mname, [names[c[0]] for c in comps], names[entry_name], frontend_attributes=fattrs,
-                       input_output_alias=alias)
+                       input_output_alias=alias, **counts)
     return module
 
 

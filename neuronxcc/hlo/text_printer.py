@@ -267,6 +267,10 @@ def module_text(module, print_metadata=True):
     if module.input_output_alias:
         header += ", input_output_alias={ %s }" % ", ".join(
             "%s: (%d, %s, %s)" % (_ints(o), p, _ints(pi), kind) for o, p, pi, kind in module.input_output_alias)
+    if getattr(module, "replica_count", None):
+        header += ", replica_count=%d" % module.replica_count
+    if getattr(module, "num_partitions", None):
+        header += ", num_partitions=%d" % module.num_partitions
     if module.frontend_attributes:
         header += ", frontend_attributes=" + _kv_text(module.frontend_attributes)
     parts = [header]

@@ -1,0 +1,69 @@
+"""How many ranks an HLO program runs on, and running all of them.
+
+The rank count of a per-rank (SPMD) program: ``replica_count`` x
+``num_partitions`` from the text header or the proto's device_assignment
+when the input states them; else it follows from the collectives'
+replica_groups / source_target_pairs (the largest id + 1; as partitions when
+the collectives carry channel_ids, the jax/SPMD form, else as replicas); else
+one. An explicit ``ranks=N`` (``xla_infergoldens --ranks``) overrides an
+unstated count and must agree with a stated one.
+
+``evaluate_ranks(module, inputs_per_rank)`` runs the reference interpreter
+once per rank, each in its own thread, meeting at the collectives
+(``neuronxcc.collectives.rendezvous``); a collective some rank never reaches
+is a CollectiveError, not a hang.
+"""
+from neuronxcc.collectives import RankSpace, run_ranks
+from neuronxcc.collectives.groups import rank_count_from_groups
+from neuronxcc.errors import CollectiveError, HloVerifyError
+
+__all__ = ["rank_space", "evaluate_ranks", "collective_instructions", "COLLECTIVE_OPCODES"]
+
+COLLECTIVE_OPCODES = frozenset(("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
+                                "all-to-all", "collective-permute", "collective-permute-start"))
+
+
+def collective_instructions(module):
+    for c in module.computations.values():
+        for i in c.instructions:
+            if i.opcode in COLLECTIVE_OPCODES:
+                yield i
+
+
+def rank_space(module, ranks=None):
+    """The module's RankSpace (see the module docstring)."""
+    R, P = getattr(module, "replica_count", None), getattr(module, "num_partitions", None)
+    if R or P:
+        sp = RankSpace(R or 1, P or 1)
+        if ranks is not None and int(ranks) != sp.size:
+            raise CollectiveError("--ranks %d disagrees with the module's replica_count=%d x num_partitions=%d"
+                                  % (int(ranks), sp.num_replicas, sp.num_partitions), code="NCC_ECCL002")
+        return sp
+    n, channel = 1, False
+    for i in collective_instructions(module):
+        n = max(n, rank_count_from_groups(i.opcode, i.attrs))
+        channel = channel or i.attrs.get("channel_id") is not None
+    if ranks is not None:
+        if int(ranks) < n:
+            raise CollectiveError("--ranks %d is fewer than the %d ranks the replica groups name" % (int(ranks), n),
+                                  code="NCC_ECCL002")
+        n = int(ranks)
+    return RankSpace(1, n) if channel else RankSpace(n, 1)
+
+
+def evaluate_ranks(module, inputs_per_rank, space=None, **kw):
+    """[outputs of rank d for d in range(space.size)]; ``inputs_per_rank[d]`` are rank d's
+    entry inputs (as ``evaluate`` takes them). Keyword arguments go to ``Evaluator``."""
+    from neuronxcc.hlo.interpreter import Evaluator
+
+    sp = space or rank_space(module)
+    if len(inputs_per_rank) != sp.size:
+        raise HloVerifyError("the program runs on %d ranks (%r), inputs were given for %d"
+                             % (sp.size, sp, len(inputs_per_rank)))
+
+    def one(rank, rv):
+        ev = Evaluator(module, **kw)
+        ev.rank, ev.space, ev.rv = rank, sp, rv
+        return ev.evaluate_entry(inputs_per_rank[rank])
+
+    return run_ranks(sp.size, one)
