@@ -72,13 +72,13 @@ def _exchange(ev, inst, group, value):
         raise CollectiveError("%s needs %d ranks (%r); run the program with every rank "
                               "(xla_infergoldens --ranks, neuronxcc.hlo.ranks.evaluate_ranks)"
                               % (_where(inst), _space(ev).size, _space(ev)), code="NCC_ECCL001")
-    sig = (inst.opcode, _sig(value), tuple(group))
+    sig = "%s of %s over ranks %s" % (inst.opcode, _sig(value), list(group))
     return rv.exchange(ev.rank, group, sig, value, _where(inst))
 
 
 def _sig(v):
     if isinstance(v, tuple):
-        return tuple(_sig(x) for x in v)
+        return ", ".join(_sig(x) for x in v)
     if isinstance(v, np.ndarray):
         return "%s%s" % (v.dtype, list(v.shape))
     return type(v).__name__

@@ -105,7 +105,7 @@ def test_mismatched_shapes_are_an_error():
                             "  ROOT o = f32[4] reshape(ar)")
     m = load_module(text)
     ins = [[np.ones(4, np.float32)] for _ in range(4)]
-    with pytest.raises(CollectiveError, match=r"ranks disagree .* float32\[2, 2\]"):
+    with pytest.raises(CollectiveError, match=r"ranks disagree .*all-reduce of float32\[2, 2\] over ranks"):
         evaluate_ranks(m, ins)
 
 

@@ -236,14 +236,14 @@ def test_unsupported_op_names_op_instruction_and_source_line():
     text = """HloModule m
 ENTRY e {
   p = f32[4] parameter(0)
-  ROOT r = f32[4] all-reduce(p), replica_groups={}, to_apply=e, metadata={op_name="jit(f)/psum" source_file="/home/u/model.py" source_line=42}
+  ROOT r = f32[4] collective-broadcast(p), replica_groups={}, metadata={op_name="jit(f)/psum" source_file="/home/u/model.py" source_line=42}
 }"""
     m = parse_hlo_text(text, verify=False)
     with pytest.raises(UnsupportedOperatorError) as ei:
         evaluate(m, [np.zeros(4, np.float32)])
     line = ei.value.one_line()
     assert line.startswith("[NCC_EVRF001]")
-    assert "all-reduce" in line and "instruction r" in line and "/home/u/model.py:42" in line
+    assert "collective-broadcast" in line and "instruction r" in line and "/home/u/model.py:42" in line
 
 
 def test_unknown_custom_call_rejected():
@@ -285,7 +285,7 @@ ENTRY e {
 
 def test_is_implemented():
     assert is_implemented("add") and is_implemented("sort") and is_implemented("custom-call", "TopK")
-    assert not is_implemented("all-reduce")
+    assert is_implemented("all-reduce") and not is_implemented("collective-broadcast")
     assert not is_implemented("custom-call", "MyKernel")
 
 
@@ -439,7 +439,7 @@ def test_hand_written_hlo_files_match_xla_or_name_the_unsupported_op(fname):
     try:
         outs = evaluate(m, inputs)
     except UnsupportedOperatorError as e:
-        assert "all-reduce" in e.one_line()        # collectives are outside the table
+        assert "MyOp" in e.one_line()        # the file's unknown custom-call target
         return
     try:
         ref = xla_run(text, inputs)
