@@ -250,3 +250,19 @@ def test_auto_cast_is_reported_as_not_applied(build, caplog):
     with caplog.at_level(logging.WARNING):
         build("--auto-cast", "matmult", "--target", "trn1")
     assert "--auto-cast matmult (--auto-cast-type bf16) is not applied by this compiler" in caplog.text
+
+
+def test_lnc2_is_reported_once_as_not_split(build, caplog):
+    with caplog.at_level(logging.WARNING):
+        build("--target", "trn1")
+    assert "lnc" not in caplog.text.lower()
+    for flags in (("--target", "trn2"), ("--target", "trn2", "--lnc", "2")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            build(*flags)
+        lines = [r.getMessage() for r in caplog.records if "lnc" in r.getMessage().lower()]
+        assert len(lines) == 1 and "does not split a program" in lines[0] and "lnc_size 1" in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        build("--target", "trn2", "--lnc", "1")
+    assert "lnc" not in caplog.text.lower()

@@ -305,3 +305,13 @@ def test_an_unwritable_output_is_one_user_error_and_leaves_no_temporary(tmp_path
         _run(tmp_path, monkeypatch, [_WriteNeff], "ro.neff")
     assert not (tmp_path / "ro.neff").exists()
     assert not glob.glob(str(tmp_path / "*ro.neff*"))  # no temporary left next to it
+
+
+def test_trn2_lnc2_says_once_that_the_program_is_not_split(tmp_path):
+    from neuronxcc.neff import read_neff
+    out = tmp_path / "t.neff"
+    r = run_ncc(["compile", ADD_TXT, "--framework", "XLA", "--target", "trn2", "--output", str(out)], cwd=tmp_path)
+    _check_compile_result(r, str(out))
+    said = [l for l in (r.stdout + r.stderr).splitlines() if "--lnc 2" in l]
+    assert len(said) == 1 and "lnc_size 1" in said[0], r.stdout + r.stderr
+    assert read_neff(str(out)).header.lnc_size == 1

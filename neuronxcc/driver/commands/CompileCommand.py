@@ -226,6 +226,12 @@ class CompileCommand(CommandInterface):
             # let the caller believe the math was cast.
             self.logger.warning("--auto-cast %s (--auto-cast-type %s) is not applied by this compiler: every "
                                 "operation keeps the element types of the HLO", args.auto_cast, args.auto_cast_type)
+        if self.logical_nc_config == 2 and not args.meta_module:
+            # LNC=2 is one logical core of two physical cores sharing HBM; this compiler does not
+            # split a program between them yet, so the NEFF honestly says lnc_size 1
+            self.logger.warning("--lnc 2 (the %s default): this compiler does not split a program between the two "
+                                "physical NeuronCores of a logical core yet; the NEFF runs on one core (lnc_size 1)",
+                                args.target)
         unused = [flag for flag, on in (("--model-type " + args.model_type, args.model_type != "generic"),
                                         ("--enable-saturate-infinity", args.enable_saturate_infinity),
                                         ("--enable-fast-context-switch", args.enable_fast_context_switch))
