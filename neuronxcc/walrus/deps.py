@@ -57,7 +57,6 @@ that value is reached without b's stream making progress (no deadlock).
 """
 import numpy as np
 
-from neuronxcc.walrus import _sched
 from neuronxcc.walrus.bir import birpy
 from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program, operands
 
@@ -158,47 +157,33 @@ def _common_loops(a, b):
     return out
 
 
-def find_deps(prog, physical=True, exact=True):
-    """Cross-stream dependences (list of Dep), deduplicated and pruned.
+def find_deps(prog, physical=True, exact=True, graph=None):
+    """Cross-stream dependences (list of Dep).
 
-    Forward deps into one instruction from one stream keep only the latest
-    source when all of them share the destination's dynamic context (no
-    While/If region between): its count dominates the others'. A pair that
-    shares a repeating loop gets a loop-carried dep over the innermost shared
-    loop at the distance ``carried.carried_distance`` finds (none when no
-    earlier iteration's access overlaps; ``exact=False``: distance 1 always).
+    Forward deps: per destination, per stream and dynamic region of the
+    source, only the latest source of the dependence graph
+    (``depgraph.DepGraph``): its count dominates the others' (every earlier
+    instruction of that stream in that region precedes it), and a source the
+    graph retired is ordered through the instruction that retired it. A pair
+    that shares a repeating loop gets a loop-carried dep over the innermost
+    shared loop at the distance ``carried.carried_distance`` finds (none when
+    no earlier iteration's access overlaps; ``exact=False``: distance 1 always).
+    ``graph``: a DepGraph of ``prog`` already built.
     """
     from neuronxcc.walrus import carried as CA
-    aps = []
-    mem, write, site, plo, phi, blo, bhi = accesses(prog, physical, aps)
-    ia, ib = _sched.conflicts(mem, write, site, plo, phi, blo, bhi)
-    streams = [stream_of(s.instr) for s in prog.sites]
-    ctx_of = [_context(s) for s in prog.sites]
-    pairs = {}
-    for x, y, ra, rb in zip(site[ia].tolist(), site[ib].tolist(), ia.tolist(), ib.tolist()):
-        a, b = (x, y) if x < y else (y, x)
-        if streams[a] != streams[b]:
-            if x > y:
-                ra, rb = rb, ra
-            pairs.setdefault((a, b), []).append((aps[ra], aps[rb]))
+    from neuronxcc.walrus.depgraph import DepGraph
+    g = graph if graph is not None else DepGraph(prog, physical)
     rot = CA.rotations(prog.module) if exact else {}
-    latest = {}
     deps = []
-    for (a, b), ops in sorted(pairs.items()):
+    for (a, b), ops in sorted(g.loop_pairs().items()):
         sa, sb = prog.sites[a], prog.sites[b]
-        if ctx_of[a] is ctx_of[b]:
-            k = (b, streams[a])
-            if k not in latest or latest[k] < a:
-                latest[k] = a
-        else:
-            deps.append(Dep(a, b, None))
         common = [li for li in _common_loops(sa, sb) if li.kind in REPEATING]
         if common and (common[-1].kind == "while" or (common[-1].trip or 0) > 1):
             c = common[-1]
             d = CA.carried_distance(prog, sa, sb, ops, c, physical, rot) if exact else 1
             if d is not None:
                 deps.append(Dep(b, a, c, d))
-    deps.extend(Dep(a, b, None) for (b, _), a in latest.items())
+    deps.extend(Dep(a, b, None) for a, b in g.cross_stream_latest())
     return deps
 
 
@@ -446,10 +431,8 @@ def _dominant(vals):
 
 def _context(site):
     """The innermost dynamic region holding the site (None at the top level)."""
-    for li in reversed(site.loops):
-        if li.kind in DYNAMIC:
-            return li
-    return None
+    from neuronxcc.walrus.depgraph import context
+    return context(site)
 
 
 def reduce_deps(prog, deps):
@@ -461,8 +444,10 @@ def reduce_deps(prog, deps):
     one dynamic context (the same innermost While body / If branch, or the
     top level) take part in one reduction: a path through a region that may
     not run this time proves nothing. A forward dep implied by another path
-    is dropped; loop-carried and cross-context deps are kept.
+    is dropped; loop-carried and cross-context deps are kept. Per-stream
+    vector clocks (``_deps.vc_reduce``): O((sites + deps) x streams).
     """
+    from neuronxcc.walrus import _deps
     ctx_of = [_context(s) for s in prog.sites]
     fwd = [d for d in deps if d.carried is None and ctx_of[d.src] is ctx_of[d.dst]]
     kept_deps = [d for d in deps if not (d.carried is None and ctx_of[d.src] is ctx_of[d.dst])]
@@ -472,21 +457,31 @@ def reduce_deps(prog, deps):
     by_group = {}
     for d in fwd:
         by_group.setdefault(id(ctx_of[d.src]), []).append(d)
+    sids = {}
     for gid, ds in by_group.items():
         members = groups[gid]
         local = {p: i for i, p in enumerate(members)}
         n = len(members)
+        stream = np.empty(n, np.int64)
+        spred = np.full(n, -1, np.int64)
         last = {}
-        stream_edges = []
-        for p in members:
-            k = stream_of(prog.sites[p].instr)
+        for i, p in enumerate(members):
+            k = sids.setdefault(stream_of(prog.sites[p].instr), len(sids))
+            stream[i] = k
             if k in last:
-                stream_edges.append((local[last[k]], local[p]))
-            last[k] = p
-        ptr, idx, edges = csr(n, set([(local[d.src], local[d.dst]) for d in ds] + stream_edges))
-        keep = _sched.transitive_reduction(ptr, idx)
-        kept = {e for e, k in zip(edges, keep) if k}
-        kept_deps += [d for d in ds if (local[d.src], local[d.dst]) in kept]
+                spred[i] = last[k]
+            last[k] = i
+        uniq = {}
+        for d in ds:
+            uniq.setdefault((local[d.dst], local[d.src]), []).append(d)
+        edges = sorted(uniq)
+        ptr = np.zeros(n + 1, np.int64)
+        ptr[1:] = np.cumsum(np.bincount(np.array([e[0] for e in edges], np.int64), minlength=n))
+        idx = np.array([e[1] for e in edges], np.int64)
+        keep = _deps.vc_reduce(stream, spred, ptr, idx, len(sids))
+        for e, k in zip(edges, keep):
+            if k:
+                kept_deps += uniq[e]
     return kept_deps
 
 
@@ -670,9 +665,31 @@ def insert_counters(module):
     return len(regions)
 
 
-def synchronize(module, physical, reduce=False):
+def sync_deps(prog, physical, ctx=None):
+    """``find_deps`` of the instrumented program (no waits, counters and cond guards inserted),
+    kept in the pass manager's cache under ``sync_deps``: anti_dependency_analyzer, post_sched
+    and dep_reduction see the same instrumented program whenever the instructions they were
+    given and their addresses are the same, so the dependences are found once for it."""
+    sig = (bool(physical), len(prog.sites),
+           tuple(id(s.instr) for s in prog.sites if s.instr.name not in INSERTED))
+    cached = ctx.analyses.get("sync_deps") if ctx is not None else None
+    if cached is not None and cached[0] == sig:
+        rows = cached[1]
+    else:
+        loop_index = {id(li): k for k, li in enumerate(prog.loops)}
+        deps = find_deps(prog, physical=physical)
+        rows = [(d.src, d.dst, None if d.carried is None else loop_index[id(d.carried)], d.distance)
+                for d in deps]
+        if ctx is not None:
+            ctx.analyses["sync_deps"] = (sig, rows)
+            ctx.count_analysis("sync_deps")
+    return [Dep(a, b, None if c is None else prog.loops[c], dist) for a, b, c, dist in rows]
+
+
+def synchronize(module, physical, reduce=False, ctx=None):
     """Recompute every wait/signal of ``module`` from its current addresses.
 
+    ``ctx`` (a PassContext) shares the dependences between passes (``sync_deps``).
     Returns (dependences found, dependences enforced, waits written, counted regions).
     """
     strip_sync(module)
@@ -680,7 +697,7 @@ def synchronize(module, physical, reduce=False):
     insert_cond_guards(module)
     module.ensure_ids()
     prog = Program(module)
-    deps = find_deps(prog, physical=physical)
+    deps = sync_deps(prog, physical, ctx)
     used = reduce_deps(prog, deps) if reduce else deps
     instr_of = [s.instr for s in prog.sites]
     signalling = {id(instr_of[d.src]): 1 for d in used}

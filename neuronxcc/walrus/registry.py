@@ -32,6 +32,8 @@ class WalrusPass:
     name = None
     # passes whose results other passes read through ``ctx.analyses``
     is_analysis = False
+    # cached analyses still valid after this pass changed the module (the runner drops the rest)
+    preserves = ()
 
     def run(self, module, ctx):  # pragma: no cover - interface
         raise NotImplementedError
@@ -139,12 +141,33 @@ class PassContext:
             self.options.update(options)
         self.metrics = {}
         self.analyses = {}
+        self.analysis_runs = {}     # analysis name -> how many times it was computed
         self.timings = []
+
+    def analysis(self, name, compute):
+        """The cached analysis ``name``, computed by ``compute()`` when the cache has none."""
+        v = self.analyses.get(name)
+        if v is None:
+            v = compute()
+            self.analyses[name] = v
+            self.count_analysis(name)
+        return v
+
+    def count_analysis(self, name):
+        key = name[0] if isinstance(name, tuple) else name
+        self.analysis_runs[key] = self.analysis_runs.get(key, 0) + 1
 
 
 def _verify(module, ctx):
     from neuronxcc.walrus.passes.verify import verify_module
     verify_module(module, ctx)
+
+
+def invalidate(ctx, preserves=()):
+    """Drop every cached analysis whose name is not in ``preserves``."""
+    for k in list(ctx.analyses):
+        if (k[0] if isinstance(k, tuple) else k) not in preserves:
+            del ctx.analyses[k]
 
 
 def run_passes(module, names, ctx):
@@ -156,7 +179,7 @@ def run_passes(module, names, ctx):
         try:
             changed = bool(p.run(module, ctx))
             if changed:
-                ctx.analyses.clear()
+                invalidate(ctx, p.preserves)
             if changed and ctx.options.get("verify_between_passes") and name != "birverifier":
                 _verify(module, ctx)
         except errors.CompilerError as e:

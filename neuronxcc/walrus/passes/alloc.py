@@ -218,7 +218,6 @@ def allocate(module, ctx, method):
                          victim.nparts, victim.size)
                 spill_value(module, prog, victim, temps)
                 spilled.append(victim.name)
-                ctx.analyses.clear()
                 retry = True
                 break
             for v, o, p in zip(vals, off.tolist(), ps.tolist()):

@@ -132,7 +132,6 @@ def rotate(module, ctx, copies=COPIES):
         rot[v.name] = {"copies": copies, "loop": li.var, "stride_bytes": stride}
     if chosen:
         module.attrs[ROTATIONS] = rot
-        ctx.analyses.clear()
     return len(chosen)
 
 

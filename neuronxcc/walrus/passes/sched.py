@@ -8,7 +8,9 @@ print_metrics reports.
 
 Dependences here include same-stream ones (their order is the stream's
 order, so reordering must keep them): every conflicting pair of accesses
-(RAW/WAR/WAW over boxes, registers included) inside a block orders the pair.
+(RAW/WAR/WAW over boxes, registers included) inside a block is ordered by a
+path of the dependence graph's edges inside the block (``depgraph``), so
+keeping those edges keeps every pair.
 Costs come from ``birpy.cost.instruction_cost`` (the timeline's rules,
 ``neuronxcc.hwm`` numbers); a cross-stream edge from a DMA adds the DMA's
 fixed latency. Typed core: ``_sched.list_schedule`` / ``_sched.critical_path``.
@@ -22,36 +24,10 @@ import logging
 
 import numpy as np
 
-from neuronxcc.walrus import _sched, deps as D
-from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus import _sched, depgraph, deps as D
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")
-
-
-def blocks(prog):
-    """[(owner list, [sites])] for every maximal run of instructions in a body list."""
-    out = []
-    cur = None
-    for s in prog.sites:
-        if cur is not None and cur[0] is s.owner and cur[1][-1].index == s.index - 1:
-            cur[1].append(s)
-        else:
-            cur = (s.owner, [s])
-            out.append(cur)
-    return out
-
-
-def all_conflicts(prog, physical):
-    """{block id: set of (a, b)} positions a < b in one block whose accesses conflict."""
-    mem, write, site, plo, phi, blo, bhi = D.accesses(prog, physical)
-    ia, ib = _sched.conflicts(mem, write, site, plo, phi, blo, bhi)
-    out = {}
-    sites = prog.sites
-    for x, y in zip(site[ia].tolist(), site[ib].tolist()):
-        if sites[x].owner is sites[y].owner:
-            out.setdefault(id(sites[x].owner), set()).add((x, y) if x < y else (y, x))
-    return out
 
 
 class Costs:
@@ -96,19 +72,22 @@ def _block_graph(bsites, pairs, costs, streams):
 
 
 def schedule(module, ctx, physical):
-    """List-schedule every block in place. Returns (blocks reordered, estimated gain in s)."""
-    prog = program(module, ctx)
-    pairs = all_conflicts(prog, physical)
+    """List-schedule every block in place. Returns (blocks reordered, estimated gain in s).
+
+    The edges of a block are the dependence graph's (``depgraph``, shared through the
+    pass manager's cache) between instructions of that block: every conflicting pair
+    of the block is ordered by a path of them, so keeping them keeps every pair."""
+    g = depgraph.analysis(ctx, module, physical)
+    prog = g.prog
+    edges = g.block_edges()
     costs = Costs(module, ctx.target)
-    streams = {s.pos: D.stream_of(s.instr) for s in prog.sites}
+    streams = g.streams
     changed = 0
     gain = 0.0
-    for owner, bsites in blocks(prog):
+    for k, (owner, bsites) in enumerate(g.blocks()):
         if len(bsites) < 2:
             continue
-        lo, hi = bsites[0].pos, bsites[-1].pos
-        bp = [(a, b) for a, b in pairs.get(id(owner), ()) if lo <= a <= hi and lo <= b <= hi]
-        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, bp, costs, streams)
+        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, edges.get(k, ()), costs, streams)
         prio = _sched.critical_path(sp, si, sl, busy)
         order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne)
         if len(order) != len(bsites):
@@ -125,7 +104,6 @@ def schedule(module, ctx, physical):
         gain += float(before - makespan) * trips
     if changed:
         module.renumber()
-        ctx.analyses.clear()
     return changed, gain
 
 
@@ -152,17 +130,15 @@ def estimate_time(module, ctx):
     Blocks are summed (no overlap across control nodes); a While body counts
     once per ``max_trips`` (1 when unknown).
     """
-    prog = program(module, ctx)
     physical = all(m.allocated for m in module.memlocs.values())
-    pairs = all_conflicts(prog, physical)
+    g = depgraph.analysis(ctx, module, physical)
+    edges = g.block_edges()
     costs = Costs(module, ctx.target)
-    streams = {s.pos: D.stream_of(s.instr) for s in prog.sites}
+    streams = g.streams
     total = 0.0
     per_engine = {}
-    for owner, bsites in blocks(prog):
-        lo, hi = bsites[0].pos, bsites[-1].pos
-        bp = [(a, b) for a, b in pairs.get(id(owner), ()) if lo <= a <= hi and lo <= b <= hi]
-        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, bp, costs, streams)
+    for k, (owner, bsites) in enumerate(g.blocks()):
+        eng, busy, pp, pi, pl, sp, si, sl, ne = _block_graph(bsites, edges.get(k, ()), costs, streams)
         t = _replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
         reps = 1
         for li in bsites[0].loops:
@@ -184,8 +160,7 @@ class _Sched(WalrusPass):
         log.info("%s: reordered %d blocks, estimated gain %.3f us", self.name, n, gain * 1e6)
         ctx.metrics.setdefault("scheduling", {})[self.name] = {"blocks_reordered": n, "estimated_gain_s": gain}
         if n and had_waits:
-            D.synchronize(module, all(m.allocated for m in module.memlocs.values()))
-            ctx.analyses.clear()
+            D.synchronize(module, all(m.allocated for m in module.memlocs.values()), ctx=ctx)
         return n > 0
 
 
@@ -197,4 +172,5 @@ class PreSched(_Sched):
 @register
 class PostSched(_Sched):
     name = "post_sched"
+    preserves = ("sync_deps",)
     after_alloc = True

@@ -55,10 +55,10 @@ def _physical(module):
 @register
 class AntiDependencyAnalyzer(WalrusPass):
     name = "anti_dependency_analyzer"
+    preserves = ("sync_deps",)
 
     def run(self, module, ctx):
-        found, used, n, nreg = D.synchronize(module, _physical(module), reduce=False)
-        ctx.analyses.clear()
+        found, used, n, nreg = D.synchronize(module, _physical(module), reduce=False, ctx=ctx)
         ctx.metrics["dependences"] = found
         ctx.metrics["semaphore_waits"] = n
         ctx.metrics["counted_regions"] = nreg
@@ -70,10 +70,10 @@ class AntiDependencyAnalyzer(WalrusPass):
 @register
 class DepReduction(WalrusPass):
     name = "dep_reduction"
+    preserves = ("sync_deps",)
 
     def run(self, module, ctx):
-        found, used, n, nreg = D.synchronize(module, _physical(module), reduce=True)
-        ctx.analyses.clear()
+        found, used, n, nreg = D.synchronize(module, _physical(module), reduce=True, ctx=ctx)
         ctx.metrics["dependences_reduced"] = used
         ctx.metrics["semaphore_waits"] = n
         log.info("dep_reduction: %d -> %d dependences, %d waits", found, used, n)

@@ -203,10 +203,9 @@ class DmaOptimization(WalrusPass):
         n = coalesce_body(module.body, module, ctx.target)
         if n:
             module.renumber()
-            ctx.analyses.clear()
             if had_waits:
                 from neuronxcc.walrus import deps as D
-                D.synchronize(module, all(m.allocated for m in module.memlocs.values()))
+                D.synchronize(module, all(m.allocated for m in module.memlocs.values()), ctx=ctx)
         ctx.metrics["dma_coalesced"] = n
         log.info("dma_optimization: %d DMA pairs coalesced", n)
         return n > 0
