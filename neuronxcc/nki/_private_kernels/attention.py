@@ -1,0 +1,48 @@
+"""``attention_isa_kernel``: the attention kernel NxD-Inference and its model code import at module load
+(``from neuronxcc.nki._private_kernels.attention import attention_isa_kernel``) and call through torch's
+``nki_jit()(attention_isa_kernel)`` in out-argument style::
+
+    attention_isa_kernel(q, k, v, scale, out, kernel_name="CausalAttentionMMSoftmaxMMWithoutSwap")
+
+q: [B*H, d, seq_q], k: [B*H, d, seq_k], v: [B*H, seq_k, d]; the kernel stores
+softmax(scale * q^T k [+ causal mask]) v into out, [B*H, seq_q, d] (or [B*H, d, seq_q], stored
+transposed, when out has that shape and d != seq_q). ``kernel_name``: a name containing "Causal"
+masks keys after the query; the "WithoutSwap"/"WithSwap" suffix names the original's operand order
+and does not change the values. Keyword arguments: ``sliding_window`` (keys older than the window are
+masked), ``use_dma_transpose`` (accepted; a scheduling choice). A grid ``[n]`` splits the B*H heads
+over the n instances when it divides them (else every instance computes all heads: same values).
+The matmuls run in the inputs' dtype with fp32 accumulation and fp32 softmax.
+Our own implementation on the flash-attention core of ``neuronxcc.nki.kernels.attention``.
+"""
+import neuronxcc.nki.language as nl
+from neuronxcc.nki.kernels.attention import flash_attention_core
+
+__all__ = ["attention_isa_kernel"]
+
+
+def attention_isa_kernel(q, k, v, scale, out, kernel_name="AttentionMMSoftmaxMMWithoutSwap", **kwargs):
+    bh, d, seq_q = q.shape
+    _, _, seq_k = k.shape
+    if tuple(v.shape) != (bh, seq_k, d):
+        raise ValueError("attention_isa_kernel: v must be [%d, %d, %d], got %s" % (bh, seq_k, d, tuple(v.shape)))
+    if tuple(out.shape) == (bh, seq_q, d):
+        o_transposed = False
+    elif tuple(out.shape) == (bh, d, seq_q):
+        o_transposed = True
+    else:
+        raise ValueError("attention_isa_kernel: out must be [%d, %d, %d], got %s" % (bh, seq_q, d, tuple(out.shape)))
+    causal = "causal" in str(kernel_name).lower()
+    window = kwargs.get("sliding_window")
+    n = nl.num_programs() if nl.program_ndim() else 1
+    per = bh // n if n > 1 and bh % n == 0 else bh
+
+    def head(idx):
+        flash_attention_core(q, k, v, out, None, None, (idx,), (idx,), (idx,), float(scale), causal, q.dtype,
+                             o_transposed=o_transposed, sliding_window=window)
+    if per != bh:
+        pid = nl.program_id(0)
+        for r in nl.affine_range(per):
+            head(pid * per + r)
+    else:
+        for r in nl.affine_range(bh):
+            head(r)

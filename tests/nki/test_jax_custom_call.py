@@ -1,0 +1,78 @@
+"""nki.jit on jax arrays: inside jax.jit the kernel lowers to a custom-call AwsNeuronCustomNativeKernel
+carrying the traced kernel inline; ``neuronx-cc compile`` compiles the JAX program with the kernel in it
+(bir_sim against the goldens) and the NEFF on birsim matches JAX computing the same math with jnp.
+Eagerly on concrete jax arrays the kernel is simulated."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from neuronxcc import nki
+from neuronxcc.hlo import load_module, nki_call
+from support import nki_tutorial_kernels as T
+from support.cli import run_ncc
+
+
+def _rms_jnp(a, g, eps=1e-6):
+    return a / jnp.sqrt(jnp.mean(a * a, axis=1, keepdims=True) + eps) * g[None, :]
+
+
+def program(x, g, w):
+    h = jnp.tanh(x) * 2.0
+    y = T.rmsnorm(h, g)                 # @nki.jit (mode auto): jax tracers -> the custom-call
+    return y @ w + 1.0
+
+
+def program_jnp(x, g, w):
+    return _rms_jnp(jnp.tanh(x) * 2.0, g) @ w + 1.0
+
+
+def _args(seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((256, 64)).astype(np.float32), rng.standard_normal(64).astype(np.float32),
+            rng.standard_normal((64, 32)).astype(np.float32))
+
+
+def test_lowering_is_one_custom_call_with_the_kernel_inline():
+    comp = jax.jit(program).lower(*_args(0)).compiler_ir("hlo")
+    m = load_module(comp.as_serialized_hlo_module_proto())
+    calls = [i for c in m.computations.values() for i in c.instructions if i.opcode == "custom-call"]
+    assert len(calls) == 1 and calls[0].attrs["custom_call_target"] == "AwsNeuronCustomNativeKernel"
+    call = nki_call.kernel_call_of(calls[0])
+    assert call.func_name == "rmsnorm" and call.input_names == ["a_tensor", "g_tensor"]
+
+
+def test_jax_program_with_kernel_compiled_by_neuronx_cc(tmp_path):
+    args = _args(1)
+    proto = jax.jit(program).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    model = tmp_path / "model.hlo_module.pb"
+    model.write_bytes(proto)
+    neff = tmp_path / "out.neff"
+    r = run_ncc(["compile", str(model), "--framework", "XLA", "--target", "trn1", "--output", str(neff)],
+                cwd=str(tmp_path))
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    from neuronxcc.starfish.birsim import run_neff
+    fresh = _args(2)
+    out, = run_neff(str(neff), list(fresh))
+    want = np.asarray(jax.jit(program_jnp)(*fresh))
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5 * float(np.abs(want).max()))
+
+
+def test_out_argument_kernel_under_jit_returns_the_written_parameter():
+    k = nki.jit(T.tensor_add_out, mode="jax")[2]
+    a, b = _args(3)[0][:256], _args(4)[0][:256]
+
+    def f(a, b):
+        return k(a, b, jnp.zeros_like(a))
+    text = jax.jit(f).lower(a, b).as_text(dialect="hlo")
+    assert "AwsNeuronCustomNativeKernel" in text and "output_to_operand_aliasing" in text
+    m = load_module(jax.jit(f).lower(a, b).compiler_ir("hlo").as_serialized_hlo_module_proto())
+    from neuronxcc.hlo.interpreter import evaluate
+    out, = evaluate(m, [a, b])
+    np.testing.assert_array_equal(out, a + b)
+
+
+def test_eager_jax_arrays_are_simulated():
+    x, g, _ = _args(5)
+    y = T.rmsnorm(jnp.asarray(x), jnp.asarray(g))
+    assert isinstance(y, jax.Array)
+    np.testing.assert_allclose(np.asarray(y), T.ref_rmsnorm(x, g), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,146 @@
+"""The attention kernels of neuronxcc.nki.kernels / _private_kernels (flash_fwd, flash_attn_bwd, FlashConfig,
+attention_isa_kernel) simulated on birsim against numpy float64 references, in the original's layouts
+and call forms (SPMD grid [bs, heads], out-argument style for attention_isa_kernel).
+Tolerances: fp32 matmuls 2e-5 of the output scale; bf16 TensorE operands (mixed_precision) 3e-2."""
+import math
+
+import numpy as np
+import pytest
+
+from neuronxcc import nki
+from neuronxcc.nki.kernels.attention import FlashConfig, flash_attn_bwd, flash_fwd
+
+from support import nki_attention_refs as R
+
+
+def _close(a, e, tol):
+    a = np.asarray(a, np.float64)
+    scale = max(1.0, float(np.abs(e).max()))
+    err = float(np.abs(a - e).max())
+    assert err <= tol * scale, "max abs error %.3g > %.3g (scale %.3g)" % (err, tol * scale, scale)
+
+
+def _rand(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def test_import_paths_real_callers_use():
+    from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
+    from neuronxcc.nki.kernels import FlashConfig as FC, flash_attn_bwd as b, flash_fwd as f
+    from neuronxcc.nki.kernels.attention import attention_isa_kernel as fallback
+    assert fallback is attention_isa_kernel and FC is FlashConfig and f is flash_fwd and b is flash_attn_bwd
+    cfg = FlashConfig(seq_tile_size=1024, training=False)
+    assert cfg.attn_core_tile_size == 256 and not cfg.should_transpose_v and cfg.lse_dtype == ""
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_fwd_fp32_training(causal):
+    rng = np.random.default_rng(0)
+    bs, nh, d, s = 1, 2, 64, 256
+    q, k = _rand(rng, bs, nh, d, s), _rand(rng, bs, nh, d, s)
+    v = _rand(rng, bs, nh, s, d)
+    seed = np.zeros((1,), np.int32)
+    o, lse = nki.simulate_kernel(flash_fwd[bs, nh], q, k, v, seed, use_causal_mask=causal, mixed_precision=False)
+    eo, e_lse = R.flash_fwd(q, k, v, 1.0 / math.sqrt(d), causal)
+    assert o.shape == (bs, nh, s, d) and lse.shape == (bs, nh, 128, s // 128)
+    _close(o, eo, 2e-5)
+    _close(lse, e_lse, 2e-5)
+
+
+def test_flash_fwd_gqa_bias_inference_mixed_precision_bf16():
+    import ml_dtypes
+    rng = np.random.default_rng(1)
+    bs, nh, nkh, d, s = 1, 2, 1, 32, 128
+    bf = ml_dtypes.bfloat16
+    q, k = _rand(rng, bs, nh, d, s, dtype=bf), _rand(rng, bs, nkh, d, s, dtype=bf)
+    v = _rand(rng, bs, nkh, d, s, dtype=bf)                      # should_transpose_v: [bs, h, d, seq]
+    bias = _rand(rng, bs, nh, s, s)
+    cfg = FlashConfig(training=False, should_transpose_v=True)
+    o = nki.simulate_kernel(flash_fwd[bs, nh], q, k, v, np.zeros((1,), np.int32), logit_bias=bias.astype(bf),
+                            softmax_scale=0.25, use_causal_mask=True, config=cfg)
+    eo, _ = R.flash_fwd(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), 0.25, True,
+                        bias=bias.astype(bf).astype(np.float64), v_transposed=True)
+    assert o.dtype == bf and o.shape == (bs, nh, s, d)
+    _close(o, eo, 3e-2)
+
+
+def test_flash_fwd_long_keys_several_blocks():
+    rng = np.random.default_rng(2)
+    q = _rand(rng, 1, 1, 16, 128)
+    k = _rand(rng, 1, 1, 16, 1024)                              # two 512-key blocks: the running max/sum carry
+    v = _rand(rng, 1, 1, 1024, 16)
+    o, lse = nki.simulate_kernel(flash_fwd[1, 1], q, k, v, np.zeros((1,), np.int32), use_causal_mask=False,
+                                 mixed_precision=False)
+    eo, e_lse = R.flash_fwd(q, k, v, 0.25, False)
+    _close(o, eo, 2e-5)
+    _close(lse, e_lse, 2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_bwd_matches_numpy_gradients(causal):
+    rng = np.random.default_rng(3)
+    bs, nh, d, s = 1, 1, 32, 256
+    q, k, v, dy = (_rand(rng, bs, nh, d, s) for _ in range(4))
+    scale = 1.0 / math.sqrt(d)
+    o, lse = R.fwd_outputs_for_bwd(q, k, v, scale, causal)
+    dq, dk, dv = nki.simulate_kernel(flash_attn_bwd[bs, nh], q, k, v, o.astype(np.float32), dy,
+                                     lse.astype(np.float32), np.zeros((1,), np.int32), use_causal_mask=causal)
+    for got, want in zip((dq, dk, dv), R.flash_bwd(q, k, v, dy, scale, causal)):
+        assert got.shape == (bs, nh, d, s)
+        _close(got, want, 5e-5)
+
+
+def test_flash_fwd_then_bwd_round_trip_lse():
+    """flash_fwd's own lse feeds flash_attn_bwd (layout agreement between the two kernels)."""
+    rng = np.random.default_rng(4)
+    d, s = 32, 128
+    q, k, v, dy = (_rand(rng, 1, 1, d, s) for _ in range(4))
+    o, lse = nki.simulate_kernel(flash_fwd[1, 1], q, k, np.swapaxes(v, -1, -2).copy(), np.zeros((1,), np.int32),
+                                 use_causal_mask=True, mixed_precision=False)
+    grads = nki.simulate_kernel(flash_attn_bwd[1, 1], q, k, v, np.swapaxes(o, -1, -2).copy(), dy, lse,
+                                np.zeros((1,), np.int32), use_causal_mask=True)
+    for got, want in zip(grads, R.flash_bwd(q, k, v, dy, 1.0 / math.sqrt(d), True)):
+        _close(got, want, 5e-5)
+
+
+@pytest.mark.parametrize("kernel_name,grid", [("CausalAttentionMMSoftmaxMMWithoutSwap", None),
+                                              ("AttentionMMSoftmaxMMWithoutSwap", 2)])
+def test_attention_isa_kernel_out_argument(kernel_name, grid):
+    from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
+    rng = np.random.default_rng(5)
+    bh, d, s = 2, 64, 256
+    q, k = _rand(rng, bh, d, s), _rand(rng, bh, d, s)
+    v = _rand(rng, bh, s, d)
+    out = np.zeros((bh, s, d), np.float32)
+    kern = nki.jit(attention_isa_kernel, mode="simulation")
+    if grid:
+        kern = kern[grid]
+    kern(q, k, v, 0.125, out, kernel_name=kernel_name)
+    causal = kernel_name.startswith("Causal")
+    p = np.exp(R.scores(q, k, 0.125, causal) - R.scores(q, k, 0.125, causal).max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    _close(out, want, 2e-5)
+
+
+def test_dropout_is_refused_clearly():
+    from neuronxcc.errors import CompilerError
+    z = np.zeros((1, 1, 16, 128), np.float32)
+    with pytest.raises(CompilerError) as ei:
+        nki.simulate_kernel(flash_fwd[1, 1], z, z, np.zeros((1, 1, 128, 16), np.float32), np.zeros((1,), np.int32),
+                            dropout_p=0.1)
+    assert "dropout" in str(ei.value)
+
+
+def test_attention_isa_kernel_sliding_window_and_transposed_out():
+    from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
+    rng = np.random.default_rng(6)
+    bh, d, s, w = 1, 32, 384, 200
+    q, k = _rand(rng, bh, d, s), _rand(rng, bh, d, s)
+    v = _rand(rng, bh, s, d)
+    out = np.zeros((bh, d, s), np.float32)                       # [B*H, d, seq]: stored transposed
+    nki.simulate_kernel(nki.jit(attention_isa_kernel), q, k, v, 0.2, out,
+                        kernel_name="CausalAttentionMMSoftmaxMMWithoutSwap", sliding_window=w)
+    sc = R.scores(q, k, 0.2, True, window=w)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    _close(out, np.swapaxes(want, -1, -2), 2e-5)
