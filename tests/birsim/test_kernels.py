@@ -58,3 +58,65 @@ def test_strided_read_write_roundtrip():
     K.write_f32(out, out2, 1, 0, np.array([0, 0, 0, 128, 16, 4], np.intp), nums)   # bf16, dense-ish
     got = out2[:4 * 128].view(ml_dtypes.bfloat16).reshape(4, 64)[:, ::2][:, :32].astype(np.float32)
     np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def _walk_cases():
+    """Random 6-dim walks (zero, negative and repeated strides, empty dims) over a byte buffer."""
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        isz = int(rng.choice([1, 2, 4, 8]))
+        nums = rng.integers(1, 4, 6)
+        nums[rng.integers(0, 6, rng.integers(0, 4))] = 1
+        if rng.random() < 0.05:
+            nums[rng.integers(0, 6)] = 0
+        strides = rng.integers(-3, 5, 6) * isz
+        lo = sum(min(0, s * (n - 1)) for s, n in zip(strides, nums))
+        hi = sum(max(0, s * (n - 1)) for s, n in zip(strides, nums))
+        yield isz, -lo + isz * int(rng.integers(0, 3)), strides.astype(np.intp), nums.astype(np.intp), hi - lo + 4 * isz
+
+
+def _numpy_offsets(base, strides, nums):
+    """Byte offset of element j (row-major over nums), by numpy broadcasting."""
+    off = np.full([int(n) for n in nums], base, np.int64)
+    for k in range(6):
+        shape = [1] * 6
+        shape[k] = int(nums[k])
+        off = off + (np.arange(int(nums[k])) * int(strides[k])).reshape(shape)
+    return off.reshape(-1)
+
+
+def test_every_walk_visits_the_elements_numpy_indexing_gives():
+    """The kernels share one strided walk (Rows); each walk against numpy's offsets."""
+    for isz, base, strides, nums, span in _walk_cases():
+        buf = np.random.default_rng(int(base)).integers(0, 256, base + span + 8, dtype=np.uint8)
+        offs = _numpy_offsets(base, strides, nums)
+        want = buf[offs[:, None] + np.arange(isz)].reshape(-1)
+        got = np.empty(offs.size * isz, np.uint8)
+        K.gather_raw(buf, isz, base, strides, nums, got)
+        np.testing.assert_array_equal(got, want)
+        dst = np.zeros_like(buf)
+        vals = np.arange(offs.size * isz, dtype=np.uint8)
+        K.scatter_raw(vals, dst, isz, base, strides, nums)
+        ref = np.zeros_like(buf)
+        for j, o in enumerate(offs):                      # sequential: a repeated address keeps the last
+            ref[o:o + isz] = vals[j * isz:(j + 1) * isz]
+        np.testing.assert_array_equal(dst, ref)
+        if isz == 4:
+            f = np.empty(offs.size, np.float32)
+            K.read_f32(buf, 0, base, strides, nums, f)
+            np.testing.assert_array_equal(f.view(np.uint32), want.view(np.uint32))
+            i = np.empty(offs.size, np.int64)
+            K.read_i64(buf, 14, base, strides, nums, i)
+            np.testing.assert_array_equal(i, want.view(np.int32))
+            dst2 = np.zeros_like(buf)
+            K.write_i64(np.arange(offs.size, dtype=np.int64), dst2, 14, base, strides, nums)
+            ref2 = np.zeros_like(buf)
+            for j, o in enumerate(offs):
+                ref2[o:o + 4] = np.array([j], np.int32).view(np.uint8)
+            np.testing.assert_array_equal(dst2, ref2)
+            dst3 = np.zeros_like(buf)
+            K.write_f32(np.arange(offs.size, dtype=np.float32), dst3, 0, base, strides, nums)
+            ref3 = np.zeros_like(buf)
+            for j, o in enumerate(offs):
+                ref3[o:o + 4] = np.array([j], np.float32).view(np.uint8)
+            np.testing.assert_array_equal(dst3, ref3)

@@ -8,6 +8,52 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
 cdef enum:
     NDIM = 6
 
+
+# The one strided walk: the rows (innermost-dimension runs) of an access pattern in
+# row-major order. rows_next advances to the next row and sets r.off to its byte
+# offset (base + sum_k i_k * strides[k], k < 5); a kernel then handles the run of
+# nums[5] elements at strides[5] from there. Usage:
+#     rows_init(&r, base, strides, nums)
+#     while rows_next(&r): run(p0 + r.off, strides[5], nums[5], ...)
+cdef struct Rows:
+    Py_ssize_t off                  # byte offset of the current row
+    Py_ssize_t left                 # rows not yet visited
+    bint started
+    Py_ssize_t idx[5]
+    const Py_ssize_t* strides
+    const Py_ssize_t* nums
+
+
+cdef inline void rows_init(Rows* r, Py_ssize_t base, const Py_ssize_t* strides, const Py_ssize_t* nums) noexcept nogil:
+    cdef int k
+    r.off = base
+    r.left = 1 if nums[NDIM - 1] > 0 else 0
+    for k in range(NDIM - 1):
+        r.idx[k] = 0
+        r.left *= nums[k]
+    r.started = False
+    r.strides = strides
+    r.nums = nums
+
+
+cdef inline bint rows_next(Rows* r) noexcept nogil:
+    cdef int k
+    if r.left <= 0:
+        return False
+    r.left -= 1
+    if not r.started:
+        r.started = True
+        return True
+    k = NDIM - 2
+    while True:             # carry into the outer dimensions (left > 0: some dimension has room)
+        r.idx[k] += 1
+        r.off += r.strides[k]
+        if r.idx[k] < r.nums[k]:
+            return True
+        r.off -= r.strides[k] * r.idx[k]
+        r.idx[k] = 0
+        k -= 1
+
 # dtype codes (birpy.dtypes.DType.code)
 cdef enum:
     C_F32 = 0

@@ -328,153 +328,58 @@ cdef void _write_run_f32(int code, const float* src, uint8_t* p, Py_ssize_t stri
             encode_f32(code, src[i], p + i * stride)
 
 
-cdef inline Py_ssize_t _count(const Py_ssize_t[::1] nums) noexcept nogil:
-    cdef Py_ssize_t n = 1, k
-    for k in range(NDIM):
-        n *= nums[k]
-    return n
-
-
 def read_f32(const uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
              const Py_ssize_t[::1] nums, float[::1] out):
     """out[j] = element j (row-major over nums) of the AP, converted to fp32."""
-    cdef Py_ssize_t a, b, c, d, e, j = 0
-    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
-    cdef const uint8_t* p0 = &buf[0]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
     with nogil:
-        for a in range(nums[0]):
-            o0 = base + a * strides[0]
-            for b in range(nums[1]):
-                o1 = o0 + b * strides[1]
-                for c in range(nums[2]):
-                    o2 = o1 + c * strides[2]
-                    for d in range(nums[3]):
-                        o3 = o2 + d * strides[3]
-                        for e in range(nums[4]):
-                            o4 = o3 + e * strides[4]
-                            _read_run_f32(code, p0 + o4, s5, n5, &out[j])
-                            j += n5
+        read_f32_ptr(&buf[0], code, base, &strides[0], &nums[0], &out[0] if out.shape[0] else NULL)
 
 
 def write_f32(const float[::1] src, uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
               const Py_ssize_t[::1] nums):
     """Element j of the AP = cast(src[j]) (RNE / saturating, see module doc)."""
-    cdef Py_ssize_t a, b, c, d, e, j = 0
-    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
-    cdef uint8_t* p0 = &buf[0]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
     with nogil:
-        for a in range(nums[0]):
-            o0 = base + a * strides[0]
-            for b in range(nums[1]):
-                o1 = o0 + b * strides[1]
-                for c in range(nums[2]):
-                    o2 = o1 + c * strides[2]
-                    for d in range(nums[3]):
-                        o3 = o2 + d * strides[3]
-                        for e in range(nums[4]):
-                            o4 = o3 + e * strides[4]
-                            _write_run_f32(code, &src[j], p0 + o4, s5, n5)
-                            j += n5
+        write_f32_ptr(&src[0] if src.shape[0] else NULL, &buf[0], code, base, &strides[0], &nums[0])
 
 
 def read_i64(const uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
              const Py_ssize_t[::1] nums, int64_t[::1] out):
     """out[j] = element j as int64 (ints extended, floats truncated toward zero)."""
-    cdef Py_ssize_t a, b, c, d, e, f, j = 0
-    cdef const uint8_t* p0 = &buf[0]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
     with nogil:
-        for a in range(nums[0]):
-            o0 = base + a * strides[0]
-            for b in range(nums[1]):
-                o1 = o0 + b * strides[1]
-                for c in range(nums[2]):
-                    o2 = o1 + c * strides[2]
-                    for d in range(nums[3]):
-                        o3 = o2 + d * strides[3]
-                        for e in range(nums[4]):
-                            o4 = o3 + e * strides[4]
-                            for f in range(nums[5]):
-                                out[j] = decode_i64(code, p0 + o4 + f * strides[5])
-                                j += 1
+        read_i64_ptr(&buf[0], code, base, &strides[0], &nums[0], &out[0] if out.shape[0] else NULL)
 
 
 def write_i64(const int64_t[::1] src, uint8_t[::1] buf, int code, Py_ssize_t base, const Py_ssize_t[::1] strides,
               const Py_ssize_t[::1] nums):
     """Element j = src[j] wrapped to an integer dtype (or rounded to a float dtype)."""
-    cdef Py_ssize_t a, b, c, d, e, f, j = 0
-    cdef uint8_t* p0 = &buf[0]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
     with nogil:
-        for a in range(nums[0]):
-            o0 = base + a * strides[0]
-            for b in range(nums[1]):
-                o1 = o0 + b * strides[1]
-                for c in range(nums[2]):
-                    o2 = o1 + c * strides[2]
-                    for d in range(nums[3]):
-                        o3 = o2 + d * strides[3]
-                        for e in range(nums[4]):
-                            o4 = o3 + e * strides[4]
-                            for f in range(nums[5]):
-                                encode_i64(code, src[j], p0 + o4 + f * strides[5])
-                                j += 1
+        write_i64_ptr(&src[0] if src.shape[0] else NULL, &buf[0], code, base, &strides[0], &nums[0])
 
 
 def gather_raw(const uint8_t[::1] buf, Py_ssize_t itemsize, Py_ssize_t base, const Py_ssize_t[::1] strides,
                const Py_ssize_t[::1] nums, uint8_t[::1] out):
     """Bit-exact gather of the AP's elements into out (itemsize bytes each)."""
-    cdef Py_ssize_t a, b, c, d, e, f, j = 0
-    cdef const uint8_t* p0 = &buf[0]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
-    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    cdef Rows r
+    cdef uint8_t* o = &out[0] if out.shape[0] else NULL
+    cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
     with nogil:
-        for a in range(nums[0]):
-            o0 = base + a * strides[0]
-            for b in range(nums[1]):
-                o1 = o0 + b * strides[1]
-                for c in range(nums[2]):
-                    o2 = o1 + c * strides[2]
-                    for d in range(nums[3]):
-                        o3 = o2 + d * strides[3]
-                        for e in range(nums[4]):
-                            o4 = o3 + e * strides[4]
-                            if s5 == itemsize:
-                                memcpy(&out[j], p0 + o4, n5 * itemsize)
-                                j += n5 * itemsize
-                            else:
-                                for f in range(n5):
-                                    memcpy(&out[j], p0 + o4 + f * s5, itemsize)
-                                    j += itemsize
+        rows_init(&r, base, &strides[0], &nums[0])
+        while rows_next(&r):
+            _copy_elems(o + j, itemsize, &buf[0] + r.off, s5, n5, itemsize)
+            j += n5 * itemsize
 
 
 def scatter_raw(const uint8_t[::1] src, uint8_t[::1] buf, Py_ssize_t itemsize, Py_ssize_t base,
                 const Py_ssize_t[::1] strides, const Py_ssize_t[::1] nums):
     """Bit-exact scatter of src (itemsize bytes per element) into the AP."""
-    cdef Py_ssize_t a, b, c, d, e, f, j = 0
-    cdef uint8_t* p0 = &buf[0]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
-    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
+    cdef Rows r
+    cdef const uint8_t* q = &src[0] if src.shape[0] else NULL
+    cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
     with nogil:
-        for a in range(nums[0]):
-            o0 = base + a * strides[0]
-            for b in range(nums[1]):
-                o1 = o0 + b * strides[1]
-                for c in range(nums[2]):
-                    o2 = o1 + c * strides[2]
-                    for d in range(nums[3]):
-                        o3 = o2 + d * strides[3]
-                        for e in range(nums[4]):
-                            o4 = o3 + e * strides[4]
-                            if s5 == itemsize:
-                                memcpy(p0 + o4, &src[j], n5 * itemsize)
-                                j += n5 * itemsize
-                            else:
-                                for f in range(n5):
-                                    memcpy(p0 + o4 + f * s5, &src[j], itemsize)
-                                    j += itemsize
+        rows_init(&r, base, &strides[0], &nums[0])
+        while rows_next(&r):
+            _copy_elems(&buf[0] + r.off, s5, q + j, itemsize, n5, itemsize)
+            j += n5 * itemsize
 
 
 def cast_f32(const float[::1] src, int code, uint8_t[::1] out):
@@ -614,45 +519,26 @@ cdef void _walk_copy(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstr
                      Py_ssize_t itemsize, Py_ssize_t n) noexcept nogil:
     if _blocked_2d(sp, sbase, sstrides, snums, dp, dbase, dstrides, dnums, itemsize):
         return
-    cdef Py_ssize_t si[NDIM]
-    cdef Py_ssize_t di[NDIM]
-    cdef Py_ssize_t so = sbase, do = dbase, srun, drun, run, j = 0, k
-    cdef Py_ssize_t ss5 = sstrides[5], ds5 = dstrides[5]
-    for k in range(NDIM):
-        si[k] = 0
-        di[k] = 0
+    cdef Rows s, d
+    cdef Py_ssize_t spos = 0, dpos = 0, run, j = 0
+    cdef Py_ssize_t sn5 = snums[5], dn5 = dnums[5], ss5 = sstrides[5], ds5 = dstrides[5]
+    rows_init(&s, sbase, sstrides, snums)
+    rows_init(&d, dbase, dstrides, dnums)
+    if not rows_next(&s) or not rows_next(&d):
+        return
     while j < n:
-        # the longest run both sides can take without leaving their innermost dimension
-        srun = snums[5] - si[5]
-        drun = dnums[5] - di[5]
-        run = srun if srun < drun else drun
-        _copy_elems(dp + do + di[5] * ds5, ds5, sp + so + si[5] * ss5, ss5, run, itemsize)
+        # the longest run both sides can take without leaving their current row
+        run = sn5 - spos if sn5 - spos < dn5 - dpos else dn5 - dpos
+        _copy_elems(dp + d.off + dpos * ds5, ds5, sp + s.off + spos * ss5, ss5, run, itemsize)
         j += run
-        si[5] += run
-        di[5] += run
-        # carry the counters into the outer dimensions
-        if si[5] == snums[5] and j < n:
-            si[5] = 0
-            k = 4
-            while True:
-                si[k] += 1
-                so += sstrides[k]
-                if si[k] < snums[k] or k == 0:
-                    break
-                so -= sstrides[k] * si[k]
-                si[k] = 0
-                k -= 1
-        if di[5] == dnums[5] and j < n:
-            di[5] = 0
-            k = 4
-            while True:
-                di[k] += 1
-                do += dstrides[k]
-                if di[k] < dnums[k] or k == 0:
-                    break
-                do -= dstrides[k] * di[k]
-                di[k] = 0
-                k -= 1
+        spos += run
+        dpos += run
+        if spos == sn5 and j < n:
+            rows_next(&s)
+            spos = 0
+        if dpos == dn5 and j < n:
+            rows_next(&d)
+            dpos = 0
 
 
 cdef int copy_raw_ptr(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
@@ -698,83 +584,49 @@ def copy_raw(const uint8_t[::1] sbuf, Py_ssize_t sbase, const Py_ssize_t[::1] ss
         raise MemoryError()
 
 
-# -- pointer forms of the fp32 read/write walks (the typed plans call them) -----
+# -- the element walks: one row iterator (Rows, _kernels.pxd) and a run function each --
 
 cdef void read_f32_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
                        const Py_ssize_t* nums, float* out) noexcept nogil:
-    """out[j] = element j (row-major over nums) of the AP, as fp32 (read_f32's walk)."""
-    cdef Py_ssize_t a, b, c, d, e, j = 0
-    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
-    for a in range(nums[0]):
-        o0 = base + a * strides[0]
-        for b in range(nums[1]):
-            o1 = o0 + b * strides[1]
-            for c in range(nums[2]):
-                o2 = o1 + c * strides[2]
-                for d in range(nums[3]):
-                    o3 = o2 + d * strides[3]
-                    for e in range(nums[4]):
-                        o4 = o3 + e * strides[4]
-                        _read_run_f32(code, p0 + o4, s5, n5, &out[j])
-                        j += n5
+    """out[j] = element j (row-major over nums) of the AP, as fp32."""
+    cdef Rows r
+    cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
+    rows_init(&r, base, strides, nums)
+    while rows_next(&r):
+        _read_run_f32(code, p0 + r.off, s5, n5, out + j)
+        j += n5
 
 
 cdef void write_f32_ptr(const float* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
                         const Py_ssize_t* nums) noexcept nogil:
-    """Element j of the AP = cast(src[j]) (write_f32's walk)."""
-    cdef Py_ssize_t a, b, c, d, e, j = 0
-    cdef Py_ssize_t n5 = nums[5], s5 = strides[5]
-    cdef Py_ssize_t o0, o1, o2, o3, o4
-    for a in range(nums[0]):
-        o0 = base + a * strides[0]
-        for b in range(nums[1]):
-            o1 = o0 + b * strides[1]
-            for c in range(nums[2]):
-                o2 = o1 + c * strides[2]
-                for d in range(nums[3]):
-                    o3 = o2 + d * strides[3]
-                    for e in range(nums[4]):
-                        o4 = o3 + e * strides[4]
-                        _write_run_f32(code, &src[j], p0 + o4, s5, n5)
-                        j += n5
+    """Element j of the AP = cast(src[j])."""
+    cdef Rows r
+    cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
+    rows_init(&r, base, strides, nums)
+    while rows_next(&r):
+        _write_run_f32(code, src + j, p0 + r.off, s5, n5)
+        j += n5
 
 
 cdef void read_i64_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
                        const Py_ssize_t* nums, int64_t* out) noexcept nogil:
-    """out[j] = element j as int64 (read_i64's walk)."""
-    cdef Py_ssize_t a, b, c, d, e, f, j = 0
-    cdef Py_ssize_t o0, o1, o2, o3, o4
-    for a in range(nums[0]):
-        o0 = base + a * strides[0]
-        for b in range(nums[1]):
-            o1 = o0 + b * strides[1]
-            for c in range(nums[2]):
-                o2 = o1 + c * strides[2]
-                for d in range(nums[3]):
-                    o3 = o2 + d * strides[3]
-                    for e in range(nums[4]):
-                        o4 = o3 + e * strides[4]
-                        for f in range(nums[5]):
-                            out[j] = decode_i64(code, p0 + o4 + f * strides[5])
-                            j += 1
+    """out[j] = element j as int64."""
+    cdef Rows r
+    cdef Py_ssize_t f, j = 0, n5 = nums[5], s5 = strides[5]
+    rows_init(&r, base, strides, nums)
+    while rows_next(&r):
+        for f in range(n5):
+            out[j + f] = decode_i64(code, p0 + r.off + f * s5)
+        j += n5
 
 
 cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
                         const Py_ssize_t* nums) noexcept nogil:
-    """Element j = src[j] wrapped to the dtype (write_i64's walk)."""
-    cdef Py_ssize_t a, b, c, d, e, f, j = 0
-    cdef Py_ssize_t o0, o1, o2, o3, o4
-    for a in range(nums[0]):
-        o0 = base + a * strides[0]
-        for b in range(nums[1]):
-            o1 = o0 + b * strides[1]
-            for c in range(nums[2]):
-                o2 = o1 + c * strides[2]
-                for d in range(nums[3]):
-                    o3 = o2 + d * strides[3]
-                    for e in range(nums[4]):
-                        o4 = o3 + e * strides[4]
-                        for f in range(nums[5]):
-                            encode_i64(code, src[j], p0 + o4 + f * strides[5])
-                            j += 1
+    """Element j = src[j] wrapped to the dtype."""
+    cdef Rows r
+    cdef Py_ssize_t f, j = 0, n5 = nums[5], s5 = strides[5]
+    rows_init(&r, base, strides, nums)
+    while rows_next(&r):
+        for f in range(n5):
+            encode_i64(code, src[j + f], p0 + r.off + f * s5)
+        j += n5
