@@ -136,9 +136,10 @@ def test_cost_rules():
     assert instruction_cost(I[1], m).cycles == 256 * v2.fp32_matmul_slowdown == 1024
     act = instruction_cost(I[4], m)       # max(64, 256) + 60
     assert act.cycles == 316 and act.busy_s == pytest.approx(316 / v2.act_hz)
-    dma = instruction_cost(I[0], m)       # 128 x 64 bf16 over the 16 DMA engines
-    assert dma.track == "DMA:q0" and dma.latency_s == v2.dma_fixed_latency_s
-    assert dma.busy_s == pytest.approx(128 * 64 * 2 / (v2.dma_engines * v2.dma_bytes_per_sec_per_engine))
+    dma = instruction_cost(I[0], m)       # 128 x 64 bf16: 128 descriptors (one per partition) over 16 engines
+    assert dma.track == "DMA:q0" and dma.latency_s == v2.dma_fixed_latency_s and dma.width == 16
+    assert dma.busy_s == pytest.approx((128 * 64 * 2 / v2.dma_bytes_per_sec_per_engine
+                                        + 128 * v2.dma_descriptor_overhead_s) / 16)
     assert instruction_cost(I[1], m, "trn2").busy_s == pytest.approx(1024 / v3.pe_hz)
     # small matmul: the stationary side's 64-cycle floor
     I[1].srcs[1].pattern = [[1, 8]]

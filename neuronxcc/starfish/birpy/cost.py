@@ -1,12 +1,18 @@
 """Static per-instruction cost model (the rules birsim's timeline uses).
 
-Numbers come from ``neuronxcc.hwm``; formulas are the public v2 ones from the
-hardware reference (nki.isa cost column, section 2 rules of thumb). N is the
-free size (elements per partition) of the output AP unless stated.
+Numbers come from ``neuronxcc.hwm`` (each field there cites its public
+source); formulas are the public v2 ones from the hardware reference (the
+nki.isa cost column of its section 3, the rules of thumb of its section 2).
+N is the free size (elements per partition) of the output AP unless stated.
+"+ 60" is ``access_overhead_cycles`` (the static overhead of starting an
+SBUF/PSUM access), 64 ``min_ii`` (the PE's min(64, ...) is
+``mm_init_latency``), 150 ``pool_startup_cycles``.
 
   matmul          PE   max(min(64, Ns), Nm) cycles, x4 when the inputs are fp32
                        (Ns = stationary free size M, Nm = moving free size N)
-  transpose       PE   max(P_in, min(64, F_in)); DVE: max(64, N) + 60
+  transpose       PE   max(P_in, min(64, F_in)), x fp32_transpose_slowdown for fp32 (4 on v2: a PE
+                       transpose is a matmul with the identity; 2 on v3's transpose mode);
+                  DVE  max(64, N) + 60
   activation      ACT  max(64, N) (+64 with reduce) + 60
   tensor_tensor   DVE  max(64, N) if an input is in PSUM or (all bf16, add/subtract/mult,
                        unit innermost steps) else max(64, 2N); + 60
@@ -14,17 +20,35 @@ free size (elements per partition) of the output AP unless stated.
   scalar_tensor_tensor, tensor_tensor_scan  DVE max(64, 2N) + 60
   tensor_reduce   DVE  max(64, N_in) (N_in/2 for bf16 in+out with add/max) + 60
   memset          DVE  max(64, N/2) for zero into a 2-byte dtype, else max(64, N); + 60
+  v3 DVE performance modes ([ARCH3]): tensor_copy/tensor_scalar with every operand bf16/fp16 run
+                  N/4 (all SBUF, unit innermost steps) or N/2 (otherwise); tensor_tensor with both
+                  inputs in SBUF and every operand bf16/fp16 runs N instead of 2N
   any POOL compute opcode                150 + N (N_in for reductions)
   custom_op       POOL 150 + ceil(P/8) * N * ceil(log2 N)   (our own estimate; no public rule)
   register_load   60 + 64 cycles of the issuing engine
   nop             0
-  dma_copy, dma_gather, dma_scatter  queue "DMA:<queue>" busy bytes / (16 engines x per-engine bandwidth);
-                  completes dma_fixed_latency later (latency overlaps the next transfer);
-                  the issuing engine spends no time
-60 = ``access_overhead_cycles`` (static SBUF/PSUM access overhead), 64 = ``min_ii``
-(the PE's min(64, ...) is ``mm_init_latency``),
-150 = ``pool_startup_cycles``. Clocks: PE pe_hz, ACT act_hz, DVE dve_hz, POOL
-pool_hz, SP act_hz.
+
+Dependent results (``Cost.latency_s``): an ACT result is visible
+``act_dependency_cycles`` after the instruction's II ends, a DVE result
+``dve_dependency_cycles`` after; the engine itself is free at the end of the
+II (independent instructions pipeline back to back).
+
+Ports (``Cost.ports``): on v2 VectorE and GpSimd share the SBUF port, and
+VectorE and ScalarE the PSUM port; an instruction holds the shared port it
+uses for its whole II (v3 frees the PSUM one).
+
+DMA (dma_copy, dma_gather, dma_scatter): the transfer is split into
+descriptors, one per contiguous run (a run never crosses an SBUF/PSUM
+partition; on HBM it follows the access pattern's unit steps). The engines
+spend ``bytes / rate + runs * dma_descriptor_overhead_s`` engine-seconds on it
+(``Cost.engine_s``), where rate is one engine's peak capped at its share of
+the HBM bandwidth for each HBM side (``TargetModel.dma_engine_rate``), spread
+over ``Cost.width`` = min(16, pieces) engines (a run longer than
+``dma_min_piece_bytes`` splits into pieces of at least that size). Alone on
+the engines it takes ``busy_s = engine_s / width`` on its queue, starting
+``dma_fixed_latency_s`` after it is issued (``latency_s``; the latency of
+transfers issued back to back overlaps, as on the hardware); the timeline
+shares the 16 engines between all queues. The issuing engine spends no time.
 """
 import math
 from dataclasses import dataclass
@@ -33,15 +57,21 @@ from neuronxcc.hwm import get_target
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import full_attrs
 
-__all__ = ["Cost", "instruction_cost", "engine_hz"]
+__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape"]
+
+_LOWP16 = ("bfloat16", "float16")
 
 
 @dataclass(frozen=True)
 class Cost:
     track: str          # engine name, or "DMA:<queue>"
-    busy_s: float       # time the track is occupied
-    latency_s: float    # extra time after busy until the result is visible (DMA fixed latency)
+    busy_s: float       # time the track is occupied (a DMA: its transfer alone on the engines)
+    latency_s: float    # extra time after busy until the result is visible (DMA: before the transfer starts)
     cycles: float       # engine cycles (0 for DMA)
+    ports: tuple = ()   # shared ports held for busy_s ("PORT:SBUF", "PORT:PSUM")
+    engine_s: float = 0.0   # DMA: engine-seconds over all engines
+    width: int = 0          # DMA: engines the transfer spreads over
+    kind: str = ""          # "dma", "matmul", "pe_transpose", "psum_eviction" or ""
 
 
 def engine_hz(engine, tm):
@@ -52,18 +82,52 @@ def _contig(ap):
     return not ap.pattern or ap.pattern[-1][0] == 1 or ap.pattern[-1][1] == 1
 
 
+def _run_elems(ap):
+    """Elements in the innermost contiguous run of AP (within one partition on chip)."""
+    run = 1
+    for s, n in reversed(ap.pattern):
+        if n == 1:
+            continue
+        if s != run:
+            break
+        run *= n
+    return run
+
+
+def dma_shape(instr, module, tm):
+    """(bytes, contiguous runs, pieces, HBM sides) of a DMA instruction."""
+    dst, src = instr.dsts[0], instr.srcs[0]
+    nbytes = max(dst.num_elements * dst.itemsize, src.num_elements * src.itemsize)
+    runs = 1
+    sides = 0
+    for ap in (dst, src):
+        r = max(1, ap.num_elements // max(1, _run_elems(ap)))
+        runs = max(runs, r)
+        if module.memory_of(ap) == "HBM":
+            sides += 1
+    run_bytes = nbytes / runs
+    pieces = runs * max(1, int(run_bytes // tm.dma_min_piece_bytes))
+    return nbytes, runs, pieces, sides
+
+
+def _target(module, target):
+    return target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
+
+
 def instruction_cost(instr, module, target=None):
     """Cost of one execution of INSTR (see module doc)."""
-    tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
+    tm = _target(module, target)
     op = instr.opcode
     eng = instr.engine
     attrs = full_attrs(instr)
     ovh = tm.access_overhead_cycles
     mi = tm.min_ii
     if op in ("dma_copy", "dma_gather", "dma_scatter"):
-        nbytes = max(instr.dsts[0].num_elements * instr.dsts[0].itemsize,
-                     instr.srcs[0].num_elements * instr.srcs[0].itemsize)
-        return Cost("DMA:%s" % attrs.get("queue", "q0"), nbytes / tm.dma_bytes_per_sec, tm.dma_fixed_latency_s, 0)
+        nbytes, runs, pieces, sides = dma_shape(instr, module, tm)
+        engine_s = nbytes / tm.dma_engine_rate(sides) + runs * tm.dma_descriptor_overhead_s
+        width = max(1, min(tm.dma_engines, pieces))
+        return Cost("DMA:%s" % attrs.get("queue", "q0"), engine_s / width, tm.dma_fixed_latency_s, 0,
+                    engine_s=engine_s, width=width, kind="dma")
     if op == "nop":
         return Cost(eng, 0.0, 0.0, 0)
     if op == "register_load":
@@ -71,12 +135,18 @@ def instruction_cost(instr, module, target=None):
         return Cost(eng, cyc / engine_hz(eng, tm), 0.0, cyc)
     out = instr.dsts[0] if instr.dsts else None
     n = out.free_size if out is not None else 1
+    mems = [module.memory_of(a) for a in instr.operands]
+    kind = ""
+    if eng in ("ACT", "DVE") and out is not None and "PSUM" in mems[len(instr.dsts):] \
+            and mems[0] == "SBUF" and op != "transpose":
+        kind = "psum_eviction"
     if op == "matmul":
         st, mv = instr.srcs
         cyc = max(min(tm.mm_init_latency, st.free_size), mv.free_size)
         if st.dtype == "float32" or mv.dtype == "float32":
             cyc *= tm.fp32_matmul_slowdown
         cyc = max(cyc, 1)
+        kind = "matmul"
     elif op in ("tensor_reduce", "partition_reduce"):
         nin = instr.srcs[0].free_size
         if eng == "POOL":
@@ -95,15 +165,21 @@ def instruction_cost(instr, module, target=None):
         src = instr.srcs[0]
         if eng == "PE":
             cyc = max(src.num_partitions, min(tm.mm_init_latency, src.free_size))
+            if src.dtype == "float32":
+                cyc *= tm.fp32_transpose_slowdown
+            kind = "pe_transpose"
         else:
             cyc = max(mi, n) + ovh
     elif op == "activation":
         cyc = max(mi, n) + (tm.act_accum_readout_cycles if attrs.get("reduce") else 0) + ovh
     elif op == "tensor_tensor":
-        mems = [module.memory_of(a) for a in instr.srcs]
+        smems = mems[len(instr.dsts):]
         allbf = all(a.dtype == "bfloat16" for a in instr.operands)
-        single = "PSUM" in mems or (allbf and attrs["op"] in ("add", "subtract", "mult")
-                                    and all(_contig(a) for a in instr.operands))
+        single = "PSUM" in smems or (allbf and attrs["op"] in ("add", "subtract", "mult")
+                                     and all(_contig(a) for a in instr.operands))
+        if not single and tm.dve_perf_modes and eng == "DVE" and all(m == "SBUF" for m in smems) \
+                and all(a.dtype in _LOWP16 for a in instr.operands):
+            single = True
         cyc = max(mi, n if single else 2 * n) + ovh
     elif op in ("scalar_tensor_tensor", "tensor_tensor_scan"):
         cyc = max(mi, 2 * n) + ovh
@@ -111,5 +187,17 @@ def instruction_cost(instr, module, target=None):
         half = float(attrs.get("value", 0)) == 0.0 and _dt.itemsize(out.dtype) == 2
         cyc = max(mi, n // 2 if half else n) + ovh
     else:   # tensor_scalar, tensor_copy, select, iota/affine_select (POOL handled above)
-        cyc = max(mi, n) + ovh
-    return Cost(eng, cyc / engine_hz(eng, tm), 0.0, cyc)
+        work = n
+        if tm.dve_perf_modes and eng == "DVE" and op in ("tensor_copy", "tensor_scalar") \
+                and all(a.dtype in _LOWP16 for a in instr.operands):
+            fast4 = all(m == "SBUF" for m in mems) and all(_contig(a) for a in instr.operands)
+            work = n // 4 if fast4 else n // 2
+        cyc = max(mi, work) + ovh
+    hz = engine_hz(eng, tm)
+    lat = {"ACT": tm.act_dependency_cycles, "DVE": tm.dve_dependency_cycles}.get(eng, 0)
+    ports = []
+    if tm.dve_pool_share_sbuf_port and (eng == "POOL" or (eng == "DVE" and "SBUF" in mems)):
+        ports.append("PORT:SBUF")
+    if tm.dve_act_share_psum_port and eng in ("DVE", "ACT") and "PSUM" in mems:
+        ports.append("PORT:PSUM")
+    return Cost(eng, cyc / hz, lat / hz, cyc, tuple(ports), kind=kind)

@@ -8,8 +8,15 @@ step: issue time from the engine and the waits, memory dependences through the
 AccessTracker, start/end on the track, signals.
 
 ``Rec`` is what a step needs of one instruction, built once by the timeline.
+``Resource`` is a shared unit that serves one booking at a time but, unlike an
+engine, not in program order: a booking takes the earliest gap at or after
+its ready time (the DMA engines, the v2 SBUF/PSUM ports).
 """
 from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memmove
+
+DEF RES_CAP = 128     # intervals a Resource remembers; the older half is folded into ``floor`` when full
+DEF NKINDS = 5        # Rec.kind codes: 0 other, 1 dma, 2 matmul, 3 pe_transpose, 4 psum_eviction
 
 from neuronxcc.starfish.birsim._tracker cimport AccessTracker
 
@@ -107,6 +114,79 @@ cdef class Sem:
         return self.times[lo]
 
 
+cdef class Resource:
+    """Busy intervals [s, e) sorted by start (touching ones merged); before ``floor`` all is busy."""
+    cdef double st[RES_CAP]
+    cdef double en[RES_CAP]
+    cdef int n
+    cdef double floor
+    cdef public double busy
+
+    def __cinit__(self):
+        self.n = 0
+        self.floor = 0.0
+        self.busy = 0.0
+
+    cdef double fit(self, double t, double d):
+        """Earliest start >= t of a free gap of length d."""
+        cdef int lo = 0, hi = self.n, mid
+        cdef double s = t
+        if s < self.floor:
+            s = self.floor
+        while lo < hi:              # first interval ending after s
+            mid = (lo + hi) // 2
+            if self.en[mid] <= s:
+                lo = mid + 1
+            else:
+                hi = mid
+        while lo < self.n:
+            if s + d <= self.st[lo] * (1 + 1e-12):
+                return s
+            if self.en[lo] > s:
+                s = self.en[lo]
+            lo += 1
+        return s
+
+    cdef void book(self, double s, double d):
+        cdef int lo, hi, mid, i
+        cdef double e = s + d
+        cdef double eps
+        if d <= 0:
+            return
+        self.busy += d
+        eps = 1e-12 * e
+        if self.n == RES_CAP:
+            self.floor = self.en[RES_CAP // 2 - 1]
+            memmove(&self.st[0], &self.st[RES_CAP // 2], (RES_CAP // 2) * sizeof(double))
+            memmove(&self.en[0], &self.en[RES_CAP // 2], (RES_CAP // 2) * sizeof(double))
+            self.n = RES_CAP // 2
+        lo = 0
+        hi = self.n
+        while lo < hi:              # first interval starting at or after s
+            mid = (lo + hi) // 2
+            if self.st[mid] < s:
+                lo = mid + 1
+            else:
+                hi = mid
+        i = lo
+        if i > 0 and self.en[i - 1] >= s - eps:          # extend the previous one
+            if e > self.en[i - 1]:
+                self.en[i - 1] = e
+            i -= 1
+        else:
+            memmove(&self.st[i + 1], &self.st[i], (self.n - i) * sizeof(double))
+            memmove(&self.en[i + 1], &self.en[i], (self.n - i) * sizeof(double))
+            self.st[i] = s
+            self.en[i] = e
+            self.n += 1
+        while i + 1 < self.n and self.st[i + 1] <= self.en[i] + eps:    # absorb followers
+            if self.en[i + 1] > self.en[i]:
+                self.en[i] = self.en[i + 1]
+            memmove(&self.st[i + 1], &self.st[i + 2], (self.n - i - 2) * sizeof(double))
+            memmove(&self.en[i + 1], &self.en[i + 2], (self.n - i - 2) * sizeof(double))
+            self.n -= 1
+
+
 cdef class Rec:
     """What one step needs of an instruction (nothing here depends on loop variables)."""
     cdef public object instr
@@ -117,9 +197,15 @@ cdef class Rec:
     cdef public tuple signals        # ((sem id, inc), ...)
     cdef public long long iid
     cdef public object cost
+    cdef public tuple ports          # port Resource ids held for busy_s
+    cdef public double engine_s      # DMA: engine-seconds
+    cdef public int width            # DMA: engines used
+    cdef public int kind
+    cdef public double nbytes        # DMA: bytes moved
 
     def __init__(self, instr, int eng, int track, double busy_s, double latency_s, bint on_engine, tuple waits,
-                 tuple signals, cost):
+                 tuple signals, cost, tuple ports=(), double engine_s=0.0, int width=0, int kind=0,
+                 double nbytes=0.0):
         self.instr = instr
         self.eng = eng
         self.track = track
@@ -130,19 +216,29 @@ cdef class Rec:
         self.signals = signals
         self.iid = instr.id if instr.id is not None else -1
         self.cost = cost
+        self.ports = ports
+        self.engine_s = engine_s
+        self.width = width
+        self.kind = kind
+        self.nbytes = nbytes
 
 
 cdef class Core:
     cdef double* free_at
+    cdef double* done_at                 # last result-visible time per track (engines complete in order)
     cdef double* busy
     cdef unsigned char* has_free
     cdef unsigned char* has_busy
     cdef Py_ssize_t ntracks
     cdef public list sems                # Sem by id
+    cdef public list ports               # port Resource by id
+    cdef public list dma_engines         # one Resource per DMA engine
     cdef public AccessTracker acc
     cdef public bint sync_deps
     cdef public double end
     cdef public long long count
+    cdef long long kind_count[NKINDS]
+    cdef public double dma_bytes
     # set by a step: a race (dep, who) or a blocked wait (sem id, value, have)
     cdef public bint raced
     cdef public double race_dep
@@ -152,21 +248,29 @@ cdef class Core:
     def __cinit__(self):
         self.ntracks = 0
         self.free_at = NULL
+        self.done_at = NULL
         self.busy = NULL
         self.has_free = NULL
         self.has_busy = NULL
 
-    def __init__(self, AccessTracker acc, bint sync_deps):
+    def __init__(self, AccessTracker acc, bint sync_deps, int dma_engines=16):
+        cdef int k
         self.acc = acc
         self.sync_deps = sync_deps
         self.sems = []
+        self.ports = []
+        self.dma_engines = [Resource() for k in range(max(1, dma_engines))]
         self.end = 0.0
         self.count = 0
+        for k in range(NKINDS):
+            self.kind_count[k] = 0
+        self.dma_bytes = 0.0
         self.raced = False
         self.blocked = None
 
     def __dealloc__(self):
         free(self.free_at)
+        free(self.done_at)
         free(self.busy)
         free(self.has_free)
         free(self.has_busy)
@@ -177,12 +281,15 @@ cdef class Core:
             return
         self.free_at = <double*>realloc(self.free_at, n * sizeof(double))
         self.busy = <double*>realloc(self.busy, n * sizeof(double))
+        self.done_at = <double*>realloc(self.done_at, n * sizeof(double))
         self.has_free = <unsigned char*>realloc(self.has_free, n)
         self.has_busy = <unsigned char*>realloc(self.has_busy, n)
-        if self.free_at == NULL or self.busy == NULL or self.has_free == NULL or self.has_busy == NULL:
+        if self.free_at == NULL or self.busy == NULL or self.has_free == NULL or self.has_busy == NULL \
+                or self.done_at == NULL:
             raise MemoryError()
         for k in range(self.ntracks, n):
             self.free_at[k] = 0.0
+            self.done_at[k] = 0.0
             self.busy[k] = 0.0
             self.has_free[k] = 0
             self.has_busy[k] = 0
@@ -192,12 +299,27 @@ cdef class Core:
         while len(self.sems) < n:
             self.sems.append(None)
 
+    def ensure_ports(self, Py_ssize_t n):
+        while len(self.ports) < n:
+            self.ports.append(Resource())
+
     def busy_of(self, int track):
         """(busy seconds, True) for a track that ran something, else (0.0, False)."""
         return self.busy[track], bool(self.has_busy[track])
 
     def free_of(self, int track):
         return self.free_at[track]
+
+    def kind_counts(self):
+        return [self.kind_count[k] for k in range(NKINDS)]
+
+    def dma_engine_busy(self):
+        """Engine-seconds the DMA engines spent on transfers (all engines together)."""
+        cdef Resource e
+        cdef double b = 0.0
+        for e in self.dma_engines:
+            b += e.busy
+        return b
 
     cdef double _issue(self, Rec r, dict env) except -2.0:
         """Issue time, or -1 with self.blocked set when a wait cannot be met yet."""
@@ -228,22 +350,78 @@ cdef class Core:
         return t
 
     cpdef double end_time(self, Rec r, dict env) except -2.0:
-        """Completion time if issued now (no memory dependences), or -1 when a wait is not met."""
+        """Completion time if issued now (no memory dependences, engines unshared), or -1 when a wait
+        is not met."""
         cdef double t = self._issue(r, env)
         if t < 0:
             return -1.0
         if r.on_engine:
-            return t + r.busy_s
+            return t + r.busy_s + r.latency_s
+        t += r.latency_s
         if self.free_at[r.track] > t:
             t = self.free_at[r.track]
-        return t + r.latency_s + r.busy_s
+        return t + r.busy_s
+
+    cdef double _ports_fit(self, Rec r, double t):
+        cdef double s = t, s2
+        cdef Resource p
+        cdef int rounds, changed
+        if not r.ports:
+            return t
+        for rounds in range(8):
+            changed = 0
+            for k in r.ports:
+                p = self.ports[k]
+                s2 = p.fit(s, r.busy_s)
+                if s2 > s:
+                    s = s2
+                    changed = 1
+            if not changed:
+                break
+        return s
+
+    cdef tuple _dma(self, Rec r, double ready):
+        """Book the transfer on the r.width DMA engines free earliest at or after READY: (start, end)."""
+        cdef int ne = len(self.dma_engines), w = r.width, i, j, best
+        cdef double piece = r.busy_s
+        cdef double fits[64]
+        cdef unsigned char used[64]
+        cdef double start = -1.0, end = ready, f
+        cdef Resource e
+        if w < 1:
+            w = 1
+        if ne > 64:
+            ne = 64
+        if w > ne:
+            w = ne
+        if piece <= 0:
+            return (ready, ready)
+        for i in range(ne):
+            e = self.dma_engines[i]
+            fits[i] = e.fit(ready, piece)
+            used[i] = 0
+        for j in range(w):
+            best = -1
+            for i in range(ne):
+                if not used[i] and (best < 0 or fits[i] < fits[best]):
+                    best = i
+            used[best] = 1
+            f = fits[best]
+            e = self.dma_engines[best]
+            e.book(f, piece)
+            if start < 0 or f < start:
+                start = f
+            if f + piece > end:
+                end = f + piece
+        return (start, end)
 
     cpdef tuple step(self, Rec r, dict env, list regions):
         """One execution; (start, end), or None with self.blocked set (deadlock). Sets self.raced."""
-        cdef double t, dep = 0.0, start, end
+        cdef double t, dep = 0.0, start, end, vis, qs, ready
         cdef int tr = r.track
         cdef Sem s
-        cdef tuple sg
+        cdef Resource p
+        cdef tuple sg, se
         self.raced = False
         if r.waits:
             t = self._issue(r, env)
@@ -255,36 +433,55 @@ cdef class Core:
             dep = self.acc.conflict_time(tr, regions)
             if self.sync_deps and dep > t:
                 t = dep
+            if self.acc.same_dep > t:       # the engine (or queue) interlocks on its own results
+                t = self.acc.same_dep
         if r.on_engine:
-            start = t
-            end = t + r.busy_s
+            start = self._ports_fit(r, t)
+            end = start + r.busy_s
+            vis = end + r.latency_s
+            if vis < self.done_at[tr]:      # results (and semaphore increments) come out in order
+                vis = self.done_at[tr]
+            self.done_at[tr] = vis
+            for k in r.ports:
+                p = self.ports[k]
+                p.book(start, r.busy_s)
             self.free_at[tr] = end
             self.has_free[tr] = 1
+            qs = start
         else:
-            start = self.free_at[tr]
-            if t > start:
-                start = t
-            end = start + r.latency_s + r.busy_s
+            qs = self.free_at[tr]
+            if t > qs:
+                qs = t
+            ready = t + r.latency_s          # fixed latency from issue, overlapping earlier transfers
+            if self.free_at[tr] > ready:     # a queue is in order
+                ready = self.free_at[tr]
+            se = self._dma(r, ready)
+            start = se[0]
+            end = se[1]
+            vis = end
             self.free_at[tr] = end
             self.has_free[tr] = 1
             if not self.has_free[r.eng]:
                 self.free_at[r.eng] = t
                 self.has_free[r.eng] = 1
-        if dep > start * (1 + 1e-12) + 1e-15 and not self.sync_deps:
+            self.dma_bytes += r.nbytes
+        if dep > qs * (1 + 1e-12) + 1e-15 and not self.sync_deps:
             self.raced = True
             self.race_dep = dep
             self.race_who = self.acc.last_conflict_id
         if regions:
-            self.acc.record(tr, regions, end, r.iid)
+            self.acc.record(tr, regions, vis, r.iid)
         self.busy[tr] += end - start
         self.has_busy[tr] = 1
+        if 0 <= r.kind < NKINDS:
+            self.kind_count[r.kind] += 1
         for sg in r.signals:
             s = self.sems[sg[0]]
             if s is None:
                 s = Sem()
                 self.sems[sg[0]] = s
-            s.add(end, sg[1])
-        if end > self.end:
-            self.end = end
+            s.add(vis, sg[1])
+        if vis > self.end:
+            self.end = vis
         self.count += 1
         return (start, end)

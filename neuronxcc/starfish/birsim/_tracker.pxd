@@ -8,5 +8,6 @@ cdef enum:
 cdef class AccessTracker:
     cdef dict rings
     cdef public long long last_conflict_id
+    cdef public double same_dep
     cpdef double conflict_time(self, int track, list regions)
     cpdef record(self, int track, list regions, double end, long long iid)

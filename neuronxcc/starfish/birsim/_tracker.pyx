@@ -6,7 +6,10 @@ For each physical storage (keyed by an int) it remembers the last RING
 accesses: the row range, the byte range (half-open bounding box), the end
 time, the track that made it, whether it wrote, and the instruction id.
 ``conflict_time`` returns the latest end among remembered accesses by other
-tracks that overlap and where at least one side writes.
+tracks that overlap and where at least one side writes, and sets ``same_dep``
+to the same for the asking track's own accesses (an engine interlocks on its
+own results: the timeline delays a dependent instruction by its producer's
+result latency).
 """
 
 cdef class _Ring:
@@ -28,6 +31,7 @@ cdef class AccessTracker:
     def __init__(self):
         self.rings = {}
         self.last_conflict_id = -1
+        self.same_dep = 0.0
 
     cpdef double conflict_time(self, int track, list regions):
         """regions: [(key, r0, r1, b0, b1, is_write)]; sets last_conflict_id."""
@@ -37,6 +41,7 @@ cdef class AccessTracker:
         cdef bint w
         cdef int k
         self.last_conflict_id = -1
+        self.same_dep = 0.0
         for reg in regions:
             rg = self.rings.get(reg[0])
             if rg is None:
@@ -47,7 +52,14 @@ cdef class AccessTracker:
             b1 = reg[4]
             w = reg[5]
             for k in range(rg.n):
-                if rg.track[k] == track or rg.end[k] <= dep or not (w or rg.write[k]):
+                if not (w or rg.write[k]):
+                    continue
+                if rg.track[k] == track:
+                    if rg.end[k] > self.same_dep and r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] \
+                            and rg.b0[k] < b1:
+                        self.same_dep = rg.end[k]
+                    continue
+                if rg.end[k] <= dep:
                     continue
                 if r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
                     dep = rg.end[k]

@@ -32,6 +32,7 @@ class SimResult:
         self.busy_s = s["busy_s"]
         self.utilisation = s["utilisation"]
         self.races = s["races"]
+        self.counts = s["counts"]
 
     def summary(self):
         return self.timeline.summary()

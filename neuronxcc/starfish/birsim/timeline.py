@@ -4,10 +4,22 @@ Model (program order is the order instructions execute in):
   * a compute/sequencer instruction on engine E starts at
     max(E free, time every wait (sem >= value) became true), occupies E for
     its cost (``birpy.cost``), and applies its signal increments at its end;
+  * the result of an instruction is visible (signals, dependent accesses,
+    the same engine's dependent instructions, which interlock) its cost's
+    ``latency_s`` after its end (ACT and DVE pipeline latency); the engine
+    itself is free at the end, so independent instructions pipeline;
+  * an instruction that uses a shared port (v2: DVE and POOL share the SBUF
+    port, DVE and ACT the PSUM port) starts at the first gap of that port
+    at or after its issue time and holds it for its II;
   * a DMA is issued by its engine at that same start time (the engine is not
-    held), its transfer starts when its queue is free, occupies the queue for
-    fixed latency + bytes / bandwidth (queues are in order; no pipelining),
-    and signals at the end of the transfer;
+    held); its transfer becomes ready the fixed latency after issue (so the
+    latency of transfers issued back to back overlaps) and not before the
+    previous transfer of its queue ended (queues are in order); it is then
+    split over ``width`` of the 16 DMA engines, each piece taking the
+    earliest gap of its engine (all queues share the engines, whose rate is
+    capped at the HBM bandwidth), and signals when its last piece ends.
+    A queue's busy time is the span of its transfers; "DMA" in ``busy_s``
+    and ``utilisation`` is the engines' busy time over all 16 engines;
   * a wait that the signals issued so far (in program order) can never satisfy
     is a deadlock: BirSimError.
   * memory dependences: every operand's touched region (rows x bytes bounding
@@ -22,7 +34,8 @@ Model (program order is the order instructions execute in):
     last 64 accesses per storage are remembered; bounding boxes can report a
     race for interleaved but disjoint patterns.
 Totals: ``total_s`` = the last end time; per track busy seconds and
-utilisation = busy / total. Trace: Chrome trace-event JSON, one track (tid) per
+utilisation = busy / total; ``counts``: matmuls, PE transposes, PSUM
+evictions (ACT/DVE reading PSUM into SBUF), DMA transfers and bytes. Trace: Chrome trace-event JSON, one track (tid) per
 engine and DMA queue, one "X" event per executed instruction.
 """
 import json
@@ -35,6 +48,7 @@ from neuronxcc.starfish.birsim._tracker import AccessTracker
 __all__ = ["Timeline"]
 
 ENGINE_TRACKS = ("PE", "ACT", "DVE", "POOL", "SP")
+_KINDS = {"": 0, "dma": 1, "matmul": 2, "pe_transpose": 3, "psum_eviction": 4}
 
 
 class Timeline:
@@ -48,7 +62,8 @@ class Timeline:
         self.strict = strict
         self.races = []
         self._acc = AccessTracker()
-        self._core = Core(self._acc, sync == "dependencies")
+        self._core = Core(self._acc, sync == "dependencies", tm.dma_engines)
+        self._port_ids = {}
         self._track_ids = {}
         self._track_names = []
         self._sem_ids = {}
@@ -70,8 +85,13 @@ class Timeline:
             waits = tuple((self._sem_id(sem), v if isinstance(v, int) else None, v) for sem, v in instr.waits)
             signals = tuple((self._sem_id(sem), int(inc)) for sem, inc in instr.signals)
             track = self._track_id(c.track)
+            ports = tuple(self._port_id(p) for p in c.ports)
+            nbytes = 0.0
+            if c.kind == "dma":
+                nbytes = float(max(instr.dsts[0].num_elements * instr.dsts[0].itemsize,
+                                   instr.srcs[0].num_elements * instr.srcs[0].itemsize))
             r = Rec(instr, self._track_id(instr.engine), track, c.busy_s, c.latency_s, c.track == instr.engine,
-                    waits, signals, c)
+                    waits, signals, c, ports, c.engine_s, c.width, _KINDS.get(c.kind, 0), nbytes)
             self._recs[id(instr)] = r
         return r
 
@@ -82,6 +102,13 @@ class Timeline:
             self._track_names.append(track)
             self._core.ensure_tracks(len(self._track_ids))
         return t
+
+    def _port_id(self, port):
+        k = self._port_ids.get(port)
+        if k is None:
+            k = self._port_ids[port] = len(self._port_ids)
+            self._core.ensure_ports(len(self._port_ids))
+        return k
 
     def _sem_id(self, sem):
         k = self._sem_ids.get(sem)
@@ -151,10 +178,19 @@ class Timeline:
     # -- results ------------------------------------------------------------
     def summary(self):
         total = self.end
-        tracks = sorted(self.busy)
+        busy = self.busy
+        util = {k: (busy[k] / total if total > 0 else 0.0) for k in busy}
+        eng_busy = self._core.dma_engine_busy()
+        if eng_busy > 0:
+            busy["DMA"] = eng_busy
+            util["DMA"] = eng_busy / (self.tm.dma_engines * total) if total > 0 else 0.0
+        tracks = sorted(busy)
+        kc = self._core.kind_counts()
+        counts = {"dma_transfers": kc[1], "dma_bytes": int(self._core.dma_bytes), "matmuls": kc[2],
+                  "pe_transposes": kc[3], "psum_evictions": kc[4]}
         return {"total_s": total, "instructions": self.count, "sync": self.sync, "races": list(self.races),
-                "busy_s": {k: self.busy[k] for k in tracks},
-                "utilisation": {k: (self.busy[k] / total if total > 0 else 0.0) for k in tracks}}
+                "busy_s": {k: busy[k] for k in tracks}, "utilisation": {k: util[k] for k in tracks},
+                "counts": counts}
 
     def trace_json(self):
         tracks = [t for t in ENGINE_TRACKS]
