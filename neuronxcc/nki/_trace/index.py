@@ -200,7 +200,7 @@ class Idx:
         d = self._combine(o, lambda a, b: a - b)
         if d is NotImplemented:
             return NotImplemented
-        return Pred([(d.expr, op)])
+        return Pred([(d.expr, op)], d.shape, d.axes)
 
     def __lt__(self, o):
         return self._cmp(o, "lt")
@@ -239,14 +239,19 @@ class Idx:
 class Pred:
     """A compile-time mask: the conjunction of ``expr op 0`` atoms."""
 
-    __slots__ = ("atoms",)
+    __slots__ = ("atoms", "shape", "axes")
 
-    def __init__(self, atoms):
+    def __init__(self, atoms, shape=(), axes=None):
         self.atoms = list(atoms)
+        self.shape = tuple(shape)
+        self.axes = dict(axes or {})
 
     def __and__(self, o):
         if isinstance(o, Pred):
-            return Pred(self.atoms + o.atoms)
+            shape = _broadcast(self.shape, o.shape)
+            axes = {v: a + len(shape) - len(self.shape) for v, a in self.axes.items()}
+            axes.update({v: a + len(shape) - len(o.shape) for v, a in o.axes.items()})
+            return Pred(self.atoms + o.atoms, shape, axes)
         if isinstance(o, bool):
             return self if o else Pred([(_pel.const(1), "lt")])
         return NotImplemented
@@ -257,7 +262,7 @@ class Pred:
         if len(self.atoms) != 1:
             raise E.err_unsupported_expression_in_mask("only a single comparison can be negated with ~")
         e, op = self.atoms[0]
-        return Pred([(e, _NEG[op])])
+        return Pred([(e, _NEG[op])], self.shape, self.axes)
 
     def __or__(self, o):
         raise E.err_unsupported_expression_in_mask("masks are conjunctions: join comparisons with '&', not '|'")

@@ -106,17 +106,13 @@ def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
     call_args = {}
     for pname, v in bound.arguments.items():
         kind = sig.parameters[pname].kind
-        if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            call_args[pname] = v
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            call_args[pname] = [_param(ctx, "%s%d" % (pname, i), x) for i, x in enumerate(v)]
             continue
-        v = _spec_of(v)
-        if v is not None and is_tensor_arg(v):
-            b = ctx.new_buf(pname, "HBM", tuple(v.shape), D.np_dtype(v.dtype), 0, "input")
-            b.param_index = len(ctx.params)
-            ctx.params.append(b)
-            call_args[pname] = whole(b)
-        else:
-            call_args[pname] = bound.arguments[pname]
+        if kind == inspect.Parameter.VAR_KEYWORD:
+            call_args[pname] = {k: _param(ctx, k, x) for k, x in v.items()}
+            continue
+        call_args[pname] = _param(ctx, pname, v)
     pos, kw = [], {}
     for pname, p in sig.parameters.items():
         if pname not in call_args:
@@ -167,6 +163,16 @@ def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
     inputs = [(b.name, b.shape, b.dtype) for b in ctx.params]
     outputs = [(n, module.tensors[n].shape, D.np_dtype(module.tensors[n].dtype)) for n in module.outputs]
     return TracedKernel(module, fname, grid, inputs, outputs, aliases, (kind, ret_names))
+
+
+def _param(ctx, pname, v):
+    s = _spec_of(v)
+    if s is not None and is_tensor_arg(s):
+        b = ctx.new_buf(pname, "HBM", tuple(s.shape), D.np_dtype(s.dtype), 0, "input")
+        b.param_index = len(ctx.params)
+        ctx.params.append(b)
+        return whole(b)
+    return v
 
 
 def _spec_of(v):

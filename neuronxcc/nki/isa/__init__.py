@@ -383,7 +383,10 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     axes = {}
     for v in e.free_vars():
         if is_index_var(v):
-            axes[v] = _find_axis(on_true_tile, v)
+            if v in pred.axes:
+                axes[v] = pred.axes[v] + len(on_true_tile.shape) - len(pred.shape)
+            else:
+                axes[v] = _find_axis(on_true_tile, v)
     idx = _Idx(e, on_true_tile.shape, axes)
     cm, pat, off = _affine_pattern(idx, on_true_tile.shape, "affine_select")
     out = _ops.new_tile(on_true_tile.shape, dtype or on_true_tile.dtype, "SBUF", "asel")
@@ -415,20 +418,230 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
     _ops.dma(dst, src, mask)
 
 
-dma_transpose = _nyi("dma_transpose")
-bn_stats = _nyi("bn_stats")
-bn_aggr = _nyi("bn_aggr")
-max8 = _nyi("max8")
-nc_find_index8 = _nyi("nc_find_index8")
-nc_match_replace8 = _nyi("nc_match_replace8")
-local_gather = _nyi("local_gather")
-nc_stream_shuffle = _nyi("nc_stream_shuffle")
-dropout = _nyi("dropout")
-range_select = _nyi("range_select")
-select_reduce = _nyi("select_reduce")
-sequence_bounds = _nyi("sequence_bounds")
-tensor_scalar_reduce = _nyi("tensor_scalar_reduce")
+def _flat_free(t):
+    """T seen as [P, F] when its free axes are one contiguous run (else T)."""
+    return t
+
+
+def _out2(data, n, dtype, prefix):
+    return _ops.new_tile((data.shape[0], n), dtype, "SBUF", prefix)
+
+
+def max8(*, src, mask=None, dtype=None, **kwargs):
+    """The 8 largest values of each partition, descending (VectorE)."""
+    _ops.tile_operand(src, "max8", "src")
+    n = _ops._size(src.shape[1:])
+    if not 8 <= n <= 16384:
+        raise _E.err_size_of_dimension_exceed_arch_limit("max8 reads 8..16384 elements per partition, got %d" % n)
+    out = _out2(src, 8, dtype or src.dtype, "max8")
+    return _ops.mark_producer(out, _ops.emit("max8", "DVE", [out], [src], {}, mask, [[(0, 0), (1, 0)]]))
+
+
+def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+    """Index of the first occurrence of each of the 8 vals in each partition of data (VectorE)."""
+    _ops.tile_operand(data, "nc_find_index8", "data")
+    _ops.tile_operand(vals, "nc_find_index8", "vals")
+    if _ops._size(vals.shape[1:]) != 8:
+        raise _E.err_invalid_argument("vals of nc_find_index8 must have 8 elements per partition")
+    dt = _D.np_dtype(dtype) if dtype is not None else np.dtype(np.uint32)
+    out = _out2(data, 8, dt, "fidx8")
+    inst = _ops.emit("find_index8", "DVE", [out], [data, vals], {}, mask, [[(0, 0), (1, 0), (2, 0)]])
+    return _ops.mark_producer(out, inst)
+
+
+def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
+    """data with the first occurrence of each of the 8 vals replaced by imm; indices into dst_idx."""
+    _ops.tile_operand(data, "nc_match_replace8", "data")
+    _ops.tile_operand(vals, "nc_match_replace8", "vals")
+    out = _ops.new_tile(data.shape, dtype or data.dtype, "SBUF", "mrep8")
+    dsts = [out]
+    attrs = {"imm": float(imm)}
+    if dst_idx is not None:
+        _ops.tile_operand(dst_idx, "nc_match_replace8", "dst_idx")
+        dsts.append(dst_idx)
+        attrs["with_index"] = True
+    nd = len(dsts)
+    links = [[(k, 0) for k in range(nd + 2)]]
+    inst = _ops.emit("match_replace8", "DVE", dsts, [data, vals], attrs, mask, links)
+    return _ops.mark_producer(out, inst)
+
+
+def bn_stats(data, *, mask=None, dtype=None, **kwargs):
+    """(count, mean, var*count) of the even and of the odd free elements per partition (VectorE)."""
+    _ops.tile_operand(data, "bn_stats", "data")
+    n = _ops._size(data.shape[1:])
+    if n > 512:
+        raise _E.err_size_of_dimension_exceed_arch_limit(
+            "bn_stats reads at most 512 elements per partition (nl.tile_size.bn_stats_fmax), got %d" % n)
+    out = _out2(data, 6, dtype or data.dtype, "bnst")
+    return _ops.mark_producer(out, _ops.emit("bn_stats", "DVE", [out], [data], {}, mask, [[(0, 0), (1, 0)]]))
+
+
+def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
+    """(mean, variance) per partition from one or more bn_stats outputs (VectorE)."""
+    _ops.tile_operand(data, "bn_aggr", "data")
+    if _ops._size(data.shape[1:]) % 3:
+        raise _E.err_invalid_argument("bn_aggr input must hold (count, mean, var*count) triples")
+    out = _out2(data, 2, dtype or data.dtype, "bnag")
+    return _ops.mark_producer(out, _ops.emit("bn_aggr", "DVE", [out], [data], {}, mask, [[(0, 0), (1, 0)]]))
+
+
+def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
+    """Cross-partition move within each 32-partition quadrant: dst[i] = src[shuffle_mask[i]] (VectorE)."""
+    _ops.tile_operand(src, "nc_stream_shuffle", "src")
+    _ops.tile_operand(dst, "nc_stream_shuffle", "dst")
+    if len(shuffle_mask) != 32:
+        raise _E.err_invalid_argument("shuffle_mask must have 32 entries")
+    if src.dtype != dst.dtype or _ops._size(src.shape[1:]) != _ops._size(dst.shape[1:]):
+        raise _E.err_invalid_argument("nc_stream_shuffle needs equal dtypes and elements per partition")
+    _ops.emit("shuffle", "DVE", [dst], [src], {"mask": [int(m) for m in shuffle_mask]}, mask, [])
+
+
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None):
+    """Per 16-partition GpSimd core: gather num_elem_per_idx elements at each (element) index."""
+    _ops.tile_operand(src_buffer, "local_gather", "src_buffer", ("SBUF",))
+    _ops.tile_operand(index, "local_gather", "index", ("SBUF",))
+    P = src_buffer.shape[0]
+    if P != index.shape[0] or P % 16:
+        raise _E.err_invalid_argument("local_gather: src_buffer and index need the same partitions, a multiple of 16")
+    e = int(num_elem_per_idx)
+    if e not in (1, 2, 4, 8, 16, 32):
+        raise _E.err_invalid_argument("num_elem_per_idx must be one of 1, 2, 4, 8, 16, 32")
+    nv = _ops._size(index.shape[1:]) * 16 if num_valid_indices is None else int(num_valid_indices)
+    if nv > 4096:
+        raise _E.err_size_of_dimension_exceed_arch_limit("local_gather uses at most 4096 indices per core")
+    out = _ops.new_tile((P, nv, e), src_buffer.dtype, "SBUF", "lgather")
+    inst = _ops.emit("local_gather", "POOL", [out], [src_buffer, index],
+                     {"num_elem_per_idx": e, "num_valid_indices": nv}, mask, [])
+    return _ops.mark_producer(out, inst)
+
+
+def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
+    """Zero elements with probability prob (VectorE; birsim's counter-based generator)."""
+    from neuronxcc.nki._trace.context import current
+    _ops.tile_operand(data, "dropout", "data")
+    ctx = current()
+    seed = getattr(ctx, "_dropout_seed", 0)
+    ctx._dropout_seed = seed + 1
+    attrs = {"seed": seed}
+    srcs = [data]
+    v, t = _scalar_or_col(prob, data, "dropout", "prob")
+    if t is None:
+        attrs["prob"] = v
+    else:
+        attrs["prob_ap"] = True
+        srcs.append(t)
+    out = _ops.new_tile(data.shape, dtype or data.dtype, "SBUF", "drop")
+    links = [[(0, r), (1, r)] for r in range(len(data.shape))]
+    if t is not None:
+        links[0].append((2, 0))
+    return _ops.mark_producer(out, _ops.emit("dropout", "DVE", [out], srcs, attrs, mask, links))
+
+
+_CMPS = {np.equal: "eq", np.less: "lt", np.less_equal: "le", np.greater: "gt", np.greater_equal: "ge"}
+
+
+def _cmp_name(op):
+    if op in _CMPS:
+        return _CMPS[op]
+    name = _op_name(op, "alu")
+    if name not in ("eq", "lt", "le", "gt", "ge"):
+        raise _E.err_invalid_argument("comparison operator expected, got %r" % (op,))
+    return name
+
+
+def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle, reduce_res=None,
+                 reduce_op=np.amax, range_start=0, on_false_value=fp32.min, mask=None, dtype=None, **kwargs):
+    """on_true where (free index + range_start) passes both comparisons with bound0/bound1, else on_false;
+    the max of the result per partition into reduce_res (VectorE)."""
+    _ops.tile_operand(on_true_tile, "range_select", "on_true_tile")
+    for b, nm in ((bound0, "bound0"), (bound1, "bound1")):
+        _scalar_or_col(b, on_true_tile, "range_select", nm)
+        if not isinstance(b, _Tensor):
+            raise _E.err_invalid_argument("%s of range_select must be a (P, 1) tile" % nm)
+    out = _ops.new_tile(on_true_tile.shape, dtype or on_true_tile.dtype, "SBUF", "rsel")
+    attrs = {"cmp0": _cmp_name(comp_op0), "cmp1": _cmp_name(comp_op1), "start": int(range_start),
+             "on_false": float(on_false_value)}
+    dsts = [out]
+    if reduce_res is not None:
+        _ops.tile_operand(reduce_res, "range_select", "reduce_res")
+        dsts.append(reduce_res)
+        attrs["reduce"] = True
+    nd = len(dsts)
+    links = [[(k, 0) for k in range(nd + 3)]]
+    inst = _ops.emit("range_select", "DVE", dsts, [on_true_tile, bound0, bound1], attrs, mask, links)
+    return _ops.mark_producer(out, inst)
+
+
+def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=np.amax, reverse_pred=False, mask=None, dtype=None, **kwargs):
+    """dst = where(predicate, on_true, on_false); the per-partition max into reduce_res."""
+    for t, nm in ((dst, "dst"), (predicate, "predicate"), (on_true, "on_true")):
+        _ops.tile_operand(t, "select_reduce", nm)
+    if isinstance(on_false, _Tensor):
+        f = _ops.expand(on_false, on_true.shape)
+    else:
+        f = _ops.new_tile(on_true.shape, np.float32, "SBUF", "selc")
+        _ops.emit("memset", "DVE", [f], [], {"value": float(on_false)})
+    t, fl = (f, on_true) if reverse_pred else (on_true, f)
+    _ops.emit("select", "DVE", [dst], [predicate, t, fl], {}, mask)
+    if reduce_res is not None:
+        _ops.tile_operand(reduce_res, "select_reduce", "reduce_res")
+        _ops.emit("tensor_reduce", "DVE", [reduce_res], [dst],
+                  {"op": "max", "axes": max(1, len(dst.shape) - 1), "negate": False}, mask,
+                  [[(0, 0), (1, 0)]])
+    return dst
+
+
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs):
+    """tensor_scalar with one operator, plus its free-axes reduction into reduce_res."""
+    out = tensor_scalar(data, op0, operand0, reverse0=reverse0, dtype=dtype, mask=mask)
+    _ops.tile_operand(reduce_res, "tensor_scalar_reduce", "reduce_res")
+    _ops.emit("tensor_reduce", "DVE", [reduce_res], [out],
+              {"op": _op_name(reduce_op, "reduce"), "axes": max(1, len(out.shape) - 1), "negate": False}, mask,
+              [[(0, 0), (1, 0)]])
+    return out
+
+
+def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
+    """dst = src where predicate (dst unchanged elsewhere)."""
+    _ops.tile_operand(dst, "tensor_copy_predicated", "dst")
+    _ops.tile_operand(predicate, "tensor_copy_predicated", "predicate")
+    if isinstance(src, _Tensor):
+        _ops.tile_operand(src, "tensor_copy_predicated", "src")
+        s = _ops.expand(src, dst.shape)
+    else:
+        s = _ops.new_tile(dst.shape, dst.dtype, "SBUF", "cpc")
+        _ops.emit("memset", "DVE", [s], [], {"value": float(src)})
+    t, f = (dst, s) if reverse_pred else (s, dst)
+    _ops.emit("select", "DVE", [dst], [predicate, t, f], {}, mask)
+    return dst
+
+
+def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
+    """src with its axes permuted into a new SBUF tile, by one strided DMA."""
+    if not isinstance(src, _Tensor) or src.buf.memory == "PSUM":
+        raise _E.err_unsupported_memory("src of dma_transpose must be in HBM or SBUF")
+    n = len(src.shape)
+    axes = tuple(range(n - 1, -1, -1)) if axes is None else tuple(int(a) for a in axes)
+    if sorted(axes) != list(range(n)):
+        raise _E.err_invalid_argument("dma_transpose axes %s are not a permutation" % (axes,))
+    v = src.copy_view(axes=[src.axes[a] for a in axes])
+    out = _ops.new_tile(v.shape, dtype or src.dtype, "SBUF", "dmaT")
+    return _ops.mark_producer(out, _ops.dma(out, v, mask))
+
+
+def sequence_bounds(*, segment_ids, dtype=None):
+    """For each element: (start, end) of its segment; padding (id 0) gets (n, -1) (GpSimd)."""
+    _ops.tile_operand(segment_ids, "sequence_bounds", "segment_ids", ("SBUF",))
+    if segment_ids.shape[0] != 1:
+        raise _E.err_invalid_argument("sequence_bounds takes one partition")
+    n = _ops._size(segment_ids.shape[1:])
+    out = _ops.new_tile((1, 2, n), dtype or segment_ids.dtype, "SBUF", "seqb")
+    return _ops.mark_producer(out, _ops.emit("sequence_bounds", "POOL", [out], [segment_ids], {}, None, []))
+
+
 tensor_copy_dynamic_src = _nyi("tensor_copy_dynamic_src")
 tensor_copy_dynamic_dst = _nyi("tensor_copy_dynamic_dst")
-tensor_copy_predicated = _nyi("tensor_copy_predicated")
 builtin_custom_op = _nyi("builtin_custom_op")

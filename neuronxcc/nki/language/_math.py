@@ -293,7 +293,8 @@ _reg(mean, np_fns=(np.mean,))
 def var(x, axis, *, dtype=None, mask=None, **kwargs):
     mu = mean(x, axis, dtype=np.float32, mask=mask, keepdims=True)
     d = subtract(x, mu, dtype=np.float32, mask=mask)
-    return mean(multiply(d, d, dtype=np.float32, mask=mask), axis, dtype=dtype or x.dtype, mask=mask)
+    return mean(multiply(d, d, dtype=np.float32, mask=mask), axis, dtype=dtype or x.dtype, mask=mask,
+                keepdims=bool(kwargs.get("keepdims", False)))
 
 
 _reg(var, np_fns=(np.var,))

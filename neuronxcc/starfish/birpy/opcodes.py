@@ -167,6 +167,11 @@ _TABLE = [
                doc="call the staged GpSimd library function on rows = partitions (fp32 in)"),
 ]
 
+# the nki.isa instructions without an older BIR counterpart (their own module)
+from neuronxcc.starfish.birpy.opcodes_nki import table as _nki_table  # noqa: E402
+
+_TABLE.extend(_nki_table(OpcodeInfo, _R))
+
 OPCODES = {o.name: o for o in _TABLE}
 OPCODES_BY_CODE = {o.code: o for o in _TABLE}
 

@@ -56,7 +56,8 @@ class Executor:
         self._plans = {}
         self.plans = plans        # False: every instruction runs its op_* handler (the reference path)
         self._indirect = {}
-        self._handlers = {name: getattr(self, "op_" + name) for name in OPCODES}
+        from neuronxcc.starfish.birsim import nki_ops
+        self._handlers = {name: getattr(self, "op_" + name, None) or nki_ops.handler(self, name) for name in OPCODES}
 
     def close(self):
         """Drop the cached plans and handlers (they refer back to this executor), so the
