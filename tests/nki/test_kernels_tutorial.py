@@ -46,8 +46,6 @@ def test_transposes_are_exact():
     np.testing.assert_array_equal(nki.simulate_kernel(T.load_transposed, z), z.T)
 
 
-@pytest.mark.xfail(strict=True, reason="core: nl.sum over the non-adjacent free axes [2, 4] is refused "
-                                       "(err_invalid_argument) by the tracer")
 def test_avg_pool2d():
     x = _r(7, 64, 8, 12)
     _close(nki.simulate_kernel(T.avg_pool2d, x, 2), T.ref_avg_pool2d(x, 2))
@@ -63,7 +61,6 @@ def test_layernorm():
     _close(nki.simulate_kernel(T.layernorm, x, gm, bt), T.ref_layernorm(x, gm, bt))
 
 
-@pytest.mark.xfail(strict=True, reason="core: nisa.bn_stats / bn_aggr are not built yet")
 def test_layernorm_bn_stats():
     x = _r(10, 256, 96)
     _close(nki.simulate_kernel(T.layernorm_bn_stats, x), T.ref_layernorm(x))

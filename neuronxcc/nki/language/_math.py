@@ -239,16 +239,21 @@ def _axes(x, axis):
     ax = sorted(a if a >= 0 else n + a for a in ax)
     if 0 in ax:
         raise _E.err_invalid_argument("reductions run over free axes; axis 0 is the partition axis")
-    if ax != list(range(n - len(ax), n)):
-        raise _E.err_invalid_argument("reduction axes must be the last contiguous free axes, got %s" % ax)
+    if len(set(ax)) != len(ax) or not ax or ax[-1] >= n:
+        raise _E.err_invalid_argument("bad reduction axes %s for a tile of rank %d" % (ax, n))
     return ax
 
 
 def reduce(op, x, axis, dtype, mask, keepdims, api, negate=False, engine="DVE"):
     _ops.tile_operand(x, api, "x")
     ax = _axes(x, axis)
-    keep = x.shape[:len(x.shape) - len(ax)]
-    shape = tuple(keep) + ((1,) * len(ax) if keepdims else ())
+    n = len(x.shape)
+    kept = [r for r in range(n) if r not in ax]
+    keep = tuple(x.shape[r] for r in kept)
+    if ax != list(range(n - len(ax), n)):
+        # reduced axes moved innermost (a strided view; the instruction reduces the innermost axes)
+        x = x.copy_view(axes=[x.axes[r] for r in kept + ax])
+    shape = tuple(1 if r in ax else x.shape[kept.index(r)] for r in range(n)) if keepdims else keep
     out = _ops.new_tile(shape, dtype or x.dtype, "SBUF", api, check=False)
     nkeep = len(keep)
     links = [[(0, r), (1, r)] for r in range(nkeep)]
