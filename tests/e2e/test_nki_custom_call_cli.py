@@ -51,3 +51,23 @@ def test_closed_compiler_kernel_is_one_error_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("[NCC_ENKC001]"), r.stderr[-2000:]
     assert "nki_matmul.klir" in lines[0] and "model.py:12" in lines[0]
     assert "Traceback" not in r.stderr and not neff.exists()
+
+
+def test_attention_isa_kernel_as_torch_xla_places_it(tmp_path):
+    """NxD-Inference's call, traced by our nki: attention_isa_kernel(q, k, v, scale, out, kernel_name=...) with
+    out mutated, inside a ``call``ed computation; the compiled program's out is the attention."""
+    from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
+    from neuronxcc.nki._trace import trace_kernel
+    from support import nki_attention_refs as R
+    bh, d, s = 2, 64, 256
+    q, k, v = F.random_inputs(10, (bh, d, s), (bh, d, s), (bh, s, d))
+    out0 = np.zeros((bh, s, d), np.float32)
+    tk = trace_kernel(attention_isa_kernel, [q, k, v, 0.125, out0],
+                      {"kernel_name": "CausalAttentionMMSoftmaxMMWithoutSwap"})
+    r, neff = _compile(tmp_path, F.hlo_text_torch_style(tk))
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    q2, k2, v2 = F.random_inputs(11, (bh, d, s), (bh, d, s), (bh, s, d))
+    out, = _run(neff, [q2, k2, v2, out0])
+    sc = R.scores(q2, k2, 0.125, True)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v2.astype(np.float64), rtol=0, atol=3e-5)

@@ -132,3 +132,38 @@ ENTRY main {
 def random_inputs(seed, *shapes):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+_HLO_TYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "s32", "int8": "s8", "uint8": "u8"}
+
+
+def hlo_text_torch_style(tk):
+    """A traced kernel placed as torch-xla places it: the entry passes its parameters to a computation reached
+    by ``call`` whose root is the AwsNeuronCustomNativeKernel custom-call (op_type xla___op_NkiKernelCallImpl),
+    mutated parameters declared in output_to_operand_aliasing; the entry returns the call's result(s)."""
+    kj = tk.to_json()
+
+    def ty(spec):
+        return "%s[%s]" % (_HLO_TYPES[spec["dtype"]], ",".join(str(n) for n in spec["shape"]))
+    ins, outs = kj["inputs"], kj["outputs"]
+    in_names = [s["name"] for s in ins]
+    res = ty(outs[0]) if len(outs) == 1 else "(%s)" % ", ".join(ty(s) for s in outs)
+    alias = ", ".join("{%s}: (%d, {})" % ("" if len(outs) == 1 else str(k), in_names.index(kj["aliases"][s["name"]]))
+                      for k, s in enumerate(outs) if s["name"] in kj["aliases"])
+    params = "\n".join("  a%d = %s parameter(%d)" % (i, ty(s), i) for i, s in enumerate(ins))
+    eparams = "\n".join("  p%d = %s parameter(%d)" % (i, ty(s), i) for i, s in enumerate(ins))
+    return """HloModule torch_style_nki, entry_computation_layout={(%(sig)s)->%(res)s}
+
+xla___op_NkiKernelCallImpl_wrapper {
+%(params)s
+  ROOT k = %(res)s custom-call(%(ops)s), custom_call_target="AwsNeuronCustomNativeKernel", api_version=API_VERSION_UNSPECIFIED%(alias)s, backend_config="%(cfg)s", metadata={op_type="xla___op_NkiKernelCallImpl" op_name="xla___op_NkiKernelCallImpl" source_file="modeling_llama.py" source_line=421}
+}
+
+ENTRY main {
+%(eparams)s
+  ROOT c = %(res)s call(%(eops)s), to_apply=xla___op_NkiKernelCallImpl_wrapper
+}
+""" % {"sig": ", ".join(ty(s) for s in ins), "res": res, "params": params, "eparams": eparams,
+       "ops": ", ".join("a%d" % i for i in range(len(ins))), "eops": ", ".join("p%d" % i for i in range(len(ins))),
+       "alias": (", output_to_operand_aliasing={%s}" % alias) if alias else "",
+       "cfg": nki_call.encode_backend_config(kj)}
