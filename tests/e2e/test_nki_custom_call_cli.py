@@ -71,3 +71,31 @@ def test_attention_isa_kernel_as_torch_xla_places_it(tmp_path):
     sc = R.scores(q2, k2, 0.125, True)
     p = np.exp(sc - sc.max(-1, keepdims=True))
     np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v2.astype(np.float64), rtol=0, atol=3e-5)
+
+
+def test_bir_sim_catches_a_kernel_bound_to_the_wrong_tensors(tmp_path):
+    """The goldens hold the kernel's own value, so bir_sim checks the splice: the same program with the kernel's
+    two operands swapped in the Penguin IR compiles through walrus but fails bir_sim ([NCC_IBSM001])."""
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish import birpy
+    from neuronxcc.starfish.penguin.codegen import lower_graph
+    from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin
+    from support.cli import run_tool
+    text = F.hlo_text_two_calls()
+    (tmp_path / "model.hlo").write_text(text)
+    r = run_tool("xla_infergoldens", ["model.hlo", "--output", "goldens.npz"], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    passes = "lsa,pre_sched,coloring_allocator,post_sched,birverifier,bir_sim"
+    for swap in (False, True):
+        g = hlo_to_penguin(parse_hlo_text(text))
+        ops = [op for op in g.ops if op.kind == "nki_kernel"]
+        assert len(ops) == 2
+        if swap:
+            ops[0].attrs["input_names"] = list(reversed(ops[0].attrs["input_names"]))
+        birpy.save(lower_graph(g), str(tmp_path / "bir.json"))
+        r = run_tool("walrus_driver", ["--input", "bir.json", "--output", "w.json", "--walrus-passes", passes,
+                                       "--goldens", "goldens.npz"], cwd=str(tmp_path))
+        if not swap:
+            assert r.returncode == 0, r.stderr[-2000:]
+        else:
+            assert r.returncode == 70 and "NCC_IBSM001" in r.stderr, r.stderr[-2000:]
