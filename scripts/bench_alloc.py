@@ -171,7 +171,7 @@ def bench_module(name, m):
     from neuronxcc.walrus.registry import PassContext, run_passes
     row = {"module": name, "instructions": len(m.instructions())}
     for alloc in ("coloring_allocator", "linear_scan_allocator"):
-        mm = B.from_json(m.to_json())
+        mm = B.from_json(B.to_json(m))
         ctx = PassContext(get_target("trn1"))
         t0 = time.perf_counter()
         try:

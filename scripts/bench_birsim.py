@@ -190,7 +190,7 @@ def bench_corpus(runs, names):
 
     from neuronxcc.neff import read_neff
     from neuronxcc.starfish.birsim import simulate, simulate_neff
-    from neuronxcc.starfish.birsim.sim import _to_stored, io_permutations
+    from neuronxcc.starfish.birsim.sim import to_stored_layout, io_permutations
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-birsim-") as base:
         for name in names:
@@ -208,7 +208,7 @@ def bench_corpus(runs, names):
                 res = simulate_neff(c.neff, args)           # warm-up (and the instruction count)
                 t_all = _median_time(lambda: simulate_neff(c.neff, args), runs)
                 neff = read_neff(c.neff)
-                stored = _to_stored(neff.module, args, io_permutations(neff))
+                stored = to_stored_layout(neff.module, args, io_permutations(neff))
                 t_sim = _median_time(lambda: simulate(neff.module, stored), runs)
                 t_xla = bl.xla_exec_time(prog.fn, args, runs)
                 rows.append((name, res.instructions, t_all, t_sim, t_xla, None))

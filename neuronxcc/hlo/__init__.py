@@ -20,6 +20,24 @@ def module_from_proto_bytes(data, verify=True):
     return _read(data, verify=verify)
 
 
+def module_to_proto_bytes(module):
+    """Deterministic HloModuleProto bytes (equal modules give equal bytes); XLA loads them."""
+    from neuronxcc.hlo.proto_io import module_to_proto_bytes as _write
+    return _write(module)
+
+
+def module_to_text(module, print_metadata=True):
+    """XLA's HLO text syntax (XLA's parser reads it back to the same module)."""
+    from neuronxcc.hlo.text_printer import module_to_text as _print
+    return _print(module, print_metadata=print_metadata)
+
+
+def clone_module(module):
+    """An independent copy; weights are shared, not copied."""
+    from neuronxcc.hlo.proto_io import clone_module as _clone
+    return _clone(module)
+
+
 def verify_module(module):
     from neuronxcc.hlo.verifier import verify_module as _verify
     return _verify(module)

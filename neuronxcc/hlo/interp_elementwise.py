@@ -1,6 +1,6 @@
 """Interpreter handlers for the elementwise ops: unary and binary arithmetic,
-compare, select, clamp, convert, bitcast-convert, reduce-precision, map, and
-the leaves (iota, ids, tokens, tuples).
+compare, select, clamp, convert, bitcast-convert, reduce-precision and map
+(the leaves and tuple structure are in ``interp_structure``).
 
 Semantics follow XLA's operation semantics as XLA:CPU implements them:
 floats narrower than f32 are computed in f32 and rounded to nearest even;
@@ -18,7 +18,7 @@ import numpy as np
 
 from neuronxcc.errors import HloVerifyError
 from neuronxcc.hlo.interp_attrs import computation, int_attr, str_attr
-from neuronxcc.hlo.interp_base import (TOKEN, as_array, cast, dims_of, dtype_of, handler, is_float, is_low_float,
+from neuronxcc.hlo.interp_base import (as_array, cast, dims_of, dtype_of, handler, is_float, is_low_float,
                                        preparer, upcast)
 
 _F32 = np.dtype(np.float32)
@@ -500,85 +500,3 @@ def h_map(ev, inst, args):
     comp = computation(ev, inst, "to_apply")
     out = ev.apply(comp, list(args))
     return np.asarray(cast(out, dtype_of(inst.shape)), order="C")
-
-
-# --- leaves and structure -------------------------------------------------------
-
-
-@handler("iota")
-def h_iota(ev, inst, args):
-    dims = dims_of(inst.shape)
-    d = int_attr(inst, "iota_dimension", 0)
-    dt = dtype_of(inst.shape)
-    r = np.arange(dims[d]).astype(dt) if is_float(dt) else np.arange(dims[d], dtype=np.int64).astype(dt)
-    shape = [1] * len(dims)
-    shape[d] = dims[d]
-    return np.broadcast_to(r.reshape(shape), dims)
-
-
-@preparer("iota")
-def p_iota(ev, inst):
-    value = []
-
-    def run(args):
-        if not value:
-            v = h_iota(ev, inst, args)
-            v.flags.writeable = False
-            value.append(v)
-        return value[0]
-    return run
-
-
-@handler("token")
-def h_token(ev, inst, args):
-    return TOKEN
-
-
-@handler("first_operand")
-def h_first_operand(ev, inst, args):
-    if not args:
-        raise HloVerifyError("%s %s has no operands" % (inst.opcode, inst.name))
-    return args[0]
-
-
-@handler("copy")
-def h_copy(ev, inst, args):
-    return args[0]
-
-
-@handler("tuple")
-def h_tuple(ev, inst, args):
-    return tuple(args)
-
-
-@handler("get_tuple_element")
-def h_gte(ev, inst, args):
-    idx = int_attr(inst, "index")
-    if idx is None:
-        idx = getattr(inst, "tuple_index", None)
-    t = args[0]
-    if not isinstance(t, tuple) or not 0 <= idx < len(t):
-        raise HloVerifyError("get-tuple-element %s: index %s out of range" % (inst.name, idx))
-    return t[idx]
-
-
-@preparer("get_tuple_element")
-def p_gte(ev, inst):
-    idx = int_attr(inst, "index")
-    if idx is None:
-        return None
-    return lambda args: args[0][idx]
-
-
-@preparer("tuple")
-def p_tuple(ev, inst):
-    return tuple
-
-
-@preparer("copy")
-def p_copy(ev, inst):
-    return _first
-
-
-def _first(args):
-    return args[0]

@@ -42,6 +42,7 @@ from neuronxcc.hlo.interp_base import (HANDLERS, PREPARERS, TOKEN, NotLiftable, 
                                        flatten_value, is_tuple_shape, shape_bytes)
 # Handler modules register themselves in HANDLERS on import.
 from neuronxcc.hlo import interp_elementwise  # noqa: F401
+from neuronxcc.hlo import interp_structure  # noqa: F401
 from neuronxcc.hlo import interp_shape  # noqa: F401
 from neuronxcc.hlo import interp_indexing  # noqa: F401
 from neuronxcc.hlo import interp_reduce  # noqa: F401

@@ -65,13 +65,18 @@ def _load(source, verify):
         return _load_bytes(bytes(source), verify=verify)
     path = os.fspath(source)
     if os.path.isdir(path):
-        from neuronxcc.hlo.modeldir import load_model_dir
         return load_model_dir(path, verify=verify)
     data = read_input_bytes(path)
     if detect_format(data) == "metadata-json":
-        from neuronxcc.hlo.modeldir import load_model_dir
         return load_model_dir(os.path.dirname(os.path.abspath(path)), verify=verify)
     return _load_bytes(data, verify=verify, origin=path)
+
+
+def load_model_dir(path, verify=True):
+    """HloModule of a torch-neuronx model directory, its weights attached (``modeldir``)."""
+    from neuronxcc.hlo import modeldir
+    graph, meta = modeldir.model_file(path)
+    return modeldir.attach_weights(_load(graph, verify), path, meta)
 
 
 def load_module_bytes(data, verify=True):

@@ -243,7 +243,7 @@ class ConvDims(collections.namedtuple("ConvDims", [
     __str__ = to_text
 
 
-def _default_compare_type(instr):
+def default_compare_type(instr):
     if not instr.operands:
         return "FLOAT"
     et = instr.operands[0].shape.element_type
@@ -291,7 +291,7 @@ def fill_attr_defaults(instr):
         instr.attrs.setdefault("dimensions", ())
     if instr.opcode == "compare":
         if not instr.attrs.get("type"):
-            instr.attrs["type"] = _default_compare_type(instr)
+            instr.attrs["type"] = default_compare_type(instr)
     if instr.opcode == "conditional" and "branch_computations" not in instr.attrs:
         instr.attrs["branch_computations"] = list(instr.called_computations)
 
@@ -456,25 +456,32 @@ class HloModule:
     def entry_computation_layout(self):
         return "(%s)->%s" % (", ".join(s.to_text() for s in self.parameter_shapes), self.result_shape.to_text())
 
-    def clone(self):
-        """An independent copy (through the proto form); weights are shared, not copied."""
-        from neuronxcc.hlo.proto_io import module_from_proto_bytes
-        copy = module_from_proto_bytes(self.to_proto_bytes(), verify=False)
-        copy.weights = dict(self.weights)
-        copy.weight_parameters = dict(self.weight_parameters)
-        return copy
+    def computation_order(self):
+        """Every computation once, callees before callers, the entry last (iterative post-order)."""
+        seen, order = set(), []
 
-    def to_proto_bytes(self):
-        from neuronxcc.hlo.proto_io import module_to_proto_bytes
-        return module_to_proto_bytes(self)
-
-    def to_proto(self):
-        from neuronxcc.hlo.proto_io import module_to_proto
-        return module_to_proto(self)
-
-    def to_text(self, print_metadata=True):
-        from neuronxcc.hlo.text_printer import module_to_text
-        return module_to_text(self, print_metadata=print_metadata)
+        def visit(root):
+            if root in seen:
+                return
+            seen.add(root)
+            stack = [(root, iter([cc for i in root.instructions for cc in i.called_computations]))]
+            while stack:
+                comp, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    order.append(comp)
+                    stack.pop()
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, iter([cc for i in nxt.instructions for cc in i.called_computations])))
+        for c in self.computations.values():
+            if c is not self.entry:
+                visit(c)
+        visit(self.entry)
+        if order[-1] is not self.entry:
+            order.remove(self.entry)
+            order.append(self.entry)
+        return order
 
     def verify(self):
         from neuronxcc.hlo.verifier import verify_module

@@ -67,16 +67,19 @@ def load_weight(full, name):
     return arr
 
 
-def load_model_dir(path, verify=True):
-    from neuronxcc.hlo.loader import load_module
+def model_file(path):
+    """(path of the graph file, metadata) of the model directory ``path``."""
     meta = read_metadata(path)
     files = meta.get("model_files", "graph.hlo")
     if isinstance(files, list):
         if not files:
             raise InputFileError("model_files in %s is empty" % METADATA)
         files = files[0]
-    graph = _inside(path, files, "model file")
-    module = load_module(graph, verify=verify)
+    return _inside(path, files, "model file"), meta
+
+
+def attach_weights(module, path, meta):
+    """Load the weights ``meta`` lists (memory-mapped) into ``module`` and bind them to parameters."""
     weights = meta.get("weights") or {}
     if not isinstance(weights, dict):
         raise InputFileError("weights in %s must map names to .npy files" % METADATA)
@@ -107,8 +110,9 @@ def _bind(module):
 def write_model_dir(module, path, weights=None, model_file="graph.hlo"):
     """Write a model directory: graph as HloModuleProto, weights as .npy (bf16 as |V2)."""
     os.makedirs(os.path.join(path, "weights"), exist_ok=True)
+    from neuronxcc.hlo.proto_io import module_to_proto_bytes
     with open(os.path.join(path, model_file), "wb") as f:
-        f.write(module.to_proto_bytes())
+        f.write(module_to_proto_bytes(module))
     listed = {}
     for name, arr in (weights or {}).items():
         arr = np.asarray(arr)

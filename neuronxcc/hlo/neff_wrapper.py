@@ -15,7 +15,7 @@ import sys
 
 from neuronxcc.errors import InputFileError
 from neuronxcc.hlo.model import HloComputation, HloInstruction, HloModule
-from neuronxcc.hlo import toolmain
+from neuronxcc.hlo import module_to_proto_bytes, toolmain
 
 log = logging.getLogger("neuronxcc.hlo.neff_wrapper")
 
@@ -67,7 +67,7 @@ def _body(argv):
     module = load_module(args.model)
     neff = read_input_bytes(args.neff)
     wrapped = wrap_neff(module, neff)
-    toolmain.write_atomic(args.output, wrapped.to_proto_bytes())
+    toolmain.write_atomic(args.output, module_to_proto_bytes(wrapped))
     log.info("hlo-neff-wrapper: wrapped %d NEFF bytes for %d inputs into %s", len(neff),
              len(wrapped.entry.parameters), args.output)
     return 0

@@ -14,7 +14,7 @@ import logging
 import sys
 
 from neuronxcc.errors import HloParseError
-from neuronxcc.hlo import toolmain
+from neuronxcc.hlo import module_to_proto_bytes, module_to_text, toolmain
 
 log = logging.getLogger("neuronxcc.hlo.opt")
 
@@ -53,9 +53,9 @@ def _body(argv):
     module = load_module(src)
     changed = passes.run_pipeline(module, pipeline)
     if args.output_type == "text":
-        data = module.to_text().encode("utf-8")
+        data = module_to_text(module).encode("utf-8")
     else:
-        data = module.to_proto_bytes()
+        data = module_to_proto_bytes(module)
     if args.output:
         toolmain.write_atomic(args.output, data)
     elif args.output_type == "text":

@@ -702,7 +702,7 @@ def _program_shape(comp, psp):
 def module_to_proto(module):
     mp = schema.HloModuleProto(name=module.name, entry_computation_name=module.entry.name)
     # callees before callers, entry last
-    order = _computation_order(module)
+    order = module.computation_order()
     comp_ids = {c: k + 1 for k, c in enumerate(order)}
     next_id = 1
     for c in order:
@@ -758,29 +758,9 @@ def module_to_proto_bytes(module):
     return module_to_proto(module).SerializeToString(deterministic=True)
 
 
-def _computation_order(module):
-    """Every computation once, callees before callers, the entry last (iterative post-order)."""
-    seen, order = set(), []
-
-    def visit(root):
-        if root in seen:
-            return
-        seen.add(root)
-        stack = [(root, iter([cc for i in root.instructions for cc in i.called_computations]))]
-        while stack:
-            comp, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                order.append(comp)
-                stack.pop()
-            elif nxt not in seen:
-                seen.add(nxt)
-                stack.append((nxt, iter([cc for i in nxt.instructions for cc in i.called_computations])))
-    for c in module.computations.values():
-        if c is not module.entry:
-            visit(c)
-    visit(module.entry)
-    if order[-1] is not module.entry:
-        order.remove(module.entry)
-        order.append(module.entry)
-    return order
+def clone_module(module):
+    """An independent copy of ``module`` (through the proto form); weights are shared, not copied."""
+    copy = module_from_proto_bytes(module_to_proto_bytes(module), verify=False)
+    copy.weights = dict(module.weights)
+    copy.weight_parameters = dict(module.weight_parameters)
+    return copy

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from neuronxcc.hlo.model import ConvDims, WindowDim
-from neuronxcc.hlo.text_scan import _Sub, _balanced, parse_shape
+from neuronxcc.hlo.text_scan import SubScanner, skip_balanced, parse_shape
 
 # attribute name -> kind
 _INT_LIST_ATTRS = frozenset((
@@ -31,7 +31,7 @@ _COMP_ATTRS = frozenset(("to_apply", "body", "condition", "select", "scatter", "
                          "false_computation"))
 _COMP_LIST_ATTRS = frozenset(("branch_computations", "called_computations"))
 # attributes read and dropped (no meaning for this compiler, not in our proto subset)
-_IGNORED_ATTRS = frozenset(("statistics", "origin", "result_accuracy", "is_composite", "composite",
+IGNORED_ATTRS = frozenset(("statistics", "origin", "result_accuracy", "is_composite", "composite",
                             "control-predecessors", "domain", "layout", "dynamic_slice_sizes_", "async_group_id",
                             "async_execution_thread", "mode", "algorithm_", "sparsity", "original_value",
                             "parameter_replication"))
@@ -176,7 +176,7 @@ def _slice(sc):
         sc.expect(",", "',' or '}' in slice ranges")
 
 
-def _key_values(sc):
+def key_values(sc):
     """{k="v" k2=3, ...} -> dict (values: str for strings, raw text otherwise)."""
     sc.expect("{")
     out = {}
@@ -186,7 +186,7 @@ def _key_values(sc):
         if sc.peek('"'):
             out[key] = sc.string()
         elif sc.peek("{"):
-            s, e = _balanced(sc)
+            s, e = skip_balanced(sc)
             out[key] = sc.text[s:e]
         else:
             sc.skip_ws()
@@ -203,7 +203,7 @@ _METADATA_INT = ("source_line", "source_end_line", "source_column", "source_end_
 
 
 def _metadata(sc):
-    kv = _key_values(sc)
+    kv = key_values(sc)
     md = {}
     for k, v in kv.items():
         if k in _METADATA_INT:
@@ -231,7 +231,7 @@ def _shape_list(sc):
         sc.expect(",")
 
 
-def _aliasing(sc):
+def parse_aliasing(sc):
     """{{0}: (0, {}), {1}: (1, {1})} -> ((out_index, operand, operand_index), ...)."""
     sc.expect("{")
     out = []
@@ -261,7 +261,7 @@ def _bool(sc, text, key):
 def parse_attr(sc, key, start, end, comp_ref):
     """Parsed value of attribute ``key`` whose raw text spans [start, end)."""
     text = sc.text[start:end]
-    sub = _Sub(sc, start, end)
+    sub = SubScanner(sc, start, end)
     if key in _INT_LIST_ATTRS:
         val = _int_list(sub)
     elif key in _INT_ATTRS:
@@ -308,7 +308,7 @@ def parse_attr(sc, key, start, end, comp_ref):
     elif key == "metadata":
         val = _metadata(sub)
     elif key == "frontend_attributes":
-        val = _key_values(sub)
+        val = key_values(sub)
     elif key == "sharding":
         return text
     elif key == "replica_groups":
@@ -318,7 +318,7 @@ def parse_attr(sc, key, start, end, comp_ref):
     elif key == "operand_layout_constraints":
         val = _shape_list(sub)
     elif key == "output_to_operand_aliasing":
-        val = _aliasing(sub)
+        val = parse_aliasing(sub)
     elif key == "outfeed_shape":
         val = parse_shape(sub)
     else:

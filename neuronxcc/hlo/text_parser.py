@@ -15,8 +15,8 @@ import re
 from neuronxcc.errors import CompilerError, HloParseError, HloVerifyError
 from neuronxcc.hlo.proto_io import allowed_attrs
 from neuronxcc.hlo.model import HloComputation, HloInstruction, HloModule, assign_called_attrs, fill_attr_defaults
-from neuronxcc.hlo.text_scan import _INT, _OPCODE, _Scanner, _Sub, _balanced, parse_literal, parse_shape
-from neuronxcc.hlo.text_attrs import _IGNORED_ATTRS, _aliasing, _key_values, parse_attr
+from neuronxcc.hlo.text_scan import INT_RE, OPCODE_RE, Scanner, SubScanner, skip_balanced, parse_literal, parse_shape
+from neuronxcc.hlo.text_attrs import IGNORED_ATTRS, parse_aliasing, key_values, parse_attr
 from neuronxcc.hlo.model import ELEMENT_TYPES
 
 # -- instructions, computations, module -------------------------------------------------
@@ -39,7 +39,7 @@ def _parse_instruction(sc):
     sc.expect("=", "'=' after instruction name %s" % rec.name)
     rec.shape = parse_shape(sc)
     sc.skip_ws()
-    m = _OPCODE.match(sc.text, sc.pos)
+    m = OPCODE_RE.match(sc.text, sc.pos)
     if not m:
         raise sc.error("expected an opcode, found %s" % sc._found())
     rec.opcode = m.group(0)
@@ -104,7 +104,7 @@ def _parse_computation(sc):
     pos = sc.pos
     name = sc.name("a computation name")
     if sc.peek("("):  # (p: shape, ...) -> shape
-        _balanced(sc)
+        skip_balanced(sc)
         sc.expect("->", "'->' in the computation signature")
         parse_shape(sc)
     sc.expect("{", "'{' opening computation %s" % name)
@@ -166,7 +166,7 @@ def parse_hlo_text(text, verify=True):
         raise HloParseError("HLO text must be str or bytes")
     if text.startswith("\ufeff"):
         text = text[1:]
-    sc = _Scanner(text)
+    sc = Scanner(text)
     try:
         module = _parse_module(sc)
     except CompilerError:
@@ -252,7 +252,7 @@ def _parse_module(sc):
         for r in recs:
             for key, s, e in r.attrs:
                 if key == "control-predecessors":
-                    sub = _Sub(sc, s, e)
+                    sub = SubScanner(sc, s, e)
                     sub.expect("{")
                     preds = []
                     while not sub.accept("}"):
@@ -266,10 +266,10 @@ def _parse_module(sc):
     fattrs, alias = {}, []
     if "frontend_attributes" in header:
         s, e = header["frontend_attributes"]
-        fattrs = _key_values(_Sub(sc, s, e))
+        fattrs = key_values(SubScanner(sc, s, e))
     if "input_output_alias" in header:
         s, e = header["input_output_alias"]
-        for item in _aliasing(_Sub(sc, s, e)):
+        for item in parse_aliasing(SubScanner(sc, s, e)):
             kind = item[3] if len(item) > 3 else "may-alias"
             alias.append((item[0], item[1], item[2], kind))
     counts = {}
@@ -300,10 +300,10 @@ def _parse_stack_frames(sc):
         entries = {}
         while True:
             sc.skip_ws()
-            if not _INT.match(sc.text, sc.pos):
+            if not INT_RE.match(sc.text, sc.pos):
                 break
             k = sc.integer()
-            entries[k] = sc.string() if sc.peek('"') else _key_values(sc)
+            entries[k] = sc.string() if sc.peek('"') else key_values(sc)
         sections[m.group(1)] = entries
     if not sections:
         return
@@ -322,7 +322,7 @@ def _build(sc, r, operands, comp_ref):
     called = []
     op = r.opcode
     for key, s, e in r.attrs:
-        if key == "control-predecessors" or key in _IGNORED_ATTRS or \
+        if key == "control-predecessors" or key in IGNORED_ATTRS or \
                 (key == "algorithm" and op != "rng-bit-generator"):
             continue
         if key not in ("metadata", "frontend_attributes", "true_computation", "false_computation") and \

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from neuronxcc.hlo.model import default_compare_type
+
 _EMPTY = ((), [], None)
 
 
@@ -173,8 +175,7 @@ def _attr_text(instr, key, val):
     if key in _OMIT_EMPTY and not val:
         return None
     if key == "type" and instr.opcode == "compare":
-        from neuronxcc.hlo.model import _default_compare_type
-        if val == _default_compare_type(instr):
+        if val == default_compare_type(instr):
             return None
         return "type=%s" % val
     if hasattr(val, "name") and hasattr(val, "instructions"):
@@ -262,7 +263,6 @@ def computation_text(comp, is_entry=False, print_metadata=True):
 
 
 def module_text(module, print_metadata=True):
-    from neuronxcc.hlo.proto_io import _computation_order
     header = "HloModule %s, entry_computation_layout={%s}" % (module.name, module.entry_computation_layout())
     if module.input_output_alias:
         header += ", input_output_alias={ %s }" % ", ".join(
@@ -274,7 +274,7 @@ def module_text(module, print_metadata=True):
     if module.frontend_attributes:
         header += ", frontend_attributes=" + _kv_text(module.frontend_attributes)
     parts = [header]
-    for comp in _computation_order(module):
+    for comp in module.computation_order():
         parts.append(computation_text(comp, comp is module.entry, print_metadata))
     return "\n\n".join(parts) + "\n"
 

@@ -1,7 +1,7 @@
 """Lexical layer of the HLO text reader: a position-tracking scanner, shapes and literals.
 
-``_Scanner`` reads the whole text and reports errors as HloParseError with
-line and column; ``_Sub`` scans one attribute value in place (positions stay
+``Scanner`` reads the whole text and reports errors as HloParseError with
+line and column; ``SubScanner`` scans one attribute value in place (positions stay
 those of the whole text). ``parse_shape`` reads array/tuple/token shapes with
 layouts (tiles and memory spaces are skipped) and dynamic ``<=`` bounds;
 ``parse_literal`` reads constants (scalars, nested arrays, tuples, inf/nan)
@@ -16,8 +16,8 @@ from neuronxcc.errors import HloParseError, HloVerifyError
 from neuronxcc.hlo.model import ARRAY_TYPES, ELEMENT_TYPES, Shape, check_literal_size, dtype_of
 
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.\-%$]+")
-_OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
-_INT = re.compile(r"[-+]?\d+")
+OPCODE_RE = re.compile(r"[a-z][a-z0-9\-]*")
+INT_RE = re.compile(r"[-+]?\d+")
 _WS = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.S)
 _NUMBER_TOKEN = re.compile(r"-?nan(?:\(0x[0-9a-fA-F]+\))?|[-+]?inf|true|false|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _LITERAL_PUNCT = re.compile(r'[{}()="]')
@@ -29,7 +29,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?"
 
 
 
-class _Scanner:
+class Scanner:
     """Position-tracking reader over the whole text."""
 
     def __init__(self, text):
@@ -92,7 +92,7 @@ class _Scanner:
 
     def integer(self, what="an integer"):
         self.skip_ws()
-        m = _INT.match(self.text, self.pos)
+        m = INT_RE.match(self.text, self.pos)
         if not m:
             raise self.error("expected %s, found %s" % (what, self._found()))
         self.pos = m.end()
@@ -398,7 +398,7 @@ def parse_literal(sc, shape, depth=0):
     return _convert_values(sc, tokens, shape, start, maybe_neg_nan, maybe_payload)
 
 
-class _Sub(_Scanner):
+class SubScanner(Scanner):
     """A scanner restricted to [start, end) of the parent text (positions stay global)."""
 
     def __init__(self, parent, start, end):
@@ -409,7 +409,7 @@ class _Sub(_Scanner):
 
 
 
-def _balanced(sc):
+def skip_balanced(sc):
     sc.skip_ws()
     start, depth, i = sc.pos, 0, sc.pos
     while i < len(sc.text):

@@ -314,3 +314,24 @@ def builtin_library_paths(data_dir):
     import pathlib
 
     return [str(pathlib.Path(data_dir) / n) for n in builtin_libnames if (pathlib.Path(data_dir) / n).is_file()]
+
+
+def custom_op_data_dir():
+    """Where the package's builtin custom-op libraries live: ``neuronxcc/data/custom_op`` through
+    ``importlib.resources``, as a real directory. Pure path resolution: no existence check."""
+    import importlib.resources
+
+    data_path = importlib.resources.files("neuronxcc").joinpath("data").joinpath("custom_op")
+    with importlib.resources.as_file(data_path) as d:
+        return os.path.abspath(str(d))
+
+
+def stage_builtin_libraries(data_dir=None):
+    """Paths of the builtin libraries present in ``data_dir`` (default: the package's), in cpu
+    order; "Custom op data directory not found" when the directory is missing."""
+    data_dir = custom_op_data_dir() if data_dir is None else data_dir
+    if not os.path.isdir(data_dir):
+        import logging
+        logging.getLogger("neuronxcc.driver.jobs.Frontend").debug("%s does not exist", data_dir)
+        raise CustomOpError("Custom op data directory not found")
+    return builtin_library_paths(data_dir)

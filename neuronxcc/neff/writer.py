@@ -90,9 +90,7 @@ def _custom_op_function(inst):
 
 def default_custom_op_libs():
     """The builtin libraries as the Frontend job stages them (for modules it did not stage)."""
-    from neuronxcc.driver.jobs.Frontend import stageBuiltinCustomOps
-
-    return stageBuiltinCustomOps()
+    return customop.stage_builtin_libraries()
 
 
 def bind_custom_ops(module, custom_op_libs=None):

@@ -17,8 +17,8 @@ TOOLS = {
     "hlo-neff-wrapper": ("neuronxcc.hlo.neff_wrapper", "main"),
     "snapshot-unpack": ("neuronxcc.driver.jobs.support.Snapshot", "unpack_main"),
     "walrus_bugpoint_driver": ("neuronxcc.walrus.bugpoint", "main"),
-    "coloring_allocator_with_loop": ("neuronxcc.walrus.tools", "coloring_allocator_with_loop_main"),
-    "full_unroll": ("neuronxcc.walrus.tools", "full_unroll_main"),
+    "coloring_allocator_with_loop": ("neuronxcc.walrus.standalone", "coloring_allocator_with_loop_main"),
+    "full_unroll": ("neuronxcc.walrus.standalone", "full_unroll_main"),
     "walrus_driver": ("neuronxcc.walrus.driver", "main"),
     "birsim": ("neuronxcc.starfish.birsim.tool", "main"),
 }

@@ -84,9 +84,9 @@ def _replace_node(obj, node_id, fn):
 
 def _subst_json(nodes, var, value):
     from neuronxcc.starfish.birpy.serde import node_from_json, node_to_json
-    from neuronxcc.walrus.passes.transform import _subst
+    from neuronxcc.walrus.passes.transform import subst
     objs = [node_from_json(n) for n in nodes]
-    _subst(objs, var, value)
+    subst(objs, var, value)
     return [node_to_json(o) for o in objs]
 
 
@@ -126,7 +126,7 @@ class VerifierPredicate:
         self.sig = None
 
     def _error(self, obj):
-        from neuronxcc.walrus.passes.report import verify_module
+        from neuronxcc.walrus.passes.verify import verify_module
         from neuronxcc.walrus.registry import PassContext
         try:
             verify_module(_load(obj), PassContext(self.target))

@@ -225,7 +225,7 @@ def signal_counts(prog, signalling, entries=None):
     """
     if not isinstance(signalling, dict):
         signalling = {p: 1 for p in signalling}
-    from neuronxcc.walrus.program import _block_kind
+    from neuronxcc.walrus.program import block_kind
     pel = _pel()
     pos_of = {id(s.instr): s.pos for s in prog.sites}
     streams = {s.pos: stream_of(s.instr) for s in prog.sites}
@@ -281,7 +281,7 @@ def signal_counts(prog, signalling, entries=None):
                 for st in set(t) | set(e):
                     prefix[st] = prefix.get(st, pel.const(0)) + max(t.get(st, 0), e.get(st, 0))
             else:
-                for sub in _block_kind(node)[1]:
+                for sub in block_kind(node)[1]:
                     walk(sub, dict(prefix))
 
     walk(prog.module.body, {})
@@ -515,7 +515,7 @@ WHILE_TRIPS = 1 << 16
 
 def strip_sync(module):
     """Remove every wait/signal and the counter/cond/balance instructions a previous run inserted."""
-    from neuronxcc.walrus.program import _block_kind
+    from neuronxcc.walrus.program import block_kind
 
     def clean(body):
         body[:] = [n for n in body if not (n.kind == "inst" and n.name in INSERTED)]
@@ -523,7 +523,7 @@ def strip_sync(module):
             if n.kind == "inst":
                 n.waits, n.signals = [], []
             else:
-                for sub in _block_kind(n)[1]:
+                for sub in block_kind(n)[1]:
                     clean(sub)
     clean(module.body)
     module.tensors.pop(IOTA, None)

@@ -92,7 +92,7 @@ class Program:
             if isinstance(node, B.Instruction):
                 self.sites.append(Site(len(self.sites), node, body, idx, loops))
                 continue
-            kind, sub = _block_kind(node)
+            kind, sub = block_kind(node)
             if kind == "loop":
                 start, stop, step = _int(node.start), _int(node.stop), _int(node.step)
                 li = LoopInfo(node, "loop", node.var, start, stop, step, trip_count(start, stop, step),
@@ -224,7 +224,7 @@ def _tensors(module):
     return list(t.values()) if isinstance(t, dict) else list(t)
 
 
-def _block_kind(node):
+def block_kind(node):
     """('loop'|'while'|'if', [bodies]) for a control node."""
     name = type(node).__name__
     if name == "Loop":
@@ -248,5 +248,15 @@ def iter_instructions(body):
         if isinstance(node, B.Instruction):
             yield node
         else:
-            for sub in _block_kind(node)[1]:
+            for sub in block_kind(node)[1]:
                 yield from iter_instructions(sub)
+
+
+def program(module, ctx):
+    """The lsa analysis of ``module``: its ``Program``, cached in ``ctx.analyses['lsa']``."""
+    prog = ctx.analyses.get("lsa")
+    if prog is None or prog.module is not module:
+        module.ensure_ids()
+        prog = Program(module)
+        ctx.analyses["lsa"] = prog
+    return prog

@@ -88,10 +88,10 @@ def test_split_merge_round_trip():
         hdr.body = nodes
         assert all(i.engine == eng for i in hdr.instructions())
     assert streams["ACT"][0].kind == "loop" and streams["ACT"][0].body[0].kind == "loop"
-    header = m.to_json(body=False)
+    header = B.to_json(m, body=False)
     js = {e: json.loads(json.dumps(B.stream_to_json(n))) for e, n in streams.items()}
     assert B.merge_engine_streams(header, js) == m
-    assert B.merge_engine_streams(B.Module.from_json(header), streams) == m
+    assert B.merge_engine_streams(B.from_json(header), streams) == m
 
 
 def test_printer_lists_everything():

@@ -14,6 +14,7 @@ from neuronxcc.errors import HloVerifyError, InputFileError, TensorTooLargeError
 from neuronxcc.hlo import load_module, model  # noqa: E402
 from neuronxcc.hlo.compare import diff_modules  # noqa: E402
 from neuronxcc.hlo.modeldir import write_model_dir  # noqa: E402
+from neuronxcc.hlo import module_to_proto_bytes
 
 TEXT = """HloModule m
 
@@ -71,7 +72,7 @@ def test_graph_may_be_text(tmp_path):
 
 
 def test_directory_without_metadata(tmp_path):
-    (tmp_path / "graph.hlo").write_bytes(load_module(TEXT).to_proto_bytes())
+    (tmp_path / "graph.hlo").write_bytes(module_to_proto_bytes(load_module(TEXT)))
     with pytest.raises(InputFileError, match="has no metadata.json"):
         load_module(str(tmp_path))
 
@@ -85,7 +86,7 @@ def test_directory_without_metadata(tmp_path):
     (json.dumps({"model_files": "graph.hlo", "weights": ["a"]}), "map names"),
 ])
 def test_bad_metadata(tmp_path, meta, match):
-    (tmp_path / "graph.hlo").write_bytes(load_module(TEXT).to_proto_bytes())
+    (tmp_path / "graph.hlo").write_bytes(module_to_proto_bytes(load_module(TEXT)))
     (tmp_path / "metadata.json").write_text(meta)
     with pytest.raises(InputFileError, match=match):
         load_module(str(tmp_path))

@@ -10,6 +10,7 @@ from support.cli import run_tool  # noqa: E402
 
 from neuronxcc.hlo import load_module  # noqa: E402
 from neuronxcc.hlo.neff_wrapper import main, wrap_neff  # noqa: E402
+from neuronxcc.hlo import module_to_proto_bytes, module_to_text
 
 NEFF = bytes(range(256)) * 4 + b"\x00NEFF\xff"   # arbitrary binary, every byte value
 
@@ -59,11 +60,11 @@ def test_torch_xla_names_and_aliasing_kept():
     _check(w, m)
     assert w.input_output_alias == m.input_output_alias
     assert w.entry.root.frontend_attributes["neff_output_names"] == "output0,output1"
-    again = load_module(w.to_proto_bytes())
+    again = load_module(module_to_proto_bytes(w))
     assert again.entry.root.backend_config == NEFF
     assert again.input_output_alias == [((1,), 1, (), "must-alias")]
     # the text form carries the raw bytes too
-    assert load_module(w.to_text()).entry.root.backend_config == NEFF
+    assert load_module(module_to_text(w)).entry.root.backend_config == NEFF
 
 
 def test_tool_through_launcher(tmp_path):

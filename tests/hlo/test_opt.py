@@ -13,6 +13,7 @@ from neuronxcc.hlo import load_module, parse_hlo_text  # noqa: E402
 from neuronxcc.hlo.compare import diff_modules  # noqa: E402
 from neuronxcc.hlo.opt import main  # noqa: E402
 from neuronxcc.hlo import passes  # noqa: E402
+from neuronxcc.hlo import module_to_proto_bytes
 
 ALL = ["dce", "cse", "algsimp", "constant-folding", "convert-inputs-to-optimal-shape"]
 
@@ -129,7 +130,7 @@ def test_programs_compute_the_same_after_all_passes(name):
     try:
         before = run(load_module(pb), inputs)
     except UnsupportedOperatorError:     # e.g. a LAPACK custom-call: XLA:CPU runs both forms instead
-        run = lambda module, inputs: xla_run(module.to_proto_bytes(), inputs)  # noqa: E731
+        run = lambda module, inputs: xla_run(module_to_proto_bytes(module), inputs)  # noqa: E731
         before = run(load_module(pb), inputs)
     passes.run_pipeline(m, passes.make_pipeline(ALL))
     after = run(m, inputs)
@@ -141,4 +142,4 @@ def test_programs_compute_the_same_after_all_passes(name):
             return np.ascontiguousarray(np.atleast_1d(x)).view(np.uint8)
         np.testing.assert_array_equal(bits(b), bits(a))
     # and the result still round-trips through XLA
-    assert rc.xla_text(m.to_proto_bytes())
+    assert rc.xla_text(module_to_proto_bytes(m))

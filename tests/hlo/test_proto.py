@@ -13,6 +13,7 @@ from neuronxcc.errors import HloParseError  # noqa: E402
 from neuronxcc.hlo import Shape, load_module, parse_hlo_text, schema  # noqa: E402
 from neuronxcc.hlo.compare import diff_modules  # noqa: E402
 from neuronxcc.hlo.proto_io import literal_from_proto, literal_to_proto  # noqa: E402
+from neuronxcc.hlo import clone_module, module_to_proto_bytes
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "mlp")
 
@@ -76,7 +77,7 @@ ENTRY e {
     m = load_module(_hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto())
     np.testing.assert_array_equal(m.entry.instruction("z").literal, [1 + 2j, 3 - 4j])
     np.testing.assert_array_equal(m.entry.instruction("s").literal.astype(np.int8), [-8, -1, 0, 7])
-    again = load_module(m.to_proto_bytes())
+    again = load_module(module_to_proto_bytes(m))
     assert diff_modules(m, again) == []
 
 
@@ -94,7 +95,7 @@ def test_literal_value_count_checked():
 def test_ids_and_program_shapes_written():
     m = load_module(rc.lowered("while")[0])
     mp = schema.HloModuleProto()
-    mp.ParseFromString(m.to_proto_bytes())
+    mp.ParseFromString(module_to_proto_bytes(m))
     ids = [i.id for c in mp.computations for i in c.instructions]
     assert len(set(ids)) == len(ids) and 0 not in ids
     assert mp.entry_computation_name == m.entry.name
@@ -116,7 +117,7 @@ def test_bundled_example_proto_and_text_agree():
 
 def test_clone_is_independent():
     m = load_module(rc.lowered("mlp")[0])
-    c = m.clone()
+    c = clone_module(m)
     assert diff_modules(m, c) == []
     c.entry.root.name = "changed"
     c.entry.instructions[0].attrs["x"] = 1

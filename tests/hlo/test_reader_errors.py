@@ -10,6 +10,7 @@ import reader_corpus as rc  # noqa: E402
 
 from neuronxcc.errors import HloParseError, HloVerifyError, InputFileError, TensorTooLargeError  # noqa: E402
 from neuronxcc.hlo import load_module, parse_hlo_text, model  # noqa: E402
+from neuronxcc.hlo import module_to_proto_bytes, module_to_text
 
 GOOD = """HloModule m, entry_computation_layout={(f32[2,3]{1,0}, f32[2,3]{1,0})->f32[2,3]{1,0}}
 
@@ -97,7 +98,7 @@ def test_unknown_operand():
 def test_unknown_operand_in_proto():
     from neuronxcc.hlo import schema
     mp = schema.HloModuleProto()
-    mp.ParseFromString(parse_hlo_text(GOOD).to_proto_bytes())
+    mp.ParseFromString(module_to_proto_bytes(parse_hlo_text(GOOD)))
     mp.computations[0].instructions[2].operand_ids[1] = 12345
     with pytest.raises(HloVerifyError, match="unknown operand"):
         load_module(mp.SerializeToString())
@@ -106,7 +107,7 @@ def test_unknown_operand_in_proto():
 def test_missing_entry_computation_in_proto():
     from neuronxcc.hlo import schema
     mp = schema.HloModuleProto()
-    mp.ParseFromString(parse_hlo_text(GOOD).to_proto_bytes())
+    mp.ParseFromString(module_to_proto_bytes(parse_hlo_text(GOOD)))
     mp.entry_computation_id = 777
     mp.entry_computation_name = "not_there"
     with pytest.raises(HloVerifyError, match="entry computation not_there is not in the module"):
@@ -165,8 +166,8 @@ def test_special_floats_and_escapes_round_trip():
     cc = m.entry.instruction("cc")
     assert cc.custom_call_target == 'x"y' and cc.backend_config == b"\x00\xff\n"
     from neuronxcc.hlo.compare import diff_modules
-    assert diff_modules(m, parse_hlo_text(m.to_text())) == []
-    assert diff_modules(m, load_module(m.to_proto_bytes())) == []
+    assert diff_modules(m, parse_hlo_text(module_to_text(m))) == []
+    assert diff_modules(m, load_module(module_to_proto_bytes(m))) == []
 
 
 def test_forward_references_and_sigils():

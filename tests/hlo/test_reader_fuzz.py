@@ -16,6 +16,7 @@ import reader_corpus as rc  # noqa: E402
 from neuronxcc.errors import CompilerError  # noqa: E402
 from neuronxcc.hlo import load_module  # noqa: E402
 from neuronxcc.hlo.compare import diff_modules  # noqa: E402
+from neuronxcc.hlo import module_to_proto_bytes
 
 SETTINGS = settings(max_examples=int(os.environ.get("HLO_FUZZ_EXAMPLES", "150")), deadline=3000,
                     suppress_health_check=list(HealthCheck), derandomize="HLO_FUZZ_EXAMPLES" not in os.environ)
@@ -29,7 +30,7 @@ def _read(data):
         assert e.one_line().startswith("[NCC_") and "\n" not in e.one_line()
         return None
     # anything read must also write and read back
-    again = load_module(m.to_proto_bytes(), verify=False)
+    again = load_module(module_to_proto_bytes(m), verify=False)
     assert diff_modules(m, again) == []
     return m
 

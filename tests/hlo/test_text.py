@@ -16,6 +16,7 @@ import reader_corpus  # noqa: E402
 
 from neuronxcc.hlo import load_module, parse_hlo_text  # noqa: E402
 from neuronxcc.hlo.compare import diff_modules  # noqa: E402
+from neuronxcc.hlo import module_to_proto_bytes, module_to_text  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 FILES = sorted(glob.glob(os.path.join(DATA, "*.hlo")))
@@ -37,11 +38,11 @@ def test_text_matches_xla_parser(path):
 def test_xla_reads_our_writers(path):
     _hlo = _xla()
     ours = parse_hlo_text(open(path).read())
-    from_text = _hlo.hlo_module_from_text(ours.to_text())
-    from_proto = _hlo.HloModule.from_serialized_hlo_module_proto(ours.to_proto_bytes())
+    from_text = _hlo.hlo_module_from_text(module_to_text(ours))
+    from_proto = _hlo.HloModule.from_serialized_hlo_module_proto(module_to_proto_bytes(ours))
     assert diff_modules(ours, load_module(from_text.as_serialized_hlo_module_proto())) == []
     assert diff_modules(ours, load_module(from_proto.as_serialized_hlo_module_proto())) == []
-    assert diff_modules(ours, parse_hlo_text(ours.to_text())) == []
+    assert diff_modules(ours, parse_hlo_text(module_to_text(ours))) == []
 
 
 def test_torch_xla_details():
@@ -121,8 +122,8 @@ ENTRY e {
     assert m.entry.instruction("a").shape.layout == (1, 0)
     assert m.entry.root.shape.layout == (0, 1)
     assert m.entry.instruction("b").shape.dynamic_dims == (True,)
-    assert diff_modules(m, load_module(m.to_proto_bytes())) == []
-    assert diff_modules(m, parse_hlo_text(m.to_text())) == []
+    assert diff_modules(m, load_module(module_to_proto_bytes(m))) == []
+    assert diff_modules(m, parse_hlo_text(module_to_text(m))) == []
 
 
 # -- property: every literal value survives text and proto -------------------------------------------------
@@ -155,7 +156,7 @@ def test_any_literal_round_trips_bit_exact(lit):
     c = HloInstruction("c", "constant", shape, literal=arr)
     comp = HloComputation("main", [c], root=c)
     m = HloModule("m", [comp], comp)
-    for back in (parse_hlo_text(m.to_text()), load_module(m.to_proto_bytes())):
+    for back in (parse_hlo_text(module_to_text(m)), load_module(module_to_proto_bytes(m))):
         got = back.entry.root.literal
         assert got.dtype == arr.dtype and got.shape == arr.shape
         # bit-exact, NaN signs and payloads included (the text form writes them as nan(0x...))
@@ -223,7 +224,7 @@ def test_zero_size_constants_print_as_xla_reads_them(dims):
     from neuronxcc.hlo import HloComputation, HloInstruction, HloModule, Shape
     c = HloInstruction("c", "constant", Shape("f32", dims), literal=np.zeros(dims, np.float32))
     comp = HloComputation("main", [c], root=c)
-    text = HloModule("m", [comp], comp).to_text()
+    text = module_to_text(HloModule("m", [comp], comp))
     xla = _xla().hlo_module_from_text(text)        # XLA's parser refuses f32[2,0] {}
     assert load_module(xla.as_serialized_hlo_module_proto()).entry.root.literal.shape == dims
     assert parse_hlo_text(text).entry.root.literal.shape == dims

@@ -23,7 +23,7 @@ from support.walrus_programs import inputs_for, random_program
 def test_random_modules_no_clobber_and_same_results(allocator, seed):
     m = random_program(seed, nbuf=6)
     x = inputs_for(m, seed)
-    ref = run_module(B.from_json(m.to_json()), x)
+    ref = run_module(B.from_json(B.to_json(m)), x)
     run_passes(m, ["lsa", "coloring", allocator], PassContext(get_target("trn1")))
     assert all(ml.allocated for ml in m.memlocs.values())
     assert check_no_clobber(m) == []
@@ -49,7 +49,7 @@ def test_values_in_different_loops_share_bytes():
                    [b.ap("u%d" % k, free=32)], queue="q1")
     b.finish()
     x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
-    ref = run_module(B.from_json(m.to_json()), [x])
+    ref = run_module(B.from_json(B.to_json(m)), [x])
     ctx = PassContext(get_target("trn1"))
     run_passes(m, ["coloring_allocator", "anti_dependency_analyzer"], ctx)
     st = ctx.metrics["allocation"]["coloring"]["SBUF"]
@@ -106,7 +106,7 @@ def test_sbuf_short_spills_to_hbm_and_stays_correct(allocator):
     t = get_target("trn1")
     m = _pressure_module(t.sbuf_usable_bytes // 2 + 1000)
     x = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)
-    ref = run_module(B.from_json(m.to_json()), [x])
+    ref = run_module(B.from_json(B.to_json(m)), [x])
     ctx = PassContext(t)
     run_passes(m, ["lsa", allocator, "anti_dependency_analyzer", "birverifier"], ctx)
     st = list(ctx.metrics["allocation"].values())[0]
@@ -155,7 +155,7 @@ def test_small_values_share_bytes_in_other_quadrants():
     b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", 0, [[64, 32], [1, 64]])], [b.ap("t3")])
     b.finish()
     x = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
-    ref = run_module(B.from_json(m.to_json()), [x])
+    ref = run_module(B.from_json(B.to_json(m)), [x])
     ctx = PassContext(get_target("trn1"))
     run_passes(m, ["coloring_allocator", "anti_dependency_analyzer", "birverifier"], ctx)
     assert sorted(ml.start_partition for ml in m.memlocs.values()) == [0, 32, 64, 96]

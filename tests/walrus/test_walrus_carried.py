@@ -46,7 +46,7 @@ def _program(disjoint, private=False):
 
 def _run(m, passes):
     x = [np.arange(128 * T * F, dtype=np.float32).reshape(128, T * F) % 97]
-    ref = run_module(B.from_json(m.to_json()), x)
+    ref = run_module(B.from_json(B.to_json(m)), x)
     run_passes(m, passes, PassContext(get_target("trn1")))
     B.verify(m, "trn1")
     for k in range(4):

@@ -24,7 +24,7 @@ def _write(m, path):
 
 def _goldens(m, path, seed=0):
     x = inputs_for(m, seed)
-    outs = run_module(B.from_json(m.to_json()), x)
+    outs = run_module(B.from_json(B.to_json(m)), x)
     d = {"input%d" % i: a for i, a in enumerate(x)}
     d.update({"output%d" % i: a for i, a in enumerate(outs)})
     np.savez(str(path), **d)

@@ -32,7 +32,7 @@ PIPELINES = {
 def _compiled(seed, passes, control=False):
     m = random_program(seed, control=control)
     x = inputs_for(m, seed)
-    ref = run_module(B.from_json(m.to_json()), x)
+    ref = run_module(B.from_json(B.to_json(m)), x)
     run_passes(m, passes, PassContext(get_target("trn1"), options={"unroll_max_trip": 4}))
     return m, x, ref
 
@@ -68,9 +68,9 @@ def test_without_waits_interleavings_differ():
     for seed in range(4):
         m = random_program(seed)
         x = inputs_for(m, seed)
-        ref = run_module(B.from_json(m.to_json()), x)
+        ref = run_module(B.from_json(B.to_json(m)), x)
         for k in range(3):
-            got = run_interleaved(B.from_json(m.to_json()), x, k)
+            got = run_interleaved(B.from_json(B.to_json(m)), x, k)
             bad += not all(raw_equal(a, b) for a, b in zip(ref, got))
     assert bad >= 6
 
@@ -81,7 +81,7 @@ def test_dropping_one_wait_is_caught():
     broken = 0
     waits = [(i.id, k) for i in m.instructions() for k in range(len(i.waits))]
     for iid, k in waits[:8]:
-        m2 = B.from_json(m.to_json())
+        m2 = B.from_json(B.to_json(m))
         ins = next(i for i in m2.instructions() if i.id == iid)
         del ins.waits[k]
         for s in range(6):

@@ -37,11 +37,11 @@ def _sync(m, passes):
 
 
 def _check(m, inputs, passes):
-    ref = simulate(B.from_json(m.to_json()), inputs).outputs
+    ref = simulate(B.from_json(B.to_json(m)), inputs).outputs
     _sync(m, passes)
     # strict: a conflicting access that starts before the other one ends is an error, not a note
-    prog = simulate(B.from_json(m.to_json()), inputs, strict=True).outputs
-    streams = simulate(B.from_json(m.to_json()), inputs, order="streams", strict=True).outputs
+    prog = simulate(B.from_json(B.to_json(m)), inputs, strict=True).outputs
+    streams = simulate(B.from_json(B.to_json(m)), inputs, order="streams", strict=True).outputs
     for r, a, b in zip(ref, prog, streams):
         assert raw_equal(r, a), "program order differs from the unsynchronised program"
         assert raw_equal(r, b), "stream order differs from program order"
@@ -216,7 +216,7 @@ def test_walrus_driver_full_pipeline_bir_sim_passes(tmp_path):
                 "dep_reduction,print_metrics,birverifier,bir_sim")
     m = if_in_loop()
     x = _if_inputs()
-    outs = simulate(B.from_json(m.to_json()), x).outputs
+    outs = simulate(B.from_json(B.to_json(m)), x).outputs
     d = {"input%d" % i: a for i, a in enumerate(x)}
     d.update({"output%d" % i: a for i, a in enumerate(outs)})
     np.savez(str(tmp_path / "goldens.npz"), **d)

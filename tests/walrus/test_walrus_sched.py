@@ -75,7 +75,7 @@ def test_schedule_respects_recomputed_dependences(passes, seed):
     pairs = _conflicting_pairs(m)
     blocks_before = sorted((p, tuple(sorted(r))) for p, r in _blocks(m.body, []))
     x = inputs_for(m, seed)
-    ref = run_module(B.from_json(m.to_json()), x)
+    ref = run_module(B.from_json(B.to_json(m)), x)
     ctx = PassContext(get_target("trn1"), options={"sched_force": True})
     run_passes(m, ["lsa"] + passes, ctx)
     order = {ins.name: k for k, ins in enumerate(m.instructions())}

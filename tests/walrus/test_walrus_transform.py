@@ -33,7 +33,7 @@ def _split_transfers():
 def test_dma_optimization_coalesces_and_keeps_results():
     m = _split_transfers()
     x = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32)
-    ref = run_module(B.from_json(m.to_json()), [x])
+    ref = run_module(B.from_json(B.to_json(m)), [x])
     ctx = PassContext(get_target("trn1"))
     run_passes(m, ["dma_optimization", "anti_dependency_analyzer", "birverifier"], ctx)
     assert ctx.metrics["dma_coalesced"] == 2
@@ -56,7 +56,7 @@ def test_dma_optimization_leaves_non_adjacent_transfers():
 def test_unroll_small_loops_only():
     m = _split_transfers()
     x = np.random.default_rng(1).standard_normal((256, 64)).astype(np.float32)
-    ref = run_module(B.from_json(m.to_json()), [x])
+    ref = run_module(B.from_json(B.to_json(m)), [x])
     run_passes(m, ["unroll"], PassContext(get_target("trn1")))        # default: 1-trip loops only
     assert any(n.kind == "loop" for n in m.walk())
     run_passes(m, ["unroll"], PassContext(get_target("trn1"), options={"unroll_max_trip": 4}))

@@ -321,10 +321,11 @@ class CompileCommand(CommandInterface):
         from neuronxcc.driver.Libraries import require
 
         load_module = require("neuronxcc.hlo", "load_module", who="compile")
+        module_to_proto_bytes = require("neuronxcc.hlo", "module_to_proto_bytes", who="compile")
         module = load_module(state.input_path)
         checkIntegerDowncast(module, state.args)
         state.module_name = getattr(module, "name", None)
-        data = module.to_proto_bytes()
+        data = module_to_proto_bytes(module)
         with open(files.MODEL, "wb") as f:
             f.write(data)
 

@@ -11,24 +11,18 @@ calls
 
 which writes sg00/bir.json.
 """
-import logging
 import os
 
 from neuronxcc.driver import CompileState as files
 from neuronxcc.driver.Job import Job
-from neuronxcc.errors import CustomOpError
 
 
 def stageBuiltinCustomOps():
     """Paths of the builtin custom-op libraries present in the package's data dir, in cpu order."""
     from neuronxcc.driver.jobs.support.FindCustomOpData import findCustomOpDataDir
-    from neuronxcc.neff.customop import builtin_library_paths
+    from neuronxcc.neff.customop import stage_builtin_libraries
 
-    data_dir = findCustomOpDataDir()
-    if not os.path.isdir(data_dir):
-        logging.getLogger("neuronxcc.driver.jobs.Frontend").debug("%s does not exist", data_dir)
-        raise CustomOpError("Custom op data directory not found")
-    return builtin_library_paths(data_dir)
+    return stage_builtin_libraries(findCustomOpDataDir())
 
 
 class Frontend(Job):

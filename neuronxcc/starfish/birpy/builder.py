@@ -8,7 +8,7 @@ memloc's partitions with a contiguous free range).
 import contextlib
 
 from neuronxcc.starfish.birpy import dtypes as _dt
-from neuronxcc.starfish.birpy.ir import AccessPattern, If, Instruction, Loop, While, _pelican
+from neuronxcc.starfish.birpy.ir import AccessPattern, If, Instruction, Loop, While, pelican_lib
 
 __all__ = ["Builder", "ap", "row_major_pattern"]
 
@@ -71,7 +71,7 @@ class Builder:
         self.body.append(lp)
         self._stack.append(lp.body)
         try:
-            yield _pelican().var(var)
+            yield pelican_lib().var(var)
         finally:
             self._stack.pop()
 

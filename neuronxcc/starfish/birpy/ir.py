@@ -25,7 +25,7 @@ _PEL = None
 _CONSTS = {}
 
 
-def _pelican():
+def pelican_lib():
     global _PEL
     if _PEL is None:
         from neuronxcc import pelican
@@ -35,7 +35,7 @@ def _pelican():
 
 def to_expr(x):
     """An int, a str (pelican text) or an Expr -> Expr."""
-    pel = _PEL or _pelican()
+    pel = _PEL or pelican_lib()
     if isinstance(x, pel.Expr):
         return x
     if isinstance(x, bool):
@@ -410,16 +410,6 @@ class Module:
                 return self.renumber()
             last = n.id
         return self
-
-    # -- serde shortcuts -------------------------------------------------
-    def to_json(self, body=True, const_data=True):
-        from neuronxcc.starfish.birpy.serde import module_to_json
-        return module_to_json(self, body=body, const_data=const_data)
-
-    @staticmethod
-    def from_json(obj):
-        from neuronxcc.starfish.birpy.serde import module_from_json
-        return module_from_json(obj)
 
     def __eq__(self, other):
         if not isinstance(other, Module):

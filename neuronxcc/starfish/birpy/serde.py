@@ -34,7 +34,7 @@ import numpy as np
 
 from neuronxcc.errors import BirFormatError
 from neuronxcc.starfish.birpy import dtypes as _dt
-from neuronxcc.starfish.birpy.ir import (AccessPattern, If, Instruction, Loop, MemLoc, Module, Tensor, While, _pelican,
+from neuronxcc.starfish.birpy.ir import (AccessPattern, If, Instruction, Loop, MemLoc, Module, Tensor, While, pelican_lib,
                                          to_expr)
 
 __all__ = ["module_to_json", "module_from_json", "save", "load", "dumps", "loads", "node_to_json",
@@ -100,7 +100,7 @@ def _expr_from_json(obj):
         raise BirFormatError("expected an integer or pelican expression, got %r" % (obj,))
     if isinstance(obj, int):
         return to_expr(obj)
-    pel = _pelican()
+    pel = pelican_lib()
     try:
         if isinstance(obj, str):
             return pel.parse(obj)

@@ -7,29 +7,17 @@ same buffers so every row is covered. ``run_module`` uses the package's
 libraries (``neuronxcc/data/custom_op``) unless given a directory;
 ``run_neff`` uses the libraries staged inside the NEFF.
 """
-import os
+from neuronxcc.errors import BirSimError
 
-import numpy as np
-
-from neuronxcc.errors import BirSimError, NotBuiltYetError
-
-__all__ = ["load_libraries", "run_custom_op", "package_library_dir"]
-
-
-def package_library_dir():
-    import neuronxcc
-
-    return os.path.join(os.path.dirname(os.path.abspath(neuronxcc.__file__)), "data", "custom_op")
+__all__ = ["load_libraries", "run_custom_op"]
 
 
 def load_libraries(directory=None, paths=None):
     """Load the builtin libraries (a list of neff.customop.CustomOpLibrary)."""
-    try:
-        from neuronxcc.neff import customop as co
-    except ImportError as e:
-        raise NotBuiltYetError("custom ops in birsim need neuronxcc.neff.customop: %s" % e)
+    from neuronxcc.neff import customop as co
+
     if paths is None:
-        directory = directory or package_library_dir()
+        directory = directory or co.custom_op_data_dir()
         paths = co.builtin_library_paths(directory)
     if not paths:
         raise BirSimError("no custom-op libraries found in %s" % directory)

@@ -22,13 +22,12 @@ from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS, OPCODES, full_attrs
 from neuronxcc.starfish.birsim import alu
 from neuronxcc.starfish.birsim._apinfo import regions_of
-from neuronxcc.starfish.birsim.plans import prepare
+from neuronxcc.starfish.birsim.plans import ROW_VAR, prepare
 
 __all__ = ["Executor"]
 
 _F = np.float32
 DEFAULT_MAX_TRIPS = 1000000
-ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
 
 _INT_NAMES = frozenset(d.name for d in _dt.DTYPES.values() if d.is_int)

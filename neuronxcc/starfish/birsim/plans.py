@@ -16,6 +16,8 @@ from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
 from neuronxcc.starfish.birsim._plans import EW_OPS, INT_OPS, ElementWise, IntTensorTensor, RawCopy, Select
 
+ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
+
 __all__ = ["prepare"]
 
 _F = np.float32
@@ -303,7 +305,6 @@ def _select(ex, instr, attrs):
 
 def _dma_gather(ex, instr, attrs):
     """Same-dtype gathers: one RawCopy per partition (the row's offset has __row__ in it)."""
-    from neuronxcc.starfish.birsim.executor import ROW_VAR
     row, parts = ex._indirect_aps(instr)
     if not parts or any(p.dtype != row.dtype for p in parts):
         return None

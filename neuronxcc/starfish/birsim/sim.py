@@ -10,7 +10,7 @@ import tempfile
 
 import numpy as np
 
-from neuronxcc.errors import BirSimError, NotBuiltYetError
+from neuronxcc.errors import BirSimError
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish.birsim.executor import Executor
 from neuronxcc.starfish.birsim.state import MachineState
@@ -116,14 +116,6 @@ def run_module(module, inputs, target=None, **kw):
     return simulate(module, inputs, target=target, **kw).outputs
 
 
-def _read_neff(path):
-    try:
-        from neuronxcc.neff import read_neff
-    except ImportError as e:
-        raise NotBuiltYetError("birsim needs neuronxcc.neff.read_neff to read a NEFF: %s" % e)
-    return read_neff(path)
-
-
 def io_permutations(neff):
     """{(kind, tensor name): permutation} of I/O variables stored transposed
     (sg00/io_transposes.json: stored = logical.transpose(permutation)); empty when none."""
@@ -134,7 +126,7 @@ def io_permutations(neff):
     return out
 
 
-def _to_stored(module, inputs, perms):
+def to_stored_layout(module, inputs, perms):
     if not perms:
         return inputs
     vals = _inputs_list(module, inputs)
@@ -142,28 +134,31 @@ def _to_stored(module, inputs, perms):
             for n, v in zip(module.inputs, vals)]
 
 
-def _to_logical(module, res, perms):
+def to_logical_layout(module, res, perms):
     if perms:
         res.outputs = [np.transpose(o, np.argsort(perms[("output", n)])) if ("output", n) in perms else o
                        for n, o in zip(module.outputs, res.outputs)]
     return res
 
 
-def simulate_neff(neff_path, inputs, target=None, trace=False, poison=True, **kw):
-    """SimResult of the BIR program inside the NEFF at NEFF_PATH. Inputs and outputs are in
-    their logical (HLO) layouts: io_transposes recorded in the NEFF are applied."""
-    neff = _read_neff(neff_path)
+def simulate_neff(neff, inputs, target=None, trace=False, poison=True, **kw):
+    """SimResult of the BIR program inside NEFF (a path, or what ``neuronxcc.neff.read_neff``
+    returned). Inputs and outputs are in their logical (HLO) layouts: io_transposes recorded in
+    the NEFF are applied."""
+    if isinstance(neff, (str, bytes, os.PathLike)):
+        from neuronxcc.neff import read_neff
+        neff = read_neff(neff)
     module = neff.module
     perms = io_permutations(neff)
-    inputs = _to_stored(module, inputs, perms)
+    inputs = to_stored_layout(module, inputs, perms)
     if getattr(neff, "ucode_lib", None):
         with tempfile.TemporaryDirectory(prefix="birsim-customop-") as d:
             paths = neff.extract_custom_op_libraries(d)
             from neuronxcc.starfish.birsim.customop import load_libraries
             libs = load_libraries(paths=paths)
             res = simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs, **kw)
-            return _to_logical(module, res, perms)
-    return _to_logical(module, simulate(module, inputs, target=target, trace=trace, poison=poison, **kw), perms)
+            return to_logical_layout(module, res, perms)
+    return to_logical_layout(module, simulate(module, inputs, target=target, trace=trace, poison=poison, **kw), perms)
 
 
 def run_neff(neff_path, inputs, **kw):

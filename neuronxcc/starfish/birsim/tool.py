@@ -47,12 +47,13 @@ def _load_inputs(path):
 
 
 def run(args):
-    from neuronxcc.starfish.birsim.sim import _read_neff, _to_logical, _to_stored, io_permutations, simulate
+    from neuronxcc.neff import read_neff
+    from neuronxcc.starfish.birsim.sim import simulate_neff
 
     if not os.path.isfile(args.neff):
         raise InputFileError("NEFF file %s does not exist" % args.neff)
     given = _load_inputs(args.inputs)
-    neff = _read_neff(args.neff)
+    neff = read_neff(args.neff)
     module = neff.module
     inputs = []
     for i, name in enumerate(module.inputs):
@@ -60,17 +61,8 @@ def run(args):
         if key not in given:
             raise InputFileError("inputs file has no %s (the program takes %d inputs)" % (key, len(module.inputs)))
         inputs.append(given[key])
-    libs = None
-    if getattr(neff, "ucode_lib", None):
-        import tempfile
-
-        from neuronxcc.starfish.birsim.customop import load_libraries
-        tmp = tempfile.TemporaryDirectory(prefix="birsim-customop-")
-        libs = load_libraries(paths=neff.extract_custom_op_libraries(tmp.name))
-    perms = io_permutations(neff)
-    res = simulate(module, _to_stored(module, inputs, perms), target=args.target, trace=bool(args.trace),
-                   custom_op_libs=libs, sync=args.sync, strict=args.strict, order=args.order)
-    res = _to_logical(module, res, perms)
+    res = simulate_neff(neff, inputs, target=args.target, trace=bool(args.trace), sync=args.sync,
+                        strict=args.strict, order=args.order)
     tmp_out = args.output + ".tmp.npz"
     np.savez(tmp_out, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
     os.replace(tmp_out, args.output)

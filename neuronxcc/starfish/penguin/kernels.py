@@ -22,7 +22,7 @@ can double-buffer it; sizes stay within the SBUF budget.
 """
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
-from neuronxcc.starfish.penguin.tiles import TV, LoweringError, Space, TileEval, onchip_dtype
+from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, TV, LoweringError, Space, TileEval, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View, collapse
 from neuronxcc.starfish.birpy import dtypes as bdt
 
@@ -35,7 +35,6 @@ MM_MIN_N = 64           # narrowest resident N tile worth it (the PE's moving si
 RED_FREE = 1024
 PMAX = 128
 
-REDUCE_ALU = {"add": "add", "max": "max", "min": "min", "mul": "mult"}
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
 
 

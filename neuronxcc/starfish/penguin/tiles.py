@@ -36,6 +36,7 @@ ALU_BINARY = {"add": "add", "subtract": "subtract", "multiply": "mult", "divide"
               "maximum": "max", "minimum": "min", "power": "pow", "remainder": "mod"}
 CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 SWAP_CMP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+REDUCE_ALU = {"add": "add", "max": "max", "min": "min", "mul": "mult"}   # HLO reducer -> ALU op
 LOGIC_BOOL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
 LOGIC_INT = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
              "shift-left": "logical_shift_left", "shift-right-logical": "logical_shift_right",
@@ -108,7 +109,6 @@ class TileEval:
     def row_reduce(self, v):
         """A last-axis reduction computed inside this tile: a [P, 1] column value."""
         from neuronxcc.starfish.penguin import rows
-        from neuronxcc.starfish.penguin.kernels import REDUCE_ALU
         info = self.cg.rowred[v.base]
         xin = rows.reindexed_input(self.cg, v, self.s.f)
         t = self.materialise(self.value(xin))

@@ -130,7 +130,7 @@ class WindowMixin:
 
     def scan(self, x, axis, reverse, o, init, red):
         """Sequential scan along `axis`: a loop over the columns with a [P,1] running value on chip."""
-        from neuronxcc.starfish.penguin.kernels import REDUCE_ALU
+        from neuronxcc.starfish.penguin.tiles import REDUCE_ALU
         em = self.em
         src, perm, rows, n = self._rows_view(x, axis)
         t = em.tensor("scan", "scratch", o.dtype, (rows, n))

@@ -17,7 +17,7 @@ _NOOPS = {
     "shift_left": "not implemented: pre_sched/post_sched already order each stream",
 }
 
-from neuronxcc.walrus.passes import sync, alloc, sched, report, transform, simcheck, rotate  # noqa: F401,E402
+from neuronxcc.walrus.passes import lsa, alloc, sched, metrics, verify, transform, simcheck, rotate  # noqa: F401,E402
 
 for _name, _why in _NOOPS.items():
     register_noop(_name, _why)

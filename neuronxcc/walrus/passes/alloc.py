@@ -39,7 +39,7 @@ import numpy as np
 from neuronxcc import errors
 from neuronxcc.walrus import _alloc, liveness
 from neuronxcc.walrus.bir import birpy
-from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.program import program
 from neuronxcc.walrus.program import Program
 from neuronxcc.walrus.registry import WalrusPass, register
 

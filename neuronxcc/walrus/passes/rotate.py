@@ -30,7 +30,7 @@ import logging
 from neuronxcc.walrus import liveness
 from neuronxcc.walrus.bir import birpy
 from neuronxcc.walrus.carried import ROTATIONS
-from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")

@@ -37,7 +37,7 @@ import logging
 import numpy as np
 
 from neuronxcc import errors
-from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")

@@ -22,7 +22,7 @@ target's partitions, dims of at most 65535 elements.
 import logging
 
 from neuronxcc.walrus.bir import birpy
-from neuronxcc.walrus.program import _block_kind
+from neuronxcc.walrus.program import block_kind
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")
@@ -37,7 +37,7 @@ def _copy_node(n):
     return node_from_json(node_to_json(n))
 
 
-def _subst(nodes, var, value):
+def subst(nodes, var, value):
     for n in nodes:
         if n.kind == "inst":
             for ap in n.dsts + n.srcs:
@@ -51,8 +51,8 @@ def _subst(nodes, var, value):
                 waits.append((s, v))
             n.waits = waits
         else:
-            for sub in _block_kind(n)[1]:
-                _subst(sub, var, value)
+            for sub in block_kind(n)[1]:
+                subst(sub, var, value)
 
 
 def _size(nodes):
@@ -63,7 +63,7 @@ def _size(nodes):
         elif n.kind == "loop":
             total += _size(n.body) * n.trip_count
         else:
-            total += sum(_size(b) for b in _block_kind(n)[1])
+            total += sum(_size(b) for b in block_kind(n)[1])
     return total
 
 
@@ -76,13 +76,13 @@ def unroll_body(body, should):
         if n.kind == "inst":
             i += 1
             continue
-        for sub in _block_kind(n)[1]:
+        for sub in block_kind(n)[1]:
             count += unroll_body(sub, should)
         if n.kind == "loop" and should(n):
             new = []
             for v in range(n.start, n.stop, n.step):
                 copies = [_copy_node(c) for c in n.body]
-                _subst(copies, n.var, v)
+                subst(copies, n.var, v)
                 new.extend(copies)
             body[i:i + 1] = new
             count += 1
@@ -180,7 +180,7 @@ def coalesce_body(body, module, target):
     while i < len(body):
         n = body[i]
         if n.kind != "inst":
-            for sub in _block_kind(n)[1]:
+            for sub in block_kind(n)[1]:
                 count += coalesce_body(sub, module, target)
             i += 1
             continue

@@ -1,14 +1,12 @@
 """findCustomOpDataDir: where the wheel's builtin custom-op libraries live.
 
-Pure path resolution: ``importlib.resources`` from the ``neuronxcc`` package
-root, ``data/custom_op``, materialised to a real directory. No environment
-override, no existence check (the Frontend job checks), no version logic.
+The original's name for ``neuronxcc.neff.customop.custom_op_data_dir`` (the one
+lookup): ``data/custom_op`` under the ``neuronxcc`` package root, materialised
+to a real directory. No environment override, no existence check (the
+Frontend job checks), no version logic.
 """
-import importlib.resources
-import os
+from neuronxcc.neff.customop import custom_op_data_dir
 
 
 def findCustomOpDataDir():
-    data_path = importlib.resources.files("neuronxcc").joinpath("data").joinpath("custom_op")
-    with importlib.resources.as_file(data_path) as customOpDataDir:
-        return os.path.abspath(str(customOpDataDir))
+    return custom_op_data_dir()

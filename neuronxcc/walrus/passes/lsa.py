@@ -10,19 +10,10 @@ transitively reduced set.
 import logging
 
 from neuronxcc.walrus import deps as D
-from neuronxcc.walrus.program import Program
+from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")
-
-
-def program(module, ctx):
-    prog = ctx.analyses.get("lsa")
-    if prog is None or prog.module is not module:
-        module.ensure_ids()
-        prog = Program(module)
-        ctx.analyses["lsa"] = prog
-    return prog
 
 
 @register

@@ -1,20 +1,13 @@
-"""print_metrics and birverifier.
-
-print_metrics fills ``ctx.metrics`` (written by walrus_driver to --metrics)
+"""print_metrics: fills ``ctx.metrics`` (written by walrus_driver to --metrics)
 and logs: instructions per engine (static and executed), DMA bytes, SBUF and
 PSUM peak bytes per partition (from the allocated addresses, else the sum of
 the memlocs), semaphore waits, and the estimated device time from the cost
 model (``sched.estimate_time``).
-
-birverifier runs ``birpy.verify`` (machine rules) and walrus's own checks:
-every memloc allocated inside its memory, PSUM values inside one bank.
 """
 import logging
 
-from neuronxcc import errors
-from neuronxcc.walrus.bir import birpy
 from neuronxcc.walrus.passes.sched import estimate_time
-from neuronxcc.walrus.passes.sync import program
+from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")
@@ -61,35 +54,4 @@ class PrintMetrics(WalrusPass):
                  "B/partition; %d waits; estimated %.3f us", len(prog.sites), static, dynamic,
                  m["sbuf_peak_bytes_per_partition"], m["psum_peak_bytes_per_partition"],
                  m["semaphore_waits"], t * 1e6)
-        return False
-
-
-def verify_module(module, ctx):
-    B = birpy()
-    B.verify(module, ctx.target.name)
-    for ml in module.memlocs.values():
-        if not ml.allocated:
-            continue
-        if ml.memory == "PSUM":
-            cap, bank = ctx.target.psum_partition_bytes, ctx.target.psum_bank_bytes
-            first, last = ml.byte_offset // bank, (ml.byte_offset + ml.bytes_per_partition - 1) // bank
-            if ml.bytes_per_partition <= bank and first != last:
-                raise errors.BirVerifyError("PSUM memloc '%s' at byte %d crosses a %d-byte bank"
-                                            % (ml.name, ml.byte_offset, bank))
-        else:
-            cap = ctx.target.sbuf_usable_bytes
-        if ml.byte_offset + ml.bytes_per_partition > cap or \
-                ml.start_partition + ml.partitions > ctx.target.num_partitions:
-            raise errors.BirVerifyError("memloc '%s' (%dx%d B at p%d+%d) is outside %s"
-                                        % (ml.name, ml.partitions, ml.bytes_per_partition, ml.start_partition,
-                                           ml.byte_offset, ml.memory))
-
-
-@register
-class BirVerifier(WalrusPass):
-    name = "birverifier"
-
-    def run(self, module, ctx):
-        verify_module(module, ctx)
-        log.info("birverifier: module verified")
         return False
