@@ -9,6 +9,7 @@ from neuronxcc.errors import CollectiveError
 from neuronxcc.hlo import load_module
 from neuronxcc.hlo.ranks import evaluate_ranks, rank_space
 from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.hlo import module_to_proto_bytes, module_to_text
 from support import spmd
 
 
@@ -18,7 +19,7 @@ def test_interpreter_matches_xla_per_rank(spmd_dir, name):
     for form in ("text", "proto"):
         m = load_module(text)
         if form == "proto":
-            m = load_module(m.to_proto_bytes())
+            m = load_module(module_to_proto_bytes(m))
         assert rank_space(m).size == spmd.NRANKS
         got = evaluate_ranks(m, ins)
         bad = ["rank %d output%d: %s" % (d, k, mismatch(a, b))
@@ -51,9 +52,9 @@ def test_rank_count_sources():
     hdr = "HloModule m, replica_count=2, num_partitions=4\n\nENTRY e {\n  ROOT r = u32[] replica-id()\n}\n"
     m = load_module(hdr)
     assert (m.replica_count, m.num_partitions) == (2, 4)
-    back = load_module(m.to_proto_bytes())           # carried in the proto's device_assignment
+    back = load_module(module_to_proto_bytes(m))           # carried in the proto's device_assignment
     assert (back.replica_count, back.num_partitions) == (2, 4)
-    assert "replica_count=2, num_partitions=4" in m.to_text()
+    assert "replica_count=2, num_partitions=4" in module_to_text(m)
     assert [o[0] for o in evaluate_ranks(m, [[]] * 8)] == [0, 0, 0, 0, 1, 1, 1, 1]
     bare = load_module(spmd.NXD_TEXT.replace(", replica_count=8", ""))   # from the replica groups
     assert rank_space(bare) == G.RankSpace(8, 1)
