@@ -127,7 +127,10 @@ KNOWN_CYCLES = [
      "neuronxcc.walrus.passes.verify"},
     # N-rank interpretation (issue 13): ranks runs the Evaluator, the collective handlers ask ranks
     {"neuronxcc.hlo.interp_collective", "neuronxcc.hlo.interpreter", "neuronxcc.hlo.ranks"},
-    # NKI tracing (issue 11)
+    # walrus dependence graph (issue 9)
+    {"neuronxcc.walrus.depgraph", "neuronxcc.walrus.deps"},
+    # NKI tracing and kernels (issue 11)
+    {"neuronxcc.nki._private_kernels.attention", "neuronxcc.nki.kernels.attention"},
     {"neuronxcc.nki._trace.context", "neuronxcc.nki._trace.index"},
     {"neuronxcc.nki._trace.ops", "neuronxcc.nki._trace.tensor", "neuronxcc.nki.isa", "neuronxcc.nki.language",
      "neuronxcc.nki.language._math"},
