@@ -213,3 +213,54 @@ def test_integer_tensor_tensor_plans_match_the_handlers(op, dt_in, dt_out, engin
     b.finish()
     x = np.random.default_rng(seed).integers(-2 ** 31, 2 ** 31, (P, 2 * F)).astype(np.int32)
     _check((m, x))
+
+
+_ALL_INT_OPS = ["add", "subtract", "rsub", "mult", "max", "min", "bitwise_and", "bitwise_or", "bitwise_xor",
+                "arith_shift_left", "logical_shift_left", "arith_shift_right", "logical_shift_right",
+                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "average",
+                "bypass", "abs_max", "divide", "mod"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(_ALL_INT_OPS), st.sampled_from(_ALL_INT_OPS + [None]),
+       st.sampled_from(["int8", "int16", "int32", "uint8", "uint16", "uint32"]),
+       st.sampled_from(["int8", "int32", "uint16", "uint32", "float32"]),
+       st.integers(-40, 40), st.integers(-3, 33), st.booleans(), st.booleans(), st.integers(0, 99))
+def test_integer_scalar_select_and_converting_plans_match_the_handlers(op0, op1, dt_in, dt_out, s0, s1, rev0, rev1,
+                                                                       seed):
+    """The exact int64 plans (IntElementWise, IntSelect, Fill) against the handlers: tensor_scalar on POOL
+    with every alu_i op (two ops, reversed operands, shift counts past the width), tensor_tensor with
+    shifts and tests, integer select, converting int->int copies and DMAs, memset and iota."""
+    m = B.Module("ints2")
+    m.add_tensor("x", "input", "int32", (P, 2 * F))
+    m.add_tensor("y", "output", "int32", (P, 4 * F))
+    m.add_memloc("a", "SBUF", P, 2 * F * 4)
+    m.add_memloc("o", "SBUF", P, 4 * F * 4)
+    b = B.Builder(m)
+
+    def a(dt, off, n=F):
+        return B.AccessPattern("a", dt, off, [[1, n]], 0, P)
+
+    def o(dt, off, n=F):
+        return B.AccessPattern("o", dt, off, [[1, n]], 0, P)
+    b.inst("dma_copy", "SP", [a("int32", 0, 2 * F)], [b.ap("x")], queue="q0")
+    if dt_in != "int32":
+        b.inst("tensor_copy", "POOL", [a(dt_in, 0, 2 * F)], [a("int32", 0, 2 * F)])
+    ints = dt_out != "float32"
+    b.inst("tensor_scalar", "POOL", [o(dt_out, 0)], [a(dt_in, 0)], op0=op0, operand0=float(s0), reverse0=rev0,
+           op1=op1, operand1=float(s1), reverse1=rev1)
+    b.inst("tensor_tensor", "POOL", [o(dt_out, F)], [a(dt_in, 0), a(dt_in, F)], op=op0)
+    if ints:
+        b.inst("select", "POOL", [o(dt_out, 2 * F)], [a(dt_in, F), o(dt_out, 0), o(dt_out, F)])
+    else:
+        b.inst("memset", "POOL", [o("int32", 2 * F)], [], value=float(s0))
+    b.inst("dma_copy", "SP", [o("int16", 6 * F)], [a(dt_in, 0)], queue="q2")          # converting DMA
+    b.inst("iota", "POOL", [o(dt_out, 3 * F, F // 2)], [], pattern=[[s1, F // 2]], offset=s0, channel_multiplier=3)
+    for k in range(4):
+        if dt_out != "int32" and k < 2:
+            b.inst("tensor_copy", "POOL", [o("int32", k * F)], [o(dt_out, k * F)])
+    b.inst("dma_copy", "SP", [b.ap("y")], [o("int32", 0, 4 * F)], queue="q1")
+    b.finish()
+    x = np.random.default_rng(seed).integers(-2 ** 31, 2 ** 31, (P, 2 * F)).astype(np.int32)
+    x[:, :4] = [0, -1, 31, 32]                  # shift counts at the edges
+    _check((m, x))

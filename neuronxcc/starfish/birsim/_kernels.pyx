@@ -307,6 +307,46 @@ cdef void _read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_
             out[i] = decode_f32(code, p + i * stride)
 
 
+cdef void _read_run_i64(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, int64_t* out) noexcept nogil:
+    """n elements at p, stride bytes apart, as int64 (decode_i64 with the common dtypes hoisted)."""
+    cdef Py_ssize_t i
+    cdef int32_t v32
+    cdef uint32_t u32
+    if code == C_I32:
+        for i in range(n):
+            memcpy(&v32, p + i * stride, 4)
+            out[i] = v32
+    elif code == C_U32:
+        for i in range(n):
+            memcpy(&u32, p + i * stride, 4)
+            out[i] = u32
+    elif code == C_U8 or code == C_BOOL:
+        for i in range(n):
+            out[i] = p[i * stride]
+    elif code == C_I8:
+        for i in range(n):
+            out[i] = <int8_t>p[i * stride]
+    else:
+        for i in range(n):
+            out[i] = decode_i64(code, p + i * stride)
+
+
+cdef void _write_run_i64(int code, const int64_t* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil:
+    """src[i] into n elements at p (encode_i64 with the common dtypes hoisted)."""
+    cdef Py_ssize_t i
+    cdef uint32_t u32
+    if code == C_I32 or code == C_U32:
+        for i in range(n):
+            u32 = <uint32_t>src[i]
+            memcpy(p + i * stride, &u32, 4)
+    elif code == C_I8 or code == C_U8:
+        for i in range(n):
+            p[i * stride] = <uint8_t>src[i]
+    else:
+        for i in range(n):
+            encode_i64(code, src[i], p + i * stride)
+
+
 cdef void _write_run_f32(int code, const float* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     cdef uint16_t h
@@ -612,11 +652,10 @@ cdef void read_i64_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ss
                        const Py_ssize_t* nums, int64_t* out) noexcept nogil:
     """out[j] = element j as int64."""
     cdef Rows r
-    cdef Py_ssize_t f, j = 0, n5 = nums[5], s5 = strides[5]
+    cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
     rows_init(&r, base, strides, nums)
     while rows_next(&r):
-        for f in range(n5):
-            out[j + f] = decode_i64(code, p0 + r.off + f * s5)
+        _read_run_i64(code, p0 + r.off, s5, n5, out + j)
         j += n5
 
 
@@ -624,9 +663,8 @@ cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t ba
                         const Py_ssize_t* nums) noexcept nogil:
     """Element j = src[j] wrapped to the dtype."""
     cdef Rows r
-    cdef Py_ssize_t f, j = 0, n5 = nums[5], s5 = strides[5]
+    cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
     rows_init(&r, base, strides, nums)
     while rows_next(&r):
-        for f in range(n5):
-            encode_i64(code, src[j + f], p0 + r.off + f * s5)
+        _write_run_i64(code, src + j, p0 + r.off, s5, n5)
         j += n5

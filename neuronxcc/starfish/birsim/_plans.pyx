@@ -215,14 +215,29 @@ cdef class Select:
 # -- exact integer element-wise ops (int64, wrapping like numpy's int64) --------
 
 from libc.stdint cimport int64_t, uint64_t
+import numpy as np
 from neuronxcc.starfish.birsim._kernels cimport read_i64_ptr, write_i64_ptr
 
-# ops whose alu_i result is one wrapping int64 operation
+# alu_i ops (birsim.alu) computed here exactly as there: int64 arithmetic wrapping like numpy's,
+# shifts by the first operand's width (``width`` < 64 only: the callers check), 0/1 for tests.
 INT_OPS = {"add": 1, "subtract": 2, "rsub": 3, "mult": 4, "max": 5, "min": 6,
-           "bitwise_and": 7, "bitwise_or": 8, "bitwise_xor": 9}
+           "bitwise_and": 7, "bitwise_or": 8, "bitwise_xor": 9,
+           "arith_shift_left": 10, "logical_shift_left": 10, "arith_shift_right": 11, "logical_shift_right": 12,
+           "eq": 13, "ne": 14, "lt": 15, "le": 16, "gt": 17, "ge": 18,
+           "logical_and": 19, "logical_or": 20, "logical_xor": 21, "average": 22, "bypass": 23, "abs_max": 24,
+           "divide": 25, "mod": 26}
+# divide/mod here assume operands of magnitude < 2**63 (callers: operands narrower than 64 bits)
+INT_DIVMOD = (25, 26)
 
 
-cdef inline int64_t _iop(int op, int64_t a, int64_t b) noexcept nogil:
+cdef inline int64_t _iabs(int64_t a) noexcept nogil:
+    return a if a >= 0 else <int64_t>(<uint64_t>0 - <uint64_t>a)      # numpy: abs(INT64_MIN) wraps
+
+
+cdef inline int64_t _iop(int op, int64_t a, int64_t b, int width) noexcept nogil:
+    cdef uint64_t mask = (<uint64_t>1 << width) - 1
+    cdef int sh = 0 if b < 0 else (63 if b > 63 else <int>b)
+    cdef int64_t x, y
     if op == 1:
         return <int64_t>(<uint64_t>a + <uint64_t>b)
     if op == 2:
@@ -239,7 +254,106 @@ cdef inline int64_t _iop(int op, int64_t a, int64_t b) noexcept nogil:
         return a & b
     if op == 8:
         return a | b
-    return a ^ b
+    if op == 9:
+        return a ^ b
+    if op == 10:
+        return 0 if b >= width else <int64_t>((<uint64_t>a << sh) & mask)
+    if op == 11:
+        if b >= width:
+            return -1 if a < 0 else 0
+        return a >> sh
+    if op == 12:
+        return 0 if b >= width else <int64_t>((<uint64_t>a & mask) >> sh)
+    if op == 13:
+        return a == b
+    if op == 14:
+        return a != b
+    if op == 15:
+        return a < b
+    if op == 16:
+        return a <= b
+    if op == 17:
+        return a > b
+    if op == 18:
+        return a >= b
+    if op == 19:
+        return (a != 0) and (b != 0)
+    if op == 20:
+        return (a != 0) or (b != 0)
+    if op == 21:
+        return (a != 0) != (b != 0)
+    if op == 22:
+        return (<int64_t>(<uint64_t>a + <uint64_t>b)) >> 1
+    if op == 23:
+        return a
+    if op == 25 or op == 26:
+        # alu._idiv / _imod: truncating division, x / 0 = -1, x % 0 = x
+        if b == 0:
+            return -1 if op == 25 else a
+        x = <int64_t>(<uint64_t>_iabs(a) // <uint64_t>_iabs(b))
+        if (a < 0) != (b < 0):
+            x = -x
+        return x if op == 25 else <int64_t>(<uint64_t>a - <uint64_t>x * <uint64_t>b)
+    x = _iabs(a)
+    y = _iabs(b)
+    return x if x > y else y
+
+
+cdef void _iop_tt(int op, int64_t* x, const int64_t* y, Py_ssize_t n, int w) noexcept nogil:
+    """x[i] = op(x[i], y[i]); the common ops in their own loops (no per-element switch)."""
+    cdef Py_ssize_t i
+    if op == 1:
+        for i in range(n):
+            x[i] = <int64_t>(<uint64_t>x[i] + <uint64_t>y[i])
+    elif op == 2:
+        for i in range(n):
+            x[i] = <int64_t>(<uint64_t>x[i] - <uint64_t>y[i])
+    elif op == 4:
+        for i in range(n):
+            x[i] = <int64_t>(<uint64_t>x[i] * <uint64_t>y[i])
+    elif op == 7:
+        for i in range(n):
+            x[i] = x[i] & y[i]
+    elif op == 8:
+        for i in range(n):
+            x[i] = x[i] | y[i]
+    elif op == 9:
+        for i in range(n):
+            x[i] = x[i] ^ y[i]
+    else:
+        for i in range(n):
+            x[i] = _iop(op, x[i], y[i], w)
+
+
+cdef void _iop_ts(int op, int64_t* x, int64_t s, bint rev, Py_ssize_t n, int w) noexcept nogil:
+    """x[i] = op(x[i], s), or op(s, x[i]) when rev; the common ops in their own loops."""
+    cdef Py_ssize_t i
+    cdef uint64_t mask = (<uint64_t>1 << w) - 1
+    cdef int sh = 0 if s < 0 else (63 if s > 63 else <int>s)
+    if rev:
+        for i in range(n):
+            x[i] = _iop(op, s, x[i], w)
+    elif op == 1:
+        for i in range(n):
+            x[i] = <int64_t>(<uint64_t>x[i] + <uint64_t>s)
+    elif op == 4:
+        for i in range(n):
+            x[i] = <int64_t>(<uint64_t>x[i] * <uint64_t>s)
+    elif op == 7:
+        for i in range(n):
+            x[i] = x[i] & s
+    elif op == 9:
+        for i in range(n):
+            x[i] = x[i] ^ s
+    elif op == 10 and s < w:
+        for i in range(n):
+            x[i] = <int64_t>((<uint64_t>x[i] << sh) & mask)
+    elif op == 12 and s < w:
+        for i in range(n):
+            x[i] = <int64_t>((<uint64_t>x[i] & mask) >> sh)
+    else:
+        for i in range(n):
+            x[i] = _iop(op, x[i], s, w)
 
 
 cdef int64_t* _iscratch = NULL
@@ -258,30 +372,109 @@ cdef int64_t* _iscratch_for(Py_ssize_t n) except NULL:
     return _iscratch
 
 
-cdef class IntTensorTensor:
-    """out = op(a, b) in exact int64 (tensor_tensor in the integer domain), wrapped to the
-    output dtype on store as write_i64 does. Inputs read completely before the write."""
+cdef class IntElementWise:
+    """out = op1(op0(a, s0 | b), s1) in exact int64 (alu_i: tensor_tensor and tensor_scalar in the
+    integer domain, integer converting copies when both ops are 0 = none), each op with the
+    operands reversed when its flag says so, shifts by WIDTH bits; wrapped to the output dtype
+    on store as write_i64 does. Elements paired row-major; inputs read completely first."""
     cdef _Operand out, a, b
-    cdef int op
+    cdef int op0, op1, width
+    cdef bint rev0, rev1, tensor
+    cdef int64_t s0, s1
     cdef Py_ssize_t n
 
-    def __init__(self, APInfo out, APInfo a, APInfo b, int op):
+    def __init__(self, APInfo out, APInfo a, APInfo b, int op0, int64_t s0, bint rev0, int op1, int64_t s1,
+                 bint rev1, int width):
         self.out = _Operand(out)
         self.a = _Operand(a)
-        self.b = _Operand(b)
-        self.op = op
+        self.tensor = b is not None
+        self.b = _Operand(b) if b is not None else None
+        self.op0, self.s0, self.rev0 = op0, s0, rev0
+        self.op1, self.s1, self.rev1 = op1, s1, rev1
+        self.width = width
         self.n = out.n
 
     def __call__(self, dict env):
         cdef Py_ssize_t ab = self.a.info.base(env)
-        cdef Py_ssize_t bb = self.b.info.base(env)
+        cdef Py_ssize_t bb = self.b.info.base(env) if self.tensor else 0
         cdef Py_ssize_t ob = self.out.info.base(env)
         cdef Py_ssize_t i, n = self.n
-        cdef int op = self.op
+        cdef int op0 = self.op0, op1 = self.op1, w = self.width
+        cdef int64_t s0 = self.s0, s1 = self.s1
+        cdef int64_t* x = _iscratch_for((2 if self.tensor else 1) * n)
+        cdef int64_t* y = x + n
+        with nogil:
+            read_i64_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
+            if self.tensor:
+                read_i64_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
+                _iop_tt(op0, x, y, n, w)
+            elif op0 != 0:
+                _iop_ts(op0, x, s0, self.rev0, n, w)
+            if op1 != 0:
+                _iop_ts(op1, x, s1, self.rev1, n, w)
+            write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+
+
+cdef class IntSelect:
+    """out = t where pred != 0 else f, t and f exact int64 (Executor.op_select's integer path:
+    the predicate read through fp32, so a NaN predicate selects t). Inputs read completely first."""
+    cdef _Operand out, pred, t, f
+    cdef Py_ssize_t n
+
+    def __init__(self, APInfo out, APInfo pred, APInfo t, APInfo f):
+        self.out = _Operand(out)
+        self.pred = _Operand(pred)
+        self.t = _Operand(t)
+        self.f = _Operand(f)
+        self.n = out.n
+
+    def __call__(self, dict env):
+        cdef Py_ssize_t pb = self.pred.info.base(env)
+        cdef Py_ssize_t tb = self.t.info.base(env)
+        cdef Py_ssize_t fb = self.f.info.base(env)
+        cdef Py_ssize_t ob = self.out.info.base(env)
+        cdef Py_ssize_t i, n = self.n
+        cdef float* c = _scratch_for(n)
         cdef int64_t* x = _iscratch_for(2 * n)
         cdef int64_t* y = x + n
-        read_i64_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
-        read_i64_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
-        for i in range(n):
-            x[i] = _iop(op, x[i], y[i])
-        write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        with nogil:
+            read_f32_ptr(self.pred.p, self.pred.code, pb, self.pred.strides, self.pred.nums, c)
+            read_i64_ptr(self.t.p, self.t.code, tb, self.t.strides, self.t.nums, x)
+            read_i64_ptr(self.f.p, self.f.code, fb, self.f.strides, self.f.nums, y)
+            for i in range(n):
+                if c[i] == 0:
+                    x[i] = y[i]
+            write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+
+
+cdef class Fill:
+    """Write fixed values (memset, iota: computed once by the caller) into the AP: fp32 values
+    cast on store as write_f32 does, or int64 values wrapped as write_i64 does."""
+    cdef _Operand out
+    cdef object vals                # keeps the values alive
+    cdef const float* fv
+    cdef const int64_t* iv
+    cdef bint is_int
+
+    def __init__(self, APInfo out, vals):
+        cdef const float[::1] f
+        cdef const int64_t[::1] q
+        self.out = _Operand(out)
+        self.is_int = vals.dtype == np.int64
+        self.vals = vals
+        if vals.shape[0] != out.n or out.n == 0:
+            raise ValueError("Fill needs one value per element")
+        if self.is_int:
+            q = vals
+            self.iv = &q[0]
+        else:
+            f = vals
+            self.fv = &f[0]
+
+    def __call__(self, dict env):
+        cdef Py_ssize_t ob = self.out.info.base(env)
+        with nogil:
+            if self.is_int:
+                write_i64_ptr(self.iv, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+            else:
+                write_f32_ptr(self.fv, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)

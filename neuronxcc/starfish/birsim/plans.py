@@ -14,7 +14,8 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import EW_OPS, INT_OPS, ElementWise, IntTensorTensor, RawCopy, Select
+from neuronxcc.starfish.birsim._plans import (EW_OPS, INT_DIVMOD, INT_OPS, ElementWise, Fill, IntElementWise,
+                                              IntSelect, RawCopy, Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -58,7 +59,26 @@ def _copy(ex, instr, attrs, out, src):
 
 
 def _dma_copy(ex, instr, attrs):
-    return _copy(ex, instr, attrs, instr.dsts[0], instr.srcs[0])
+    out, src = instr.dsts[0], instr.srcs[0]
+    if out.dtype == src.dtype:
+        return _copy(ex, instr, attrs, out, src)
+    if _is_int(out) and _is_int(src):
+        return _int_convert(ex, out, src)
+    return _convert(ex, out, src)
+
+
+def _int_width(ap):
+    """alu_i's shift width (the first operand's bits), or None when the typed plan cannot take it."""
+    w = 8 * _dt.itemsize(ap.dtype)
+    return w if w < 64 else None
+
+
+def _int_convert(ex, out, src):
+    """wi(out, ri(src)): exact int64, wrapped on write (a typed pass), or None."""
+    so, ss = ex.st._static(out), ex.st._static(src)
+    if so.n != ss.n or so.n > EW_MAX:
+        return None
+    return IntElementWise(so, ss, None, 0, 0, False, 0, 0, False, 32)
 
 
 def _convert(ex, out, src):
@@ -76,7 +96,7 @@ def _tensor_copy(ex, instr, attrs):
     if out.dtype == src.dtype:
         return _copy(ex, instr, attrs, out, src)
     if _is_int(out) and _is_int(src):
-        return None
+        return _int_convert(ex, out, src)
     return _convert(ex, out, src)
 
 
@@ -104,8 +124,18 @@ def _tensor_scalar(ex, instr, attrs):
     ops = [attrs["op0"]] + ([attrs["op1"]] if attrs.get("op1") else [])
     intdom = (instr.engine == "POOL" and all(_is_int(a) for a in instr.dsts) and all(_is_int(a) for a in instr.srcs)) \
         or any(ALU_OPS[o] == "bitvec" for o in ops)
-    if intdom or attrs.get("operand0_ap") or attrs.get("operand1_ap"):
+    if attrs.get("operand0_ap") or attrs.get("operand1_ap"):
         return None
+    if intdom:
+        so, ss, w = ex.st._static(out), ex.st._static(src), _int_width(src)
+        if w is None or not all(o in INT_OPS for o in ops) or so.n != ss.n or so.n > EW_MAX:
+            return None
+        if any(INT_OPS[o] in INT_DIVMOD for o in ops) and \
+                max(abs(int(attrs.get("operand0") or 0)), abs(int(attrs.get("operand1") or 0))) >= 2 ** 62:
+            return None
+        return IntElementWise(so, ss, None, INT_OPS[ops[0]], int(attrs.get("operand0")), bool(attrs.get("reverse0")),
+                              INT_OPS[ops[1]] if len(ops) > 1 else 0,
+                              int(attrs.get("operand1")) if len(ops) > 1 else 0, bool(attrs.get("reverse1")), w)
     st = ex.st
     rd, wr = _reader_f(st, src), _writer_f(st, out)
     s0, s1 = _F(attrs.get("operand0")), _F(attrs.get("operand1"))
@@ -140,8 +170,11 @@ def _tensor_tensor(ex, instr, attrs):
         or ALU_OPS[op] == "bitvec"
     if intdom:
         so, sa, sb = ex.st._static(out), ex.st._static(a), ex.st._static(b)
-        if op in INT_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
-            return IntTensorTensor(so, sa, sb, INT_OPS[op])
+        w = _int_width(a)
+        if op in INT_OPS and INT_OPS[op] in INT_DIVMOD and _int_width(b) is None:
+            w = None
+        if w is not None and op in INT_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
+            return IntElementWise(so, sa, sb, INT_OPS[op], 0, False, 0, 0, False, w)
         return None
     st = ex.st
     so, sa, sb = st._static(out), st._static(a), st._static(b)
@@ -227,6 +260,8 @@ def _memset(ex, instr, attrs):
         vals = np.full(n, v, _F)
         write = st.write_f_at
     vals.flags.writeable = False
+    if vals.shape[0] == s.n and 0 < s.n <= EW_MAX:
+        return Fill(s, vals)
 
     def run(env):
         write(s, base(env), vals)
@@ -245,6 +280,8 @@ def _iota(ex, instr, attrs):
     else:
         vals, write = v.astype(_F), st.write_f_at
     vals.flags.writeable = False
+    if vals.size == s.n and 0 < s.n <= EW_MAX:
+        return Fill(s, np.ascontiguousarray(vals).reshape(-1))
 
     def run(env):
         write(s, base(env), vals)
@@ -294,12 +331,12 @@ def _register_load(ex, instr, attrs):
 
 def _select(ex, instr, attrs):
     out, pred, t, f = instr.dsts[0], instr.srcs[0], instr.srcs[1], instr.srcs[2]
-    if _is_int(out) and _is_int(t) and _is_int(f):
-        return None             # the exact int64 path
     st = ex.st
     so, sp, st_, sf = st._static(out), st._static(pred), st._static(t), st._static(f)
     if not (so.n == sp.n == st_.n == sf.n and _rows(pred) == _rows(t) == _rows(f) and so.n <= EW_MAX):
         return None             # numpy broadcasting (or its error) in the handler
+    if _is_int(out) and _is_int(t) and _is_int(f):
+        return IntSelect(so, sp, st_, sf)       # the exact int64 path
     return Select(so, sp, st_, sf)
 
 
