@@ -489,10 +489,7 @@ class Kernels:
 
             def kstep(L, rr, k0, t0, kn, g=1):
                 """g consecutive K tiles of kn rows from tile t0: L^T in one DMA, g matmuls."""
-                st = em.sbuf("lhsT", kn, g * mn, cdt)
-                sk_l, sm_l = L.strides[nb + 1], L.strides[nb]
-                pat = [[sk_l, kn], [kn * sk_l, g], [sm_l, mn]] if g > 1 else [[sk_l, kn], [sm_l, mn]]
-                em.dma(em.chip(st, cdt, kn, [[1, g * mn]]), em.hbm(L.base, offs(L, bs + [m0, k0]), pat))
+                st = self._lhsT(L, nb, offs(L, bs + [m0, k0]), kn, g, mn, cdt)
                 for j in range(g):
                     em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn),
                                                       em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn)],
@@ -519,6 +516,38 @@ class Kernels:
 
         axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(N, TN, "n")]
         em.nest(axes, body_n)
+
+    def _lhsT(self, L, nb, off, kn, g, mn, cdt):
+        """The stationary side of g consecutive K tiles: an SBUF tile [kn, g*mn] whose column block j
+        is L[m0:m0+mn, k0+j*kn : k0+(j+1)*kn]^T. When L is contiguous along K (a row-major L), the
+        transposing DMA would move one element per descriptor; instead L is loaded as it lies
+        ([mn rows, g*kn contiguous], one descriptor per row) and transposed on the PE into PSUM
+        (one 2 KiB bank, reused group after group of transposes), then evicted to SBUF by ACT or
+        DVE, whichever has less queued."""
+        em = self.em
+        sk_l, sm_l = L.strides[nb + 1], L.strides[nb]
+        st = em.sbuf("lhsT", kn, g * mn, cdt)
+        if not (sk_l == 1 and sm_l != 1 and mn > 1):
+            pat = [[sk_l, kn], [kn * sk_l, g], [sm_l, mn]] if g > 1 else [[sk_l, kn], [sm_l, mn]]
+            em.dma(em.chip(st, cdt, kn, [[1, g * mn]]), em.hbm(L.base, off, pat))
+            return st
+        nat = em.sbuf("lhs", mn, g * kn, cdt)
+        em.dma(em.chip(nat, cdt, mn, [[1, g * kn]]), em.hbm(L.base, off, [[sm_l, mn], [1, g * kn]]))
+        per = max(1, (self.em.tm.psum_bank_bytes // 4) // mn)
+        ps = em.psum("psT", kn, min(per, g) * mn)       # one bank, reused by each group in turn
+        for j0 in range(0, g, per):
+            c = min(per, g - j0)
+            for j in range(c):
+                em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, mn]], offset=j * mn)],
+                        [em.chip(nat, cdt, mn, [[1, kn]], offset=(j0 + j) * kn)])
+            dst = em.chip(st, cdt, kn, [[1, c * mn]], offset=j0 * mn)
+            src = em.chip(ps, "float32", kn, [[1, c * mn]])
+            load = em.engine_load
+            if load["ACT"] <= load["DVE"] * 1.12 / 1.4:
+                em.inst("activation", "ACT", [dst], [src], func="identity")
+            else:
+                em.inst("tensor_copy", "DVE", [dst], [src])
+        return st
 
     def _res_budget(self):
         """SBUF bytes per partition for resident matmul operands: what is left of the usable SBUF
@@ -570,12 +599,9 @@ class Kernels:
 
             def kstep(L, R, k0, kn, g=1):
                 """g consecutive K tiles of kn rows: one DMA per operand, g matmuls."""
-                st = em.sbuf("lhsT", kn, g * mn, cdt)
+                st = self._lhsT(L, nb, offs(L, bs + [m0, k0]), kn, g, mn, cdt)
                 mv = em.sbuf("rhs", kn, g * nn, cdt)
-                sk_l, sk_r = L.strides[nb + 1], R.strides[nb]
-                em.dma(em.chip(st, cdt, kn, [[1, g * mn]]),
-                       em.hbm(L.base, offs(L, bs + [m0, k0]), [[sk_l, kn], [kn * sk_l, g], [L.strides[nb], mn]]
-                              if g > 1 else [[sk_l, kn], [L.strides[nb], mn]]))
+                sk_r = R.strides[nb]
                 em.dma(em.chip(mv, cdt, kn, [[1, g * nn]]),
                        em.hbm(R.base, offs(R, bs + [k0, n0]), [[sk_r, kn], [kn * sk_r, g], [R.strides[nb + 1], nn]]
                               if g > 1 else [[sk_r, kn], [R.strides[nb + 1], nn]]))
