@@ -144,3 +144,16 @@ def test_attention_isa_kernel_sliding_window_and_transposed_out():
     p = np.exp(sc - sc.max(-1, keepdims=True))
     want = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
     _close(out, np.swapaxes(want, -1, -2), 2e-5)
+
+
+def test_private_kernel_names_model_code_imports_load_and_unbuilt_ones_refuse_clearly():
+    from neuronxcc.errors import NotBuiltYetError
+    from neuronxcc.nki._private_kernels.blockwise_mm import BlockShardStrategy
+    from neuronxcc.nki._private_kernels.cumsum import cumsum
+    from neuronxcc.nki._private_kernels.mlp import (mlp_fused_add_isa_kernel, mlp_isa_kernel,  # noqa: F401
+                                                     quant_mlp_fused_add_isa_kernel, quant_mlp_isa_kernel)
+    from neuronxcc.nki._private_kernels.rmsnorm import rmsnorm_quant_isa_kernel  # noqa: F401
+    assert {s.name for s in BlockShardStrategy} == {"HI_LO", "PING_PONG"}
+    with pytest.raises(NotBuiltYetError) as ei:
+        cumsum(np.zeros((4, 4), np.float32))
+    assert "[NCC_INBY001]" in ei.value.one_line() and "cumsum" in str(ei.value)
