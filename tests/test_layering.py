@@ -130,7 +130,6 @@ KNOWN_CYCLES = [
     # walrus dependence graph (issue 9)
     {"neuronxcc.walrus.depgraph", "neuronxcc.walrus.deps"},
     # NKI tracing and kernels (issue 11)
-    {"neuronxcc.nki._private_kernels.attention", "neuronxcc.nki.kernels.attention"},
     {"neuronxcc.nki._trace.context", "neuronxcc.nki._trace.index"},
     {"neuronxcc.nki._trace.ops", "neuronxcc.nki._trace.tensor", "neuronxcc.nki.isa", "neuronxcc.nki.language",
      "neuronxcc.nki.language._math"},

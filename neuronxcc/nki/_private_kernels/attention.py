@@ -12,10 +12,10 @@ and does not change the values. Keyword arguments: ``sliding_window`` (keys olde
 masked), ``use_dma_transpose`` (accepted; a scheduling choice). A grid ``[n]`` splits the B*H heads
 over the n instances when it divides them (else every instance computes all heads: same values).
 The matmuls run in the inputs' dtype with fp32 accumulation and fp32 softmax.
-Our own implementation on the flash-attention core of ``neuronxcc.nki.kernels.attention``.
+Our own implementation on the flash-attention core of ``flash_core``.
 """
 import neuronxcc.nki.language as nl
-from neuronxcc.nki.kernels.attention import flash_attention_core
+from neuronxcc.nki._private_kernels.flash_core import flash_attention_core
 
 __all__ = ["attention_isa_kernel"]
 

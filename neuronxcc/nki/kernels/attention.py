@@ -1,6 +1,6 @@
 """Attention kernels of ``neuronxcc.nki.kernels``: ``flash_fwd``, ``flash_attn_bwd``, ``FlashConfig``
-(signatures and tensor layouts of the original's public kernels; our own implementation), and the
-shared flash-attention core that ``_private_kernels.attention.attention_isa_kernel`` also runs.
+(signatures and tensor layouts of the original's public kernels; our own implementation). The forward
+core (``_private_kernels.flash_core``) is shared with ``_private_kernels.attention.attention_isa_kernel``.
 
 The forward pass is the online-softmax flash algorithm on one (batch, head) per SPMD instance:
 for every 128-query tile, the key/value sequence is walked in blocks of up to 512 keys
@@ -29,12 +29,11 @@ import numpy as np
 from neuronxcc import nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
+from neuronxcc.nki._private_kernels.attention import attention_isa_kernel  # noqa: F401  (NxDI's fallback path)
+from neuronxcc.nki._private_kernels.flash_core import NEG_INF, Q_TILE, flash_attention_core
+from neuronxcc.nki._private_kernels.flash_core import check as _check
 
 __all__ = ["FlashConfig", "flash_fwd", "flash_attn_bwd", "attention_isa_kernel"]
-
-NEG_INF = -1.0e30          # the masked score: exp(NEG_INF - m) is 0 for any finite row max m
-Q_TILE = 128               # queries per tile (the partition dimension)
-K_BLOCK = 512              # keys per score block (one 2 KiB PSUM bank of fp32)
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,6 @@ class FlashConfig:
     training: bool = True
     should_transpose_v: bool = False
     lse_dtype: str = ""
-
-
-def _check(cond, msg):
-    if not cond:
-        raise ValueError(msg)
 
 
 def _no_dropout(dropout_p, kernel):
@@ -83,120 +77,6 @@ def _instances(bs, n_heads, body):
         for b in nl.affine_range(bs):
             for h in nl.affine_range(n_heads):
                 body(b, h)
-
-
-def causal_blocks(i, n_blocks, window=None):
-    """Key blocks of 128 for query tile i (a Python int) under the causal mask (and a sliding window):
-    ((lo, hi) the blocks entirely visible, [(j, masks)] the partially visible ones with their
-    static masks: "causal" (key <= query) and/or "window" (key > query - window)); blocks no query
-    of the tile sees are left out."""
-    t = Q_TILE
-    full, partial = [], []
-    for j in range(min(i + 1, n_blocks)):
-        masks = []
-        if j == i:
-            masks.append("causal")
-        if window:
-            if j * t + (t - 1) <= i * t - window:          # every key older than the window for every query
-                continue
-            if j * t <= i * t + (t - 1) - window:           # some key/query pair outside the window
-                masks.append("window")
-        (partial.append((j, masks)) if masks else full.append(j))
-    lo, hi = (full[0], full[-1] + 1) if full else (0, 0)
-    assert full == list(range(lo, hi))
-    return (lo, hi), partial
-
-
-def _select(s, masks, q0, k0, ip, jf, window):
-    """s [128 q, n k] (fp32) with the static masks applied (q0 / k0: first query / key, Python ints)."""
-    if not masks:
-        return s
-    s = nl.copy(s, dtype=nl.float32)                   # affine_select runs on the GpSimd: SBUF operands
-    for mk in masks:
-        if mk == "causal":
-            pred = (q0 + ip >= k0 + jf)
-        else:
-            pred = (k0 + jf + window > q0 + ip)
-        s = nisa.affine_select(pred=pred, on_true_tile=s[ip, jf], on_false_value=NEG_INF, dtype=nl.float32)
-    return s
-
-
-def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dtype, v_transposed=False,
-                         o_transposed=False, sliding_window=None):
-    """One head of the forward pass.
-
-    q: HBM [..., d, seq_q], k: [..., d, seq_k], v: [..., seq_k, d] (v_transposed: [..., d, seq_k]);
-    o: [..., seq_q, d] (o_transposed: [..., d, seq_q]); lse: [..., 128, seq_q // 128] or None;
-    bias: [..., seq_q, seq_k] or None. qi / ki / oi: the leading index tuples of the head in q,
-    k/v and o/lse/bias. Without a mask, the query tiles are an affine loop and the key blocks (512
-    keys when they divide seq_k) a sequential loop; with the causal mask (or a sliding window, which
-    needs it) the query tiles are unrolled so every key block's mask is static: blocks wholly
-    visible run in a sequential loop, the diagonal (and window-edge) blocks are masked by
-    ``affine_select``, blocks no query sees are skipped."""
-    d, seq_q = q.shape[-2], q.shape[-1]
-    seq_k = k.shape[-1]
-    _check(d <= 128, "head dim %d exceeds 128" % d)
-    _check(seq_q % Q_TILE == 0 and seq_k % Q_TILE == 0,
-           "sequence lengths %d / %d must be multiples of 128" % (seq_q, seq_k))
-    _check(causal or not sliding_window, "a sliding window needs the causal mask")
-    ip_d = nl.arange(d)[:, None]
-    ip_q = nl.arange(Q_TILE)[:, None]
-    jf_q = nl.arange(Q_TILE)[None, :]
-    jf_d = nl.arange(d)[None, :]
-    n_qt = seq_q // Q_TILE
-    for i in (nl.static_range(n_qt) if causal else nl.affine_range(n_qt)):
-        q_t = nl.load(q[qi + (ip_d, i * Q_TILE + jf_q)])
-        q_t = nl.multiply(q_t, scale, dtype=mm_dtype)                         # [d, 128 q]
-        m_run = nl.full((Q_TILE, 1), NEG_INF, nl.float32)
-        l_run = nl.zeros((Q_TILE, 1), nl.float32)
-        acc = nl.zeros((Q_TILE, d), nl.float32)
-
-        def block(k0, kb, masks=(), kstatic=None):
-            """Fold keys k0 .. k0 + kb into the running softmax (k0 an int or a loop expression)."""
-            jf_k = nl.arange(kb)[None, :]
-            k_t = nl.load(k[ki + (ip_d, k0 + jf_k)], dtype=mm_dtype)            # [d, kb]
-            s = nisa.nc_matmul(q_t, k_t)                                      # [128 q, kb] fp32 PSUM
-            if bias is not None:
-                s = nl.add(s, nl.load(bias[oi + (i * Q_TILE + ip_q, k0 + jf_k)], dtype=nl.float32))
-            s = _select(s, masks, i * Q_TILE if causal else 0, kstatic, ip_q, jf_k, sliding_window)
-            m_new = nl.maximum(m_run, nl.max(s, axis=[1], keepdims=True))
-            neg_m = nl.negative(m_new)
-            row_sum = nl.ndarray((Q_TILE, 1), dtype=nl.float32)
-            p = nisa.activation_reduce(op=nl.exp, data=s, reduce_op=nl.add, reduce_res=row_sum, bias=neg_m,
-                                       dtype=mm_dtype)                         # [128 q, kb]
-            alpha = nisa.activation(op=nl.exp, data=m_run, bias=neg_m, dtype=nl.float32)   # exp(m_old - m_new)
-            l_run[...] = nl.add(nl.multiply(l_run, alpha), row_sum)
-            pv = nl.zeros((Q_TILE, d), nl.float32, buffer=nl.psum)
-            for c in nl.affine_range(kb // Q_TILE):
-                p_t = nl.copy(nisa.nc_transpose(p[ip_q, c * Q_TILE + jf_q]), dtype=mm_dtype)   # [128 k, 128 q]
-                if v_transposed:
-                    v_dk = nl.load(v[ki + (ip_d, k0 + c * Q_TILE + jf_q)], dtype=mm_dtype)       # [d, 128 k]
-                    v_t = nl.copy(nisa.nc_transpose(v_dk), dtype=mm_dtype)
-                else:
-                    v_t = nl.load(v[ki + (k0 + c * Q_TILE + ip_q, jf_d)], dtype=mm_dtype)       # [128 k, d]
-                pv += nisa.nc_matmul(p_t, v_t)
-            acc[...] = nl.add(nl.multiply(acc, alpha), pv)
-            m_run[...] = m_new
-
-        if not causal:
-            kb = K_BLOCK if seq_k % K_BLOCK == 0 else Q_TILE
-            for j in nl.sequential_range(seq_k // kb):
-                block(j * kb, kb)
-        else:
-            (lo, hi), partial = causal_blocks(i, seq_k // Q_TILE, sliding_window)
-            if hi > lo:
-                for r in nl.sequential_range(hi - lo):
-                    block((lo + r) * Q_TILE, Q_TILE)
-            for j, masks in partial:
-                block(j * Q_TILE, Q_TILE, masks, kstatic=j * Q_TILE)
-        out_t = nl.multiply(acc, nl.reciprocal(l_run), dtype=o.dtype)            # [128 q, d]
-        if o_transposed:
-            nl.store(o[oi + (ip_d, i * Q_TILE + jf_q)], value=nl.copy(nisa.nc_transpose(out_t), dtype=o.dtype))
-        else:
-            nl.store(o[oi + (i * Q_TILE + ip_q, jf_d)], value=out_t)
-        if lse is not None:
-            lse_t = nl.add(m_run, nl.log(l_run), dtype=lse.dtype)
-            nl.store(lse[oi + (ip_q, i + nl.arange(1)[None, :])], value=lse_t)
 
 
 @nki.jit
@@ -316,12 +196,3 @@ def _attention_bwd_head(q, k, v, o, dy, lse, bias, dq, dk, dv, hi, scale, causal
         nl.store(dv[hi + (ip_d, j * t + jf_t)], value=nl.copy(dv_acc, dtype=dv.dtype))
     for i in nl.affine_range(nt):
         nl.store(dq[hi + (ip_d, i * t + jf_t)], value=nl.multiply(dq_acc[ip_d, i * t + jf_t], scale, dtype=dq.dtype))
-
-
-def __getattr__(name):
-    # the fallback import path NxDI uses (neuronxcc.nki.kernels.attention.attention_isa_kernel), resolved
-    # lazily: that module builds on flash_attention_core above
-    if name == "attention_isa_kernel":
-        from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
-        return attention_isa_kernel
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
