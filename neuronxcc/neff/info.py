@@ -60,4 +60,14 @@ def format_neff_info(path):
             lines.append("  %s  cpu %d/%d  ucode %s  isa %s  functions: %s"
                          % (lib["library"], lib["cpu_id"], lib["total_cpus"], lib["ulib_to_ucode_version"],
                             lib["ulib_to_isa_version"], fns or "-"))
+    cc = getattr(neff, "collectives", None)
+    if cc:
+        rs = cc.get("rank_space", [cc.get("num_ranks", 1), 1])
+        lines += ["", "Ranks: %d (%d replicas x %d partitions), %d collectives%s:" % (
+            cc.get("num_ranks", 1), rs[0], rs[1], len(cc.get("collectives", [])),
+            ", rank id in %s" % cc["rank_id_var"] if cc.get("rank_id_var") else "")]
+        for e in cc.get("collectives", []):
+            over = ("pairs %s" % e["pairs"]) if e["op"] == "permute" else ("groups of %d" % len((e["groups"] or [[]])[0]))
+            lines.append("  #%d %-14s %-6s %-9s %8d -> %8d bytes  %s  (%s)" % (
+                e["id"], e["op"], e.get("reduce") or "-", e["dtype"], e["in_bytes"], e["out_bytes"], over, e["name"]))
     return "\n".join(lines) + "\n"

@@ -92,6 +92,7 @@ class Neff:
             if v.type == "file" and (v.file_name not in members):
                 raise NeffFormatError("NEFF constant %s names member %r, which is missing" % (v.name, v.file_name))
         self.io_transposes = _json_member(members, "sg00/io_transposes.json", required=False)
+        self.collectives = _json_member(members, "sg00/collectives.json", required=False)   # neff/collectives.py
         self.ucode_lib = self.def_json.get("ucode_lib")
         ucode_doc = _json_member(members, "ucode_lib.json", required=False)
         if ucode_doc is not None and (not isinstance(ucode_doc, dict)

@@ -281,6 +281,8 @@ def build_members(module, io_transposes=None, custom_op_libs=None):
                 members[member] = f.read()
         members[customop.UCODE_LIB_MEMBER] = dumps(ucode_doc)
         feature_bits |= NEFF_FEATURE_CUSTOM_OPS
+    from neuronxcc.neff.collectives import add_members as _collective_members
+    _collective_members(module, def_json, members)
     iot = _io_transposes_obj(io_transposes)
     if iot is not None:
         members[IO_TRANSPOSES_JSON] = dumps(iot)

@@ -27,6 +27,9 @@ SBUF/PSUM access), 64 ``min_ii`` (the PE's min(64, ...) is
   custom_op       POOL 150 + ceil(P/8) * N * ceil(log2 N)   (our own estimate; no public rule)
   register_load   60 + 64 cycles of the issuing engine
   nop             0
+  collective      track "CC" (the collective engine) busy ``hwm.interconnect.collective_time``
+                  (ring/tree per op over the group); multi-rank birsim adds the wait for the last
+                  member; the issuing engine spends no time
 
 Dependent results (``Cost.latency_s``): an ACT result is visible
 ``act_dependency_cycles`` after the instruction's II ends, a DVE result
@@ -128,6 +131,12 @@ def instruction_cost(instr, module, target=None):
         width = max(1, min(tm.dma_engines, pieces))
         return Cost("DMA:%s" % attrs.get("queue", "q0"), engine_s / width, tm.dma_fixed_latency_s, 0,
                     engine_s=engine_s, width=width, kind="dma")
+    if op == "collective":
+        from neuronxcc.hwm.interconnect import collective_time
+        src, dst = instr.srcs[0], instr.dsts[0]
+        kind = attrs.get("op")
+        nbytes = (dst if kind == "all_gather" else src).num_elements * src.itemsize
+        return Cost("CC", collective_time(kind, nbytes, _my_group(attrs), tm), 0.0, 0)
     if op == "nop":
         return Cost(eng, 0.0, 0.0, 0)
     if op == "register_load":
@@ -201,3 +210,12 @@ def instruction_cost(instr, module, target=None):
     if tm.dve_act_share_psum_port and eng in ("DVE", "ACT") and "PSUM" in mems:
         ports.append("PORT:PSUM")
     return Cost(eng, cyc / hz, lat / hz, cyc, tuple(ports), kind=kind)
+
+
+def _my_group(attrs):
+    """The largest group of a collective (every group of one instruction has the same size)."""
+    if attrs.get("op") == "permute":
+        pairs = attrs.get("pairs") or []
+        return pairs[0] if pairs else [0]
+    groups = attrs.get("groups") or [[0]]
+    return max(groups, key=len)

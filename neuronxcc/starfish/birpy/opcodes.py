@@ -156,6 +156,18 @@ _TABLE = [
                {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0, "accumulate": None}, kind="dma",
                doc="for p in order: out at offset + clamp(index[p]) * index_stride + pattern = cast(in[p, :]) "
                    "(accumulate='add': += in fp32); out's pattern covers one row"),
+    OpcodeInfo("collective", 40, ("SP",), (_R("out", "HBM"),), (_R("in", "HBM"),),
+               {"queue": "qCollective", "op": "all_reduce", "reduce": None, "groups": None, "pairs": None,
+                "collective_id": 0}, kind="dma",
+               doc="run by the collective engine between the ranks of groups (global rank ids; every "
+                   "rank in exactly one group) or pairs ([source, target] for op=permute); element "
+                   "order of each AP is row-major over its pattern. all_reduce: out = reduce over the "
+                   "group of in (fp32 math for floats, exact for ints; group order). all_gather: out = "
+                   "the members' in, member k's as block k. reduce_scatter: in is G blocks; out = "
+                   "reduce of every member's block k for member k. all_to_all: block j of in goes to "
+                   "member j, which stores it as its block k (k = the sender's position). permute: "
+                   "out = in of the source whose pair targets this rank, zeros when none does. "
+                   "reduce: add | max | min | mult | bitwise_and | bitwise_or | logical_and | logical_or"),
     OpcodeInfo("register_load", 30, ENGINES, (), (_R("in", "HBM", "SBUF"),),
                {"register": None, "min": None, "max": None}, kind="sequencer",
                doc="register = clamp(int32 in[0], min, max)"),
@@ -209,7 +221,7 @@ def operand_roles(instr):
 
 
 def is_dma(instr):
-    """True for opcodes that run on a DMA queue (dma_copy, dma_gather, dma_scatter)."""
+    """True for opcodes that run on a DMA queue (dma_copy, dma_gather, dma_scatter, collective)."""
     return OPCODES[instr.opcode].kind == "dma"
 
 

@@ -38,9 +38,14 @@ API::
     res.write_trace("trace.json")                 # Chrome trace-event JSON (Perfetto)
     res.memloc("t0", "bfloat16"); res.tensor("x") # final memory contents (debugging)
 
-Tool: ``birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json]``
+Many cores: ``simulate_ranks(module, inputs_per_rank)`` / ``simulate_neff_ranks`` run
+N NeuronCores meeting at ``collective`` instructions (``ranks``, ``collective``).
+
+Tool: ``birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json] [--ranks N]``
 (``neuronxcc.starfish.birsim.tool``).
 """
+from neuronxcc.starfish.birsim.ranks import MultiRankResult, simulate_neff_ranks, simulate_ranks
 from neuronxcc.starfish.birsim.sim import SimResult, run_module, run_neff, simulate, simulate_neff
 
-__all__ = ["SimResult", "run_module", "run_neff", "simulate", "simulate_neff"]
+__all__ = ["SimResult", "run_module", "run_neff", "simulate", "simulate_neff", "simulate_ranks",
+           "simulate_neff_ranks", "MultiRankResult"]

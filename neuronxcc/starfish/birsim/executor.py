@@ -45,6 +45,8 @@ def _width(ap):
 
 
 class Executor:
+    ranks = None      # birsim.collective.RankContext in a multi-rank run (None: one core)
+
     def __init__(self, module, state, timeline, custom_op_libs=None, plans=True):
         self.m = module
         self.st = state
@@ -431,6 +433,10 @@ class Executor:
         self.regs[attrs["register"]] = v
         if self.env is not self.regs:
             self.env[attrs["register"]] = v
+
+    def op_collective(self, instr, attrs):
+        from neuronxcc.starfish.birsim.collective import execute
+        execute(self, instr, attrs)
 
     def op_nop(self, instr, attrs):
         pass

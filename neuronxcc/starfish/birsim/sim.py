@@ -68,7 +68,7 @@ def _inputs_list(module, inputs):
 
 
 def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_dir=None, custom_op_libs=None,
-             sync="auto", strict=False, order="program"):
+             sync="auto", strict=False, order="program", ranks=None):
     """Run MODULE on INPUTS (list in module.inputs order, or dict by name).
 
     sync/strict: see ``timeline`` (semaphore races are recorded, or raised
@@ -76,7 +76,9 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
     order: "program" executes the body in program order (the default; needs
     body order to be a valid sequential order, which every layer keeps);
     "streams" runs each engine's stream on its own, interleaved by time, so
-    data moves only as the semaphores allow (see ``streams``)."""
+    data moves only as the semaphores allow (see ``streams``).
+    ranks: the ``collective.RankContext`` of one rank of a multi-rank run
+    (``birsim.ranks.simulate_ranks`` passes it); None = one core."""
     tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
     module.ensure_ids()
     state = MachineState(module, tm, poison=poison)
@@ -93,6 +95,9 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
                 cache.extend(load_libraries(custom_op_dir))
             return cache
     ex = Executor(module, state, tl, libs)
+    if ranks is not None:
+        ex.ranks = ranks
+        ranks.load(state, module)
     try:
         if order == "streams":
             import numpy as _np

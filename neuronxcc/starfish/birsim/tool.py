@@ -1,12 +1,18 @@
 """The ``birsim`` tool: run a NEFF's BIR program on the simulator.
 
     birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json] [--target trn1] [--summary S.json]
-           [--sync auto|semaphores|dependencies] [--strict] [--order program|streams]
+           [--sync auto|semaphores|dependencies] [--strict] [--order program|streams] [--ranks N]
 
 IN.npz holds ``input{i}`` in parameter order; OUT.npz gets ``output{i}`` in
 flattened result order. ``--trace`` writes Chrome trace-event JSON (one track
 per engine and DMA queue). Exit 0 on success; 70 with one ``[NCC_...]`` line
 on stderr on any compiler error (bad NEFF, bad inputs, a simulation fault).
+
+A multi-rank program (compiled for N ranks, or ``--ranks N``) runs on N
+simulated NeuronCores (``birsim.ranks``): every ``input{i}`` has a leading
+rank axis of N (an array without it goes to every rank), every ``output{i}``
+gets one (index = global rank), the trace has one process per core, and the
+summary adds the collective time and share per rank.
 """
 import argparse
 import json
@@ -33,6 +39,8 @@ def _parser():
     p.add_argument("--strict", action="store_true", help="a semaphore race is an error (exit 70)")
     p.add_argument("--order", default="program", choices=("program", "streams"),
                    help="execute in program order, or each engine's stream on its own interleaved by time")
+    p.add_argument("--ranks", type=int, default=None,
+                   help="simulate N NeuronCores (default: the rank count the NEFF was compiled for)")
     return p
 
 
@@ -55,6 +63,9 @@ def run(args):
     given = _load_inputs(args.inputs)
     neff = read_neff(args.neff)
     module = neff.module
+    from neuronxcc.starfish.birsim.ranks import module_ranks, run_tool_ranks
+    if (args.ranks or 1) > 1 or module_ranks(module) > 1:
+        return run_tool_ranks(args, neff, given)
     inputs = []
     for i, name in enumerate(module.inputs):
         key = "input%d" % i

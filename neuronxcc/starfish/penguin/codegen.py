@@ -66,6 +66,8 @@ class Codegen:
             v = g.values[n]
             self.em.tensor(tn, "output", v.dtype, v.shape, exact_name=True)
             self.out_tensor[n] = tn
+        if g.attrs.get("rank_space"):
+            self.m.attrs["rank_space"] = list(g.attrs["rank_space"])
         self.lower_ops(g.ops)
         for n in g.outputs:
             self.em.label = n
@@ -346,13 +348,14 @@ class Codegen:
 
 
 def make_kernels(cg):
+    from neuronxcc.starfish.penguin.collectives import CollectiveMixin
     from neuronxcc.starfish.penguin.control import ControlMixin
     from neuronxcc.starfish.penguin.indexing import IndexingMixin
     from neuronxcc.starfish.penguin.kernels import Kernels
     from neuronxcc.starfish.penguin.nki_splice import NkiSpliceMixin
     from neuronxcc.starfish.penguin.windows import WindowMixin
 
-    class AllKernels(IndexingMixin, ControlMixin, WindowMixin, NkiSpliceMixin, Kernels):
+    class AllKernels(CollectiveMixin, IndexingMixin, ControlMixin, WindowMixin, NkiSpliceMixin, Kernels):
         pass
     return AllKernels(cg)
 

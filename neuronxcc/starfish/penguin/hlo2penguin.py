@@ -31,6 +31,7 @@ import numpy as np
 from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLargeError,
                               UnsupportedOperatorError, source_location)
 from neuronxcc.hlo import ops as hlo_ops
+from neuronxcc.starfish.penguin import collectives as _collectives
 from neuronxcc.starfish.penguin import ir
 
 log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
@@ -49,8 +50,6 @@ NOT_LOWERED = {
     "map": "no kernel for a mapped computation",
     "fusion": "already-fused modules are not inlined",
     "rng-bit-generator": "no random-number kernel",
-    "partition-id": "no device-id lowering",
-    "replica-id": "no device-id lowering",
     "add-dependency": "no token ordering",
 }
 # What this tool converts: the table's opcodes minus NOT_LOWERED (elementwise ops keep their HLO spelling).
@@ -143,6 +142,9 @@ class Converter:
             (getattr(comp.root, "frontend_attributes", None) or {}).get("neff_output_names")
         if out_names:
             g.attrs["output_names"] = out_names
+        space = _collectives.conv_space(self)
+        if space.size > 1:
+            g.attrs["rank_space"] = [space.num_replicas, space.num_partitions]
         g.dce()
         g.verify()
         return g
@@ -218,6 +220,8 @@ class Converter:
             return ins[0]
         if op == "after-all":
             return None
+        if op in _collectives.HLO_OPCODES:
+            return _collectives.convert(self, g, inst, ins, loc)
         if op == "call":
             callee = inst.called_computations[0] if inst.called_computations else _attr(inst, "to_apply")
             sub = {}

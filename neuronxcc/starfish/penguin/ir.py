@@ -47,7 +47,9 @@ STRUCTURAL = frozenset(["constant", "iota", "concatenate", "pad", "dot", "reduce
                         "while", "conditional", "sort", "topk", "cumulative", "select-and-scatter",
                         "rng-bit-generator", "custom-call",
                         "nki_kernel"])  # an NKI kernel custom-call: attrs carry its BIR (penguin/nki_splice.py)
-OP_KINDS = ELEMENTWISE | VIEWS | STRUCTURAL
+# collectives and device ids (penguin/collectives.py)
+COLLECTIVES = frozenset(["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute", "rank_id"])
+OP_KINDS = ELEMENTWISE | VIEWS | STRUCTURAL | COLLECTIVES
 
 _DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
            "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",

@@ -220,6 +220,9 @@ class BirSim(WalrusPass):
                     raise errors.InputFileError("bir_sim: goldens lack %s" % k)
                 wants.append(g[k])
             spreads = [g["spread%d" % i] if "spread%d" % i in keys else None for i in range(len(module.outputs))]
+            nranks = int(np.prod(g["rank_space"])) if "rank_space" in keys else 0
+        if nranks:
+            return self._run_ranks(module, ctx, nranks, inputs, wants, spreads)
         from neuronxcc.starfish.birpy import dtypes as dt
         inputs = [_typed(a, dt.np_dtype(module.tensors[n].dtype)) for a, n in zip(inputs, module.inputs)]
         wants = [_typed(a, dt.np_dtype(module.tensors[n].dtype)) for a, n in zip(wants, module.outputs)]
@@ -232,7 +235,47 @@ class BirSim(WalrusPass):
                   for a, n in zip(inputs, module.inputs)]
         from neuronxcc.starfish.birsim import simulate
         res = simulate(module, inputs, target=ctx.target)
-        for i, (got, want, name) in enumerate(zip(res.outputs, wants, module.outputs)):
+        self._compare(module, res.outputs, wants, spreads, "")
+        ctx.metrics["bir_sim"] = "passed"
+        ctx.metrics["birsim_estimated_time_s"] = float(res.total_s)
+        log.info("bir_sim: %d outputs match the goldens (%d instructions executed, birsim time %.3f us)",
+                 len(wants), res.instructions, res.total_s * 1e6)
+        return False
+
+    def _run_ranks(self, module, ctx, n, inputs, wants, spreads):
+        """Per-rank goldens (a leading rank axis, xla_infergoldens on an N-rank program): every rank
+        simulated on its own core (birsim.ranks), each rank's outputs checked."""
+        from neuronxcc.starfish.birpy import dtypes as dt
+        from neuronxcc.starfish.birsim import simulate_ranks
+        perms = _io_permutations(module)
+
+        def per_rank(arrs, names, d):
+            out = []
+            for a, nm in zip(arrs, names):
+                if a is None:
+                    out.append(None)
+                    continue
+                a = _typed(a[d], dt.np_dtype(module.tensors[nm].dtype))
+                if nm in perms and a.ndim == len(perms[nm]):
+                    a = np.transpose(a, perms[nm])
+                out.append(a.reshape(module.tensors[nm].shape) if a.size == module.tensors[nm].num_elements else a)
+            return out
+        ins = [per_rank(inputs, module.inputs, d) for d in range(n)]
+        res = simulate_ranks(module, ins, nranks=n, target=ctx.target)
+        for d in range(n):
+            self._compare(module, res.outputs[d], per_rank(wants, module.outputs, d),
+                          per_rank(spreads, module.outputs, d), "rank %d " % d)
+        s = res.summary()
+        ctx.metrics["bir_sim"] = "passed"
+        ctx.metrics["birsim_estimated_time_s"] = float(res.total_s)
+        ctx.metrics["birsim_ranks"] = n
+        ctx.metrics["birsim_collective_share"] = max(s["collective_share"])
+        log.info("bir_sim: %d ranks: every rank's %d outputs match the goldens (birsim time %.3f us, collectives "
+                 "up to %.1f%% of it)", n, len(wants), res.total_s * 1e6, 100 * max(s["collective_share"]))
+        return False
+
+    def _compare(self, module, outputs, wants, spreads, who):
+        for i, (got, want, name) in enumerate(zip(outputs, wants, module.outputs)):
             ill = ill_conditioned(want, spreads[i])
             spread = spreads[i]
             if ill:
@@ -240,13 +283,8 @@ class BirSim(WalrusPass):
                 log.info("bir_sim: output%d '%s' is ill-conditioned at the golden inputs: a few-ulp change of "
                          "the inputs moves it by up to %.6g (magnitude %.6g); allowing %g * that spread",
                          i, name, ill[0], ill[1], SPREAD_K)
-            msg = compare("output%d '%s'" % (i, name), got, want, module.tensors[name].dtype, spread)
+            msg = compare("%soutput%d '%s'" % (who, i, name), got, want, module.tensors[name].dtype, spread)
             if msg:
                 if ill:
                     msg += "; the output is ill-conditioned at these inputs (spread up to %.6g)" % ill[0]
                 raise errors.NumericalMismatchError("bir_sim: " + msg)
-        ctx.metrics["bir_sim"] = "passed"
-        ctx.metrics["birsim_estimated_time_s"] = float(res.total_s)
-        log.info("bir_sim: %d outputs match the goldens (%d instructions executed, birsim time %.3f us)",
-                 len(wants), res.instructions, res.total_s * 1e6)
-        return False
