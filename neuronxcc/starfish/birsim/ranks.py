@@ -98,9 +98,14 @@ def simulate_ranks(module, inputs_per_rank, nranks=None, target=None, trace=Fals
     return MultiRankResult(results, [contexts[k] for k in range(n)])
 
 
-def simulate_neff_ranks(neff_path, inputs_per_rank, nranks=None, target=None, trace=False, **kw):
-    from neuronxcc.starfish.birsim.sim import _read_neff, _to_logical, _to_stored, io_permutations, simulate
-    neff = _read_neff(str(neff_path))
+def simulate_neff_ranks(neff, inputs_per_rank, nranks=None, target=None, trace=False, **kw):
+    """NEFF: a path, or what ``neuronxcc.neff.read_neff`` returned."""
+    import os
+
+    from neuronxcc.starfish.birsim.sim import io_permutations, simulate, to_logical_layout, to_stored_layout
+    if isinstance(neff, (str, bytes, os.PathLike)):
+        from neuronxcc.neff import read_neff
+        neff = read_neff(os.fspath(neff))
     module = neff.module
     n = _count(module, nranks)
     if len(inputs_per_rank) != n:
@@ -114,9 +119,9 @@ def simulate_neff_ranks(neff_path, inputs_per_rank, nranks=None, target=None, tr
 
     def one(rank, rv):
         ctx = contexts[rank] = RankContext(rank, rv, n)
-        ins = _to_stored(module, inputs_per_rank[rank], perms)
+        ins = to_stored_layout(module, inputs_per_rank[rank], perms)
         res = simulate(module, ins, target=target, trace=trace, ranks=ctx, custom_op_libs=libs, **kw)
-        return _to_logical(module, res, perms)
+        return to_logical_layout(module, res, perms)
 
     results = run_ranks(n, one)
     return MultiRankResult(results, [contexts[k] for k in range(n)])
@@ -150,7 +155,7 @@ def run_tool_ranks(args, neff, given):
                                  % (key, list(a.shape), n, [n] + list(shape), list(shape)))
         for d in range(n):
             per_rank[d].append(rows[d])
-    res = simulate_neff_ranks(args.neff, per_rank, nranks=n, target=args.target, trace=bool(args.trace),
+    res = simulate_neff_ranks(neff, per_rank, nranks=n, target=args.target, trace=bool(args.trace),
                               sync=args.sync, strict=args.strict, order=args.order)
     outs = {"output%d" % k: np.stack([res.outputs[d][k] for d in range(n)]) for k in range(len(res.outputs[0]))}
     tmp_out = args.output + ".tmp.npz"
