@@ -100,7 +100,7 @@ def xla_compile(fn, args):
     return time.perf_counter() - t0
 
 
-def compile_once(pb_path, work, limit_bytes, extra=(), timeout=3600):
+def compile_once(pb_path, work, limit_bytes, extra=(), timeout=3600, keep=None):
     """One CLI compile under ``prlimit --as``: dict of wall, peak tree RSS, ok, error, job and pass times."""
     from support.cli import ncc_command, _env
     d = tempfile.mkdtemp(prefix="scale-", dir=work)
@@ -134,11 +134,15 @@ def compile_once(pb_path, work, limit_bytes, extra=(), timeout=3600):
         res["instructions"], res["neff_bytes"] = bl.count_instructions(neff)
     else:
         res["error"] = bl.last_error_line(err) or "exit %s" % p.returncode
-    shutil.rmtree(d, ignore_errors=True)
+    if keep:
+        shutil.rmtree(keep, ignore_errors=True)
+        shutil.move(d, keep)
+    else:
+        shutil.rmtree(d, ignore_errors=True)
     return res
 
 
-def measure(kind, layers, work, limit_bytes, goldens=False, seq=2048, cfg=None):
+def measure(kind, layers, work, limit_bytes, goldens=False, seq=2048, cfg=None, keep=None):
     from support import llama
     cfg = cfg or llama.LLAMA3_8B
     fn, args = llama.program(kind, layers, cfg, seq)
@@ -149,7 +153,8 @@ def measure(kind, layers, work, limit_bytes, goldens=False, seq=2048, cfg=None):
     with open(path, "wb") as f:
         f.write(pb)
     xla = xla_compile(fn, args)
-    res = compile_once(path, work, limit_bytes, () if goldens else GOLDENS_OFF)
+    res = compile_once(path, work, limit_bytes, ([] if goldens else GOLDENS_OFF) + (["--pipeline", "compile", "SaveTemps"] if keep else []),
+                       keep=keep)
     res.update(kind=kind, layers=layers, xla_compile_s=xla, lower_s=lower_s, hlo_bytes=len(pb))
     os.unlink(path)
     return res
@@ -180,6 +185,7 @@ def main(argv=None):
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--small", action="store_true", help="small dims instead of the 8B shape")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", default=None, help="keep the (last) compile's directory here (with SaveTemps)")
     o = ap.parse_args(argv)
     from support import llama
     work = tempfile.mkdtemp(prefix="ncc-scale-")
@@ -187,7 +193,7 @@ def main(argv=None):
     try:
         for n in o.layers:
             r = measure(o.kind, n, work, int(o.limit_gb * 1e9), o.goldens, o.seq,
-                        llama.SMALL if o.small else llama.LLAMA3_8B)
+                        llama.SMALL if o.small else llama.LLAMA3_8B, o.keep)
             rows.append(r)
             print(describe(r), flush=True)
     finally:

@@ -62,8 +62,14 @@ def sweep(const i64[::1] site, const i64[::1] write, const i64[::1] p0, const i6
     head_w_a = np.full(max(ncell, 1), -1, np.int64)
     head_r_a = np.full(max(ncell, 1), -1, np.int64)
     cdef cnp.int64_t[::1] head_w = head_w_a, head_r = head_r_a
-    cdef i64 ne = 0, cap = 4096, m = 0, cell, e, prev, nxt, b, k, pp, ss
+    cdef i64 ne = 0, cap = 4096, m = 0, cell, e, prev, nxt, b, k, pp, ss, a, nsite = 0
     cdef int w, t, lst
+    for i in range(n):
+        if site[i] + 1 > nsite:
+            nsite = site[i] + 1
+    # stamp[a] == i: the edge (a, this access's site) is already out (one per access, not per cell)
+    stamp_a = np.full(max(nsite, 1), -1, np.int64)
+    cdef cnp.int64_t[::1] stamp = stamp_a
     ea = np.empty(cap, np.int64)
     eb = np.empty(cap, np.int64)
     cdef cnp.int64_t[::1] va = ea, vb = eb
@@ -79,14 +85,19 @@ def sweep(const i64[::1] site, const i64[::1] write, const i64[::1] p0, const i6
                 for lst in range(2 if w else 1):
                     e = head_w[cell] if lst == 0 else head_r[cell]
                     while e >= 0:
-                        if e_site[e] != b:
+                        a = e_site[e]
+                        if a != b and stamp[a] != i:
+                            stamp[a] = i
                             if m == cap:
                                 cap *= 2
-                                ea = np.resize(ea, cap)
-                                eb = np.resize(eb, cap)
+                                ea2 = np.empty(cap, np.int64)
+                                eb2 = np.empty(cap, np.int64)
+                                ea2[:m] = ea
+                                eb2[:m] = eb
+                                ea, eb = ea2, eb2
                                 va = ea
                                 vb = eb
-                            va[m] = e_site[e]
+                            va[m] = a
                             vb[m] = b
                             m += 1
                         e = e_next[e]

@@ -151,29 +151,41 @@ class DepGraph:
         return pairs
 
 
+def _ranks(mem, lo, hi):
+    """Per memory, the rank of each access's lo and hi among that memory's distinct bounds;
+    and the number of distinct bounds of each memory."""
+    n = mem.shape[0]
+    mm = np.concatenate([mem, mem])
+    vv = np.concatenate([lo, hi])
+    o = np.lexsort((vv, mm))
+    m, v = mm[o], vv[o]
+    newmem = np.ones(2 * n, bool)
+    newmem[1:] = m[1:] != m[:-1]
+    newval = newmem.copy()
+    newval[1:] |= v[1:] != v[:-1]
+    u = np.cumsum(newval) - 1                          # index among all (memory, bound) pairs
+    start = np.maximum.accumulate(np.where(newmem, u, 0))
+    rank = np.empty(2 * n, np.int64)
+    rank[o] = u - start
+    nmem = int(mem.max()) + 1
+    count = np.zeros(nmem, np.int64)
+    np.maximum.at(count, m, u - start + 1)
+    return rank[:n], rank[n:], count
+
+
 def _cells(mem, plo, phi, blo, bhi):
     """Elementary (partition x byte) cells per memory: per access its rectangle
     (p0, p1, s0, s1), the memory's first cell and row width; and the cell count."""
     n = mem.shape[0]
-    out = [np.zeros(n, np.int64) for _ in range(6)]
-    p0, p1, s0, s1, base, width = out
     if not n:
-        return out, 0
-    order = np.argsort(mem, kind="stable")
-    cuts = np.nonzero(np.diff(mem[order]))[0] + 1
-    total = 0
-    for grp in np.split(order, cuts):
-        pb = np.unique(np.concatenate([plo[grp], phi[grp]]))
-        bb = np.unique(np.concatenate([blo[grp], bhi[grp]]))
-        p0[grp] = np.searchsorted(pb, plo[grp])
-        p1[grp] = np.searchsorted(pb, phi[grp])
-        s0[grp] = np.searchsorted(bb, blo[grp])
-        s1[grp] = np.searchsorted(bb, bhi[grp])
-        w = max(len(bb) - 1, 0)
-        base[grp] = total
-        width[grp] = w
-        total += max(len(pb) - 1, 0) * w
-    return out, total
+        return [np.zeros(0, np.int64) for _ in range(6)], 0
+    p0, p1, npb = _ranks(mem, plo, phi)
+    s0, s1, nbb = _ranks(mem, blo, bhi)
+    w = np.maximum(nbb - 1, 0)
+    size = np.maximum(npb - 1, 0) * w
+    first = np.zeros_like(size)
+    first[1:] = np.cumsum(size)[:-1]
+    return [p0, p1, s0, s1, first[mem], w[mem]], int(size.sum())
 
 
 def analysis(ctx, module, physical):

@@ -672,7 +672,7 @@ def sync_deps(prog, physical, ctx=None):
     given and their addresses are the same, so the dependences are found once for it."""
     sig = (bool(physical), len(prog.sites),
            tuple(id(s.instr) for s in prog.sites if s.instr.name not in INSERTED))
-    cached = ctx.analyses.get("sync_deps") if ctx is not None else None
+    cached = ctx.cached("sync_deps") if ctx is not None else None
     if cached is not None and cached[0] == sig:
         rows = cached[1]
     else:
@@ -681,8 +681,7 @@ def sync_deps(prog, physical, ctx=None):
         rows = [(d.src, d.dst, None if d.carried is None else loop_index[id(d.carried)], d.distance)
                 for d in deps]
         if ctx is not None:
-            ctx.analyses["sync_deps"] = (sig, rows)
-            ctx.count_analysis("sync_deps")
+            ctx.store("sync_deps", (sig, rows))
     return [Dep(a, b, None if c is None else prog.loops[c], dist) for a, b, c, dist in rows]
 
 

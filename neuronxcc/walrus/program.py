@@ -253,10 +253,12 @@ def iter_instructions(body):
 
 
 def program(module, ctx):
-    """The lsa analysis of ``module``: its ``Program``, cached in ``ctx.analyses['lsa']``."""
-    prog = ctx.analyses.get("lsa")
-    if prog is None or prog.module is not module:
+    """The lsa analysis of ``module``: its ``Program``, from the pass manager's cache (``lsa``)."""
+    def build():
         module.ensure_ids()
-        prog = Program(module)
-        ctx.analyses["lsa"] = prog
+        return Program(module)
+    prog = ctx.analysis("lsa", build)
+    if prog.module is not module:
+        prog = build()
+        ctx.store("lsa", prog)
     return prog

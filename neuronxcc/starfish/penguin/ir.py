@@ -270,8 +270,9 @@ def _dtype_name(dt):
 
 
 def save(graph, path):
+    text = json.dumps(graph.to_json())     # one-shot: the C encoder (json.dump is pure Python)
     with open(path, "w") as fh:
-        json.dump(graph.to_json(), fh)
+        fh.write(text)
 
 
 def load(path):

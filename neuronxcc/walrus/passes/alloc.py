@@ -184,7 +184,7 @@ def _place_pipelined(vals, wide, method, target, memory, pack):
 def allocate(module, ctx, method):
     """Allocate every SBUF/PSUM memloc; spill or raise OutOfMemoryError. Returns stats."""
     target = ctx.target
-    pack = ctx.options.get("partition_packing", True)
+    pack = ctx.options["partition_packing"]
     temps = set()
     spilled = []
     for _ in range(MAX_SPILL_ROUNDS + 1):
@@ -193,20 +193,20 @@ def allocate(module, ctx, method):
         values = liveness.compute(prog)
         retry = False
         stats = {}
-        wide = liveness.pipelined_intervals(values) if ctx.options.get("pipeline_intervals", True) else {}
+        wide = liveness.pipelined_intervals(values) if ctx.options["pipeline_intervals"] else {}
         for memory in ("PSUM", "SBUF"):
             vals = [v for v in values.values() if v.memory == memory and v.start is not None]
             off, ps, failed = _place_pipelined(vals, wide, method, target, memory, pack)
             intervals = "loop-body" if failed < 0 else "tight"
             if failed >= 0:
-                graph = ctx.analyses.get(("interference", memory)) if method == "coloring" else None
+                graph = ctx.cached(("interference", memory)) if method == "coloring" else None
                 if graph is not None and graph[0] != [v.name for v in vals]:
                     graph = None
                 off, ps, failed = place(vals, method, target, memory, pack, graph and graph[1])
             if failed >= 0:
                 if memory == "PSUM":
                     raise _oom(prog, memory, vals, failed, target, "PSUM values cannot be spilled")
-                if not ctx.options.get("allocator_spill", True):
+                if not ctx.options["allocator_spill"]:
                     raise _oom(prog, memory, vals, failed, target, "spilling is disabled (--no-spill)")
                 cands = [u for u in _live_at(vals, vals[failed]) if u.name not in temps and u.end > u.start]
                 if not cands or len(spilled) >= MAX_SPILL_ROUNDS:
@@ -244,7 +244,6 @@ def allocate(module, ctx, method):
 @register
 class Coloring(WalrusPass):
     name = "coloring"
-    is_analysis = True
 
     def run(self, module, ctx):
         prog = program(module, ctx)
@@ -259,7 +258,7 @@ class Coloring(WalrusPass):
                          "(coloring_allocator will use the linear scan)", memory, len(vals), bound)
                 continue
             g = _alloc.interference_graph(s, e)
-            ctx.analyses[("interference", memory)] = ([v.name for v in vals], g)
+            ctx.store(("interference", memory), ([v.name for v in vals], g))
             log.info("coloring: %s: %d values, %d interference edges", memory, len(vals), len(g[1]) // 2)
         return False
 

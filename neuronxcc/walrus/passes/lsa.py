@@ -19,7 +19,6 @@ log = logging.getLogger("neuronxcc.walrus")
 @register
 class LoopStructureAnalysis(WalrusPass):
     name = "lsa"
-    is_analysis = True
 
     def run(self, module, ctx):
         prog = program(module, ctx)
@@ -46,7 +45,6 @@ def _physical(module):
 @register
 class AntiDependencyAnalyzer(WalrusPass):
     name = "anti_dependency_analyzer"
-    preserves = ("sync_deps",)
 
     def run(self, module, ctx):
         found, used, n, nreg = D.synchronize(module, _physical(module), reduce=False, ctx=ctx)
@@ -61,7 +59,6 @@ class AntiDependencyAnalyzer(WalrusPass):
 @register
 class DepReduction(WalrusPass):
     name = "dep_reduction"
-    preserves = ("sync_deps",)
 
     def run(self, module, ctx):
         found, used, n, nreg = D.synchronize(module, _physical(module), reduce=True, ctx=ctx)

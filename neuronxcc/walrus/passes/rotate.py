@@ -140,8 +140,8 @@ class VnSplitter(WalrusPass):
     name = "vn_splitter"
 
     def run(self, module, ctx):
-        n = rotate(module, ctx, int(ctx.options.get("rotate_copies", COPIES)))
+        n = rotate(module, ctx, int(ctx.options["rotate_copies"]))
         ctx.metrics["rotated_buffers"] = n
         log.info("vn_splitter: %d loop-private buffers rotated over %d copies", n,
-                 int(ctx.options.get("rotate_copies", COPIES)))
+                 int(ctx.options["rotate_copies"]))
         return n > 0

@@ -93,7 +93,7 @@ def schedule(module, ctx, physical):
         if len(order) != len(bsites):
             raise RuntimeError("dependence cycle in a straight-line block")
         before = _replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
-        force = ctx.options.get("sched_force", False)
+        force = ctx.options["sched_force"]
         if list(order) == list(range(len(bsites))) or (makespan >= before - 1e-15 and not force):
             continue        # keep the codegen's order unless the schedule is faster
         first = bsites[0].index
@@ -172,5 +172,4 @@ class PreSched(_Sched):
 @register
 class PostSched(_Sched):
     name = "post_sched"
-    preserves = ("sync_deps",)
     after_alloc = True

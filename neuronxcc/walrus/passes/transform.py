@@ -97,8 +97,8 @@ class Unroll(WalrusPass):
     name = "unroll"
 
     def run(self, module, ctx):
-        max_trip = int(ctx.options.get("unroll_max_trip", 1))
-        max_ins = int(ctx.options.get("unroll_max_instructions", 64))
+        max_trip = int(ctx.options["unroll_max_trip"])
+        max_ins = int(ctx.options["unroll_max_instructions"])
         n = unroll_body(module.body, lambda lp: lp.trip_count <= max_trip and _size(lp.body) * lp.trip_count <= max_ins)
         if n:
             module.renumber()
