@@ -20,7 +20,7 @@ import numpy as np
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS, OPCODES, full_attrs
-from neuronxcc.starfish.birsim import alu
+from neuronxcc.starfish.birsim import _interp, alu
 from neuronxcc.starfish.birsim._apinfo import regions_of
 from neuronxcc.starfish.birsim.plans import ROW_VAR, prepare
 
@@ -71,7 +71,11 @@ class Executor:
     def run(self):
         from neuronxcc.starfish.birsim.blas import single_threaded
         with np.errstate(all="ignore"), single_threaded():
-            self.run_body(self.m.body)
+            if self.plans:
+                # the typed loop (birsim._interp), same semantics as run_body/execute below
+                _interp.run_body(self, self.m.body, self.env, self.regs, self.tl.step, DEFAULT_MAX_TRIPS)
+            else:
+                self.run_body(self.m.body)
 
     def run_body(self, body):
         env = self.env

@@ -1,0 +1,67 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""birsim's program-order interpreter loop, typed: it runs once per simulated
+instruction, so its per-instruction work (plan lookup, the plan call, the
+access records, the timeline step) happens without a Python frame of its own.
+
+Semantics: exactly ``Executor.run_body`` + ``Executor.execute`` (the Python
+definitions, which the streams order and the reference path ``plans=False``
+still use): loop variables set per trip and restored after the loop, While
+trips capped at ``max_trips``, If on a register, BirSimError messages with the
+instruction's id, opcode and engine.
+"""
+from neuronxcc.errors import BirSimError
+from neuronxcc.starfish.birsim._apinfo cimport regions_of
+
+
+cdef object _reg(dict regs, object name, object node):
+    try:
+        return regs[name]
+    except KeyError:
+        raise BirSimError("%s #%s reads register %r before any register_load" % (node.kind, node.id, name))
+
+
+cpdef run_body(object ex, list body, dict env, dict regs, object step, long long default_max_trips):
+    """Execute BODY in program order: ENV holds the loop variables and registers (REGS, the same
+    dict in program order), STEP is the timeline's step(instr, env, regions)."""
+    cdef tuple p
+    cdef dict plans = ex._plans
+    cdef long long trips, limit
+    cdef list regions
+    for n in body:
+        k = n.kind
+        if k == "inst":
+            p = plans.get(id(n))
+            if p is None or p[0] is not n:
+                p = ex._prepare(n)
+                plans = ex._plans
+            try:
+                p[1](env)
+            except BirSimError as e:
+                raise BirSimError("instruction #%s %s@%s: %s" % (n.id, n.opcode, n.engine, e.message))
+            if p[2] is None:
+                regions = ex._indirect_regions(n, p[3])
+            else:
+                regions = regions_of(p[2], env)
+            step(n, env, regions)
+        elif k == "loop":
+            var = n.var
+            saved = env.get(var)
+            inner = n.body
+            for v in range(n.start, n.stop, n.step):
+                env[var] = v
+                run_body(ex, inner, env, regs, step, default_max_trips)
+            if saved is None:
+                env.pop(var, None)
+            else:
+                env[var] = saved
+        elif k == "while":
+            limit = n.max_trips if n.max_trips is not None else default_max_trips
+            trips = 0
+            while _reg(regs, n.cond, n) != 0:
+                trips += 1
+                if trips > limit:
+                    raise BirSimError("While #%s on %s ran more than %d trips" % (n.id, n.cond, limit))
+                run_body(ex, n.body, env, regs, step, default_max_trips)
+        else:
+            run_body(ex, n.then_body if _reg(regs, n.cond, n) != 0 else n.else_body, env, regs, step,
+                     default_max_trips)
