@@ -48,6 +48,8 @@ class Codegen:
         self._arange = None
         self.users = graph.users()
         self.fused = set()              # ids of ops already emitted as a matmul epilogue
+        from neuronxcc.starfish.penguin.actmatch import ActMatcher
+        self.act_matcher = ActMatcher()  # elementwise chains that are one ACT function
         self.fuse_epilogues = True
         self.row_fusion = True
         self.rowred = {}                # "__row__k" -> rows.RowReduce (lazy last-axis reductions)
@@ -302,7 +304,9 @@ class Codegen:
         # a value computed only from row reductions is a cheap [P,1] column in its consumers:
         # reshapes/broadcasts of it stay lazy too (softmax/layernorm statistics)
         colish = isinstance(x, Node) and all(v.base.startswith("__row__") for v in leaves(x))
-        if count_ops(x) > MAX_FUSED_OPS or (len(users) > 1 and any(
+        # a long unary chain stays lazy: once its consumers are built it may be one ACT function
+        too_long = count_ops(x) > MAX_FUSED_OPS and not self.act_matcher.is_unary_chain(x)
+        if too_long or (len(users) > 1 and any(
                 u.kind not in ir.ELEMENTWISE and not self._row_reduce_user(u) and
                 not (colish and u.kind in ir.VIEWS) for u in users)):
             self.env[name] = self.materialise(x, name)

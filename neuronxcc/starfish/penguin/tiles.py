@@ -8,7 +8,9 @@ on-chip [pn, fn] access pattern, or a splat scalar that later ops fold into
 ``tensor_scalar`` immediates.
 
 Engine mapping (one table, ``UNARY_ACT`` / ``ALU_BINARY``): transcendental
-functions go to ACT ``activation``; arithmetic, comparisons and logic go to
+functions go to ACT ``activation``; a chain that is one ScalarE function of a
+value (gelu, silu, softplus, sigmoid ... as jax writes them; ``actmatch``) is
+one ``activation``; arithmetic, comparisons and logic go to
 DVE (floats) or POOL (integers, exact int math); casts are ``tensor_copy``.
 Float work is balanced by the kernel's static per-engine load estimate
 (``Emitter.engine_load``): x+c, x*c, x*x, tile*col and tile+col go to ACT
@@ -216,8 +218,12 @@ class TileEval:
         elif isinstance(x, View):
             r = self.load(x)
         else:
-            args = [self.value(a) for a in x.args]
-            r = self.op(x, args)
+            m = self.cg.act_matcher.match(x)
+            if m is not None:          # a chain the activation engine computes in one instruction
+                r = self.act(m[0], self.value(m[1]), onchip_dtype(x.dtype))
+            else:
+                args = [self.value(a) for a in x.args]
+                r = self.op(x, args)
         self.memo[k] = r
         self.memo[id(x)] = r
         return r
