@@ -102,3 +102,42 @@ def test_flash_fwd_in_a_jax_program_compiled_by_neuronx_cc(tmp_path):
     out, = run_neff(str(neff), [q, k, v])
     want = R.flash_fwd(q * 2.0, k, v, 1.0 / np.sqrt(d), True)[0] + 1.0
     np.testing.assert_allclose(out, want, rtol=0, atol=3e-5 * float(np.abs(want).max()))
+
+
+def _compile_and_run(tmp_path, f, args, fresh):
+    from neuronxcc.starfish.birsim import run_neff
+    model = tmp_path / "model.hlo_module.pb"
+    model.write_bytes(jax.jit(f).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto())
+    neff = tmp_path / "out.neff"
+    r = run_ncc(["compile", str(model), "--framework", "XLA", "--target", "trn1", "--output", str(neff)],
+                cwd=str(tmp_path))
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    return run_neff(str(neff), list(fresh))
+
+
+def test_kernel_inside_a_loop_body_and_a_bf16_kernel(tmp_path):
+    """The kernel inside a fori_loop (a while body reached through a call) runs every trip; a bf16 kernel's
+    tensors bind to bf16 program tensors."""
+    import ml_dtypes
+
+    def loop(x, g):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(T.rmsnorm(h, g)) + h * 0.5, x)
+
+    def loop_jnp(x, g):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(_rms_jnp(h, g)) + h * 0.5, x)
+    x, g, _ = _args(6)
+    x2, g2, _ = _args(7)
+    (tmp_path / "loop").mkdir()
+    out, = _compile_and_run(tmp_path / "loop", loop, (x, g), (x2, g2))
+    want = np.asarray(jax.jit(loop_jnp)(x2, g2))
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+
+    def bf(a, b):
+        return T.tensor_add(a * 2, b).astype(jnp.float32) + 1
+    a, b = (y.astype(ml_dtypes.bfloat16) for y in _args(8)[:1] * 2)
+    (tmp_path / "bf").mkdir()
+    b3 = b * 3
+    out, = _compile_and_run(tmp_path / "bf", bf, (a, b), (a, b3))
+    f32 = np.float32
+    want = (a.astype(f32) * 2 + b3.astype(f32)).astype(ml_dtypes.bfloat16).astype(f32) + 1   # the kernel's bf16 sum
+    np.testing.assert_array_equal(out, want)
