@@ -403,16 +403,16 @@ cdef class IntElementWise:
         cdef int64_t s0 = self.s0, s1 = self.s1
         cdef int64_t* x = _iscratch_for((2 if self.tensor else 1) * n)
         cdef int64_t* y = x + n
-        with nogil:
-            read_i64_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
-            if self.tensor:
-                read_i64_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
-                _iop_tt(op0, x, y, n, w)
-            elif op0 != 0:
-                _iop_ts(op0, x, s0, self.rev0, n, w)
-            if op1 != 0:
-                _iop_ts(op1, x, s1, self.rev1, n, w)
-            write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        # the GIL stays held: the scratch areas are shared (multi-rank runs use threads)
+        read_i64_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
+        if self.tensor:
+            read_i64_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
+            _iop_tt(op0, x, y, n, w)
+        elif op0 != 0:
+            _iop_ts(op0, x, s0, self.rev0, n, w)
+        if op1 != 0:
+            _iop_ts(op1, x, s1, self.rev1, n, w)
+        write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
 
 
 cdef class IntSelect:
@@ -437,14 +437,14 @@ cdef class IntSelect:
         cdef float* c = _scratch_for(n)
         cdef int64_t* x = _iscratch_for(2 * n)
         cdef int64_t* y = x + n
-        with nogil:
-            read_f32_ptr(self.pred.p, self.pred.code, pb, self.pred.strides, self.pred.nums, c)
-            read_i64_ptr(self.t.p, self.t.code, tb, self.t.strides, self.t.nums, x)
-            read_i64_ptr(self.f.p, self.f.code, fb, self.f.strides, self.f.nums, y)
-            for i in range(n):
-                if c[i] == 0:
-                    x[i] = y[i]
-            write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        # the GIL stays held: the scratch areas are shared (multi-rank runs use threads)
+        read_f32_ptr(self.pred.p, self.pred.code, pb, self.pred.strides, self.pred.nums, c)
+        read_i64_ptr(self.t.p, self.t.code, tb, self.t.strides, self.t.nums, x)
+        read_i64_ptr(self.f.p, self.f.code, fb, self.f.strides, self.f.nums, y)
+        for i in range(n):
+            if c[i] == 0:
+                x[i] = y[i]
+        write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
 
 
 cdef class Fill:
