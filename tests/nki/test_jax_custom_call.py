@@ -141,3 +141,51 @@ def test_kernel_inside_a_loop_body_and_a_bf16_kernel(tmp_path):
     f32 = np.float32
     want = (a.astype(f32) * 2 + b3.astype(f32)).astype(ml_dtypes.bfloat16).astype(f32) + 1   # the kernel's bf16 sum
     np.testing.assert_array_equal(out, want)
+
+
+def test_flash_attention_training_step_with_custom_vjp_compiled(tmp_path):
+    """jax.grad through a jax.custom_vjp whose forward is flash_fwd (training: o and lse) and whose backward is
+    flash_attn_bwd: two kernel custom-calls in one gradient program, compiled by neuronx-cc, against jax's
+    autodiff of the same attention in jnp."""
+    from neuronxcc.nki.kernels.attention import flash_attn_bwd, flash_fwd
+    bs, nh, d, s = 1, 1, 32, 256
+
+    def sw(x):
+        return jnp.swapaxes(x, -1, -2)
+
+    def seed():
+        return jnp.zeros((1,), jnp.int32)
+
+    @jax.custom_vjp
+    def attn(q, k, v):
+        return flash_fwd[bs, nh](q, k, v, seed(), use_causal_mask=True, mixed_precision=False)[0]
+
+    def attn_fwd(q, k, v):
+        o, lse = flash_fwd[bs, nh](q, k, v, seed(), use_causal_mask=True, mixed_precision=False)
+        return o, (q, k, v, o, lse)
+
+    def attn_bwd(res, g):
+        q, k, v, o, lse = res
+        dq, dk, dv = flash_attn_bwd[bs, nh](q, k, sw(v), sw(o), sw(g), lse, seed(), use_causal_mask=True)
+        return dq, dk, sw(dv)
+    attn.defvjp(attn_fwd, attn_bwd)
+
+    def ref_attn(q, k, v):
+        sc = jnp.einsum("bhdq,bhdk->bhqk", q, k) / np.sqrt(d)
+        return jax.nn.softmax(jnp.where(jnp.tri(s, dtype=bool), sc, -jnp.inf), axis=-1) @ v
+
+    def grads(f):
+        return jax.grad(lambda q, k, v, w: jnp.sum(jnp.tanh(f(q, k, v)) * w), argnums=(0, 1, 2))
+
+    def make(seed_):
+        rng = np.random.default_rng(seed_)
+        q, k = (rng.standard_normal((bs, nh, d, s)).astype(np.float32) for _ in range(2))
+        return q, k, rng.standard_normal((bs, nh, s, d)).astype(np.float32), \
+            rng.standard_normal((bs, nh, s, d)).astype(np.float32)
+    text = jax.jit(grads(attn)).lower(*make(0)).as_text(dialect="hlo")
+    assert text.count("AwsNeuronCustomNativeKernel") == 2
+    fresh = make(1)
+    outs = _compile_and_run(tmp_path, grads(attn), make(0), fresh)
+    for got, want in zip(outs, jax.jit(grads(ref_attn))(*fresh)):
+        want = np.asarray(want)
+        np.testing.assert_allclose(got, want, rtol=0, atol=5e-5 * max(1.0, float(np.abs(want).max())))
