@@ -40,6 +40,7 @@ def _layer_fn(tp, tokens, cache):
 
     nq, nkv = NQ // tp, max(1, NKV // tp)
     rep = nq // nkv
+    red = (lambda v: jax.lax.psum(v, "tp")) if tp > 1 else (lambda v: v)
 
     def rms(x, g):
         xf = x.astype(jnp.float32)
@@ -53,10 +54,10 @@ def _layer_fn(tp, tokens, cache):
         s = jnp.einsum("tgrd,sgd->grts", q, k).astype(jnp.float32) * (1.0 / np.sqrt(HD))
         p = jax.nn.softmax(s, axis=-1).astype(x.dtype)
         a = jnp.einsum("grts,sgd->tgrd", p, v).reshape(tokens, nq * HD)
-        x = x + jax.lax.psum(a @ wo, "tp")
+        x = x + red(a @ wo)
         h = rms(x, g2)
         m = (jax.nn.silu(h @ wg) * (h @ wu)) @ wd
-        return x + jax.lax.psum(m, "tp")
+        return x + red(m)
     return layer
 
 
@@ -98,11 +99,16 @@ def _gen(outdir, tp, tokens, cache, layers):
                 g[k] *= tp
         glob_shapes.append(tuple(g))
     args = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in glob_shapes]
-    sm = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=tuple(specs), out_specs=P()))
+    sm = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=tuple(specs), out_specs=P())) if tp > 1 else jax.jit(fn)
     lowered = sm.lower(*args)
     t0 = time.perf_counter()
     lowered.compile()
     xla_s = time.perf_counter() - t0
+    if tp == 1:     # one device: no partitioner run; the lowered module is the per-rank program
+        with open(os.path.join(outdir, "program.hlo"), "w") as f:
+            f.write(lowered.compiler_ir("hlo").as_hlo_text())
+        print(json.dumps({"xla_compile_s": xla_s}))
+        return
     dump = os.environ["NCC_BENCH_DUMP"]
     files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
     if not files:

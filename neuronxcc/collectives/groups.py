@@ -20,8 +20,8 @@ a ``channel_id`` and its ``use_global_device_ids``:
 Empty ``replica_groups`` mean one group of every replica (every partition in
 cross-partition mode). The order of a group is the order data is laid out in
 (all-gather concatenation, reduce-scatter and all-to-all blocks): the order
-listed, and in cross-replica-and-partition mode partition-major (for each
-partition, the listed replicas), as XLA's GetParticipatingDevices builds it.
+listed, and in cross-replica-and-partition mode replica-major (for each listed
+replica, every partition), as XLA's GetParticipatingDevices builds it.
 
 Invariants: every returned group is a tuple of distinct global device ids in
 ``range(space.size)``; groups of one call never share a device. Bad groups
@@ -123,7 +123,7 @@ def participant_groups(mode, replica_groups, space, where="collective"):
     elif mode == CROSS_REPLICA_AND_PARTITION:
         rg = rg or [tuple(range(R))]
         _check_ids(rg, R, "replica id", where)
-        out = [tuple(space.device(r, p) for p in range(P) for r in g) for g in rg]
+        out = [tuple(space.device(r, p) for r in g for p in range(P)) for g in rg]
     else:
         raise ValueError("unknown group mode %r" % (mode,))
     sizes = {len(g) for g in out}

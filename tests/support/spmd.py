@@ -76,6 +76,72 @@ ENTRY main {
 }
 """
 
+# 2 replicas x 4 partitions: every group mode, several operands, more reducers and dtypes. XLA:CPU
+# cannot run it (a multi-partition module goes through its SPMD partitioner, which aborts on a
+# hand-written per-device program), so tests check it against numpy.
+MODES_TEXT = """HloModule modes, replica_count=2, num_partitions=4
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+max_i {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT m = s32[] maximum(a, b)
+}
+
+and_p {
+  a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT m = pred[] and(a, b)
+}
+
+add_bf {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[2,4]{1,0} parameter(0)
+  y = f32[3]{0} parameter(1)
+  two = (f32[2,4]{1,0}, f32[3]{0}) all-reduce(x, y), replica_groups={}, to_apply=add
+  two0 = f32[2,4]{1,0} get-tuple-element(two), index=0
+  two1 = f32[3]{0} get-tuple-element(two), index=1
+  ag = f32[16,4]{1,0} all-gather(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=false
+  k = f32[2,4]{1,0} constant({{1,2,3,4},{5,6,7,8}})
+  xi = s32[2,4]{1,0} convert(x)
+  mx = s32[2,4]{1,0} all-reduce(xi), channel_id=2, replica_groups={{0},{1}}, to_apply=max_i
+  zero = f32[2,4]{1,0} constant({{0,0,0,0},{0,0,0,0}})
+  pos = pred[2,4]{1,0} compare(x, zero), direction=GT
+  allpos = pred[2,4]{1,0} all-reduce(pos), channel_id=3, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=and_p
+  a2a = f32[2,4]{1,0} all-to-all(x), channel_id=4, replica_groups={{0,1},{2,3}}, dimensions={0}
+  cp = f32[3]{0} collective-permute(y), channel_id=5, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  xb = bf16[2,4]{1,0} convert(x)
+  sb = bf16[2,4]{1,0} all-reduce(xb), channel_id=6, replica_groups=[2,4]<=[4,2]T(1,0), use_global_device_ids=true, to_apply=add_bf
+  pid = u32[] partition-id()
+  rid = u32[] replica-id()
+  pf = f32[] convert(pid)
+  rf = f32[] convert(rid)
+  pf1 = f32[1]{0} reshape(pf)
+  rf1 = f32[1]{0} reshape(rf)
+  ids = f32[2]{0} concatenate(pf1, rf1), dimensions={0}
+  r0 = f32[8]{0} reshape(two0)
+  r2 = f32[64]{0} reshape(ag)
+  m3 = f32[2,4]{1,0} convert(mx)
+  r3 = f32[8]{0} reshape(m3)
+  m4 = f32[2,4]{1,0} convert(allpos)
+  r4 = f32[8]{0} reshape(m4)
+  r5 = f32[8]{0} reshape(a2a)
+  m7 = f32[2,4]{1,0} convert(sb)
+  r7 = f32[8]{0} reshape(m7)
+  ROOT out = f32[112]{0} concatenate(r0, two1, r2, r3, r4, r5, cp, r7, ids), dimensions={0}
+}
+"""
+
 TEXTS = {"nxd_text": (NXD_TEXT, ((4, 32), (32, 16))), "async_iota_text": (ASYNC_IOTA_TEXT, ((2, 8),))}
 
 
@@ -262,7 +328,9 @@ def _run_text(outdir, name):
             for a in ins]
     res = exe.execute_sharded(args).disassemble_into_single_device_arrays()
     z = {"input%d" % i: a for i, a in enumerate(ins)}
-    z.update(("output%d" % k, np.stack([np.asarray(x) for x in r])) for k, r in enumerate(res))
+    for k, r in enumerate(res):
+        by_dev = sorted(r, key=lambda x: list(x.devices())[0].id)
+        z["output%d" % k] = np.stack([np.asarray(x) for x in by_dev])
     np.savez(os.path.join(outdir, name + ".npz"), **z)
     with open(os.path.join(outdir, name + ".hlo"), "w") as f:
         f.write(text)
@@ -282,3 +350,44 @@ if __name__ == "__main__":
     os.environ["NCC_SPMD_DUMP"] = _dump
     os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_dump_to=%s --xla_dump_hlo_pass_re=spmd-partitioning" % _dump
     _main(sys.argv[1:])
+
+
+def modes_inputs(seed=3):
+    rng = np.random.default_rng(seed)
+    return [[rng.standard_normal((2, 4)).astype(np.float32) * 4, rng.standard_normal(3).astype(np.float32)]
+            for _ in range(NRANKS)]
+
+
+def modes_expected(ins):
+    """numpy's per-rank result of MODES_TEXT (2 replicas x 4 partitions, device = replica * 4 + partition):
+    (f32 part, bf16 part) of the f32[112] output."""
+    import ml_dtypes
+    xs = [i[0] for i in ins]
+    ys = [i[1] for i in ins]
+    out = []
+    for d in range(NRANKS):
+        r, p = divmod(d, 4)
+        two0 = xs[p] + xs[4 + p]                                  # cross-replica: same partition
+        two1 = ys[p] + ys[4 + p]
+        ag = np.concatenate([xs[k] for k in range(8)])             # replicas {0,1} x every partition
+        mx = np.max([np.trunc(xs[k]) for k in range(4 * r, 4 * r + 4)], axis=0)   # replica r, all partitions
+        allpos = np.all([xs[k] > 0 for k in range(8)], axis=0).astype(np.float32)
+        pair = (0, 1) if p < 2 else (2, 3)
+        pos = pair.index(p)
+        a2a = np.concatenate([xs[4 * r + q][pos:pos + 1] for q in pair])
+        cp = ys[4 * r + (p - 1) % 4]
+        grp = [0, 2, 4, 6] if d % 2 == 0 else [1, 3, 5, 7]
+        sb = np.sum([xs[k].astype(ml_dtypes.bfloat16).astype(np.float32) for k in grp], axis=0)
+        f32 = np.concatenate([two0.reshape(-1), two1, ag.reshape(-1), mx.reshape(-1), allpos.reshape(-1),
+                              a2a.reshape(-1), cp]).astype(np.float32)
+        ids = np.array([p, r], np.float32)
+        out.append((np.concatenate([f32, np.zeros(8, np.float32), ids]), sb.reshape(-1)))
+    return out
+
+
+def split_modes(o):
+    """(f32 part with the bf16 slots zeroed, bf16 part) of a MODES_TEXT output."""
+    o = np.asarray(o, np.float32).copy()
+    sb = o[102:110].copy()
+    o[102:110] = 0
+    return o, sb

@@ -10,8 +10,9 @@ transfer starts when the last member is ready and takes the interconnect
 model's time (``hwm.interconnect``): the instruction's busy time on the
 rank's ``CC`` track is the wait for the last member plus that time.
 
-Reductions: floats in fp32 (one rounding to the output dtype), integers and
-bools exactly in int64, members in group order. A run without a rank context
+Reductions: members in group order, as XLA does: floats in fp32 rounded to
+the element dtype after each member (exact for fp32; bf16/fp16/fp8 round at
+every step like XLA:CPU), integers and bools exactly in int64. A run without a rank context
 is one core: a collective whose group holds only this rank is a local copy;
 one that names other ranks is a BirSimError naming the rank count it needs.
 Ranks that cannot meet (a collective some rank never reaches, different
@@ -86,8 +87,11 @@ def _reduce(vals, op, dtype, where):
         cast = np.float32
     if fn is None:
         raise BirSimError("%s: reduce op %r is not defined for %s" % (where, op, dtype))
+    narrow = None if _is_int(dtype) or dtype == "float32" else _dt.np_dtype(dtype)
     for v in vals[1:]:
         acc = fn(acc, v.astype(cast))
+        if narrow is not None:
+            acc = acc.astype(narrow).astype(np.float32)
     return acc
 
 
