@@ -260,6 +260,9 @@ def addCompileArguments(p):
     h("--internal-bir-enable-sb-allocation", action="store_true")
     h("--internal-disable-fma-on-ios", action="store_true")
     h("--internal-num-neuroncores-per-sengine", type=int, default=None)
+    # the rank count of a per-rank program whose HLO states none (no device_assignment, no
+    # replica_count= / num_partitions= header): neuronxcc.hlo.ranks.set_rank_count
+    h("--internal-num-ranks", type=int, default=None)
     h("--disable-internal-io-dge", action="store_true")
     h("--enable-internal-bir-e2e-compilation", action="store_true")
     h("--enable-internal-modular-compilation", action="store_true")

@@ -17,7 +17,7 @@ from neuronxcc.collectives import RankSpace, run_ranks
 from neuronxcc.collectives.groups import rank_count_from_groups
 from neuronxcc.errors import CollectiveError, HloVerifyError
 
-__all__ = ["rank_space", "evaluate_ranks", "collective_instructions", "COLLECTIVE_OPCODES"]
+__all__ = ["rank_space", "evaluate_ranks", "collective_instructions", "COLLECTIVE_OPCODES", "set_rank_count"]
 
 COLLECTIVE_OPCODES = frozenset(("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
                                 "all-to-all", "collective-permute", "collective-permute-start"))
@@ -49,6 +49,15 @@ def rank_space(module, ranks=None):
                                   code="NCC_ECCL002")
         n = int(ranks)
     return RankSpace(1, n) if channel else RankSpace(n, 1)
+
+
+def set_rank_count(module, n):
+    """Record N ranks in MODULE (its replica_count / num_partitions, so the proto's
+    device_assignment and every later job carry them): as rank_space(module, ranks=N) decides;
+    a module that states another count is CollectiveError NCC_ECCL002."""
+    sp = rank_space(module, ranks=int(n))
+    module.replica_count, module.num_partitions = sp.num_replicas, sp.num_partitions
+    return sp
 
 
 def evaluate_ranks(module, inputs_per_rank, space=None, **kw):

@@ -85,3 +85,31 @@ def test_every_group_mode_compiled(tmp_path):
         a, b = spmd.split_modes(res.outputs[d][0])
         assert not mismatch(a, f32), (d, mismatch(a, f32))
         np.testing.assert_allclose(b, sb, rtol=2e-2, atol=2e-2)
+
+
+def test_a_rank_count_only_the_flag_gives(tmp_path):
+    """A torch-xla-style module with no device assignment and empty replica groups: without a
+    rank count it is one rank (the all-reduce of one); --internal-num-ranks 4 makes it four."""
+    text = spmd.NXD_TEXT.replace(", replica_count=8", "").replace("replica_groups={{0,1,2,3,4,5,6,7}}",
+                                                                  "replica_groups={}")
+    text = text.replace("  mx = f32[4,16]{1,0} all-reduce(d2), replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=max\n",
+                        "  mx = f32[4,16]{1,0} all-reduce(d2), replica_groups={}, to_apply=max\n")
+    src = tmp_path / "t.hlo"
+    src.write_text(text)
+    neff = tmp_path / "t.neff"
+    r = run_ncc(["compile", str(src), "--framework", "XLA", "--output", str(neff), "--internal-num-ranks", "4"],
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert read_neff(str(neff)).collectives["num_ranks"] == 4
+    rng = np.random.default_rng(1)
+    ins = [[rng.standard_normal((4, 32)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32)]
+           for _ in range(4)]
+    res = simulate_neff_ranks(str(neff), ins)
+    d = [x @ w + k for k, (x, w) in enumerate(ins)]
+    want = sum(d) + np.max(d, axis=0)
+    assert not any(mismatch(res.outputs[k][0], want.astype(np.float32)) for k in range(4))
+    bad = tmp_path / "b.hlo"
+    bad.write_text(spmd.NXD_TEXT)
+    r = run_ncc(["compile", str(bad), "--framework", "XLA", "--output", str(tmp_path / "b.neff"),
+                 "--internal-num-ranks", "4"], cwd=tmp_path)
+    assert r.returncode == 70 and "[NCC_ECCL002]" in r.stderr and "Traceback" not in r.stderr

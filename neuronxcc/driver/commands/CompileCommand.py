@@ -324,6 +324,9 @@ class CompileCommand(CommandInterface):
         module_to_proto_bytes = require("neuronxcc.hlo", "module_to_proto_bytes", who="compile")
         module = load_module(state.input_path)
         checkIntegerDowncast(module, state.args)
+        if getattr(state.args, "internal_num_ranks", None):
+            from neuronxcc.hlo.ranks import set_rank_count
+            set_rank_count(module, state.args.internal_num_ranks)
         state.module_name = getattr(module, "name", None)
         data = module_to_proto_bytes(module)
         with open(files.MODEL, "wb") as f:
