@@ -203,8 +203,4 @@ def simulate_kernel(kernel, *args, **kwargs):
     return _run(k, "simulation", args, kwargs)
 
 
-class FrameworkKernel:
-    """Base of framework integrations (the custom-call target is AwsNeuronCustomNativeKernel)."""
-
-    def __init__(self, *a, **k):
-        raise errors.NkiNotImplementedError("nki.FrameworkKernel")
+from neuronxcc.nki._framework import FrameworkKernel  # noqa: E402  (framework integrations' base; see there)

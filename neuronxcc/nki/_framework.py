@@ -1,4 +1,5 @@
-"""``nki.jit`` on jax arrays (``mode="jax"``, or ``mode="auto"`` with a jax argument).
+"""NKI kernels as framework custom-calls: ``nki.jit`` on jax arrays (``mode="jax"``, or ``mode="auto"``
+with a jax argument; ``jax_call``) and the legacy producer API ``nki.FrameworkKernel`` (below).
 
 Inside ``jax.jit`` (or any jax transformation that lowers) the kernel becomes one XLA
 ``custom-call`` with target ``AwsNeuronCustomNativeKernel``: the kernel is traced once per
@@ -107,3 +108,111 @@ def _returned(tk, res):
     if not mutated:
         return None
     return mutated[0] if len(mutated) == 1 else tuple(mutated)
+
+
+class FrameworkKernel:
+    """The legacy producer API of kernel custom-calls for framework integrations (``nki.FrameworkKernel``).
+
+    A framework subclasses it and implements ``translate_to_neuron_dtype(dtype)`` (framework dtype ->
+    numpy dtype), ``is_framework_tensor(t)`` and ``map_framework_tensor(t)`` (-> ``(shape, dtype)``);
+    ``dump_config(*args, **kwargs)`` then traces the kernel on the tensors' shapes and dtypes (everything
+    else is a compile-time constant) and returns ``(backend_config, input_names, output_names)`` for one
+    ``AwsNeuronCustomNativeKernel`` custom-call. As in the original, the call's operands are the tensor
+    parameters the kernel reads, in signature order (``input_names``), and its result the tensors it
+    returns followed by the parameters it writes (``output_names``): a parameter the kernel only writes
+    (pass-by-reference ``out``) is a result, not an operand; one it reads and writes is both, and its
+    result aliases the operand. numpy arrays are tensors too. ``kernel[grid]`` sets the SPMD grid."""
+
+    def __init__(self, func_name=None, func=None, grid=(), **kwargs):
+        if func is None:
+            raise TypeError("FrameworkKernel needs func=")
+        while callable(getattr(func, "func", None)):        # an nki.jit / baremetal wrapper
+            func = func.func
+        self.func = func
+        self.func_name = func_name or getattr(self.func, "__name__", "kernel")
+        self.grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        self.options = dict(kwargs)
+
+    # -- hooks a framework implements -------------------------------------------------------
+    def translate_to_neuron_dtype(self, dtype):
+        import numpy as np
+        return np.dtype(dtype)
+
+    def is_framework_tensor(self, t):
+        return False
+
+    def map_framework_tensor(self, t):
+        return tuple(t.shape), t.dtype
+
+    # -------------------------------------------------------------------------------------------
+    def __getitem__(self, grid):
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        return k
+
+    def _spec(self, v):
+        import numpy as np
+        from neuronxcc.nki._trace.trace import TensorSpec
+        if self.is_framework_tensor(v):
+            shape, dtype = self.map_framework_tensor(v)
+            return TensorSpec(tuple(shape), self.translate_to_neuron_dtype(dtype))
+        if isinstance(v, np.ndarray):
+            return TensorSpec(tuple(v.shape), v.dtype)
+        return v
+
+    def trace(self, *args, **kwargs):
+        from neuronxcc.nki._trace import trace_kernel
+        return trace_kernel(self.func, [self._spec(a) for a in args], {k: self._spec(v) for k, v in kwargs.items()},
+                            grid=self.grid, target=self.options.get("platform_target") or "trn1",
+                            name=self.func_name)
+
+    def dump_config(self, *args, **kwargs):
+        """(backend_config, input_names, output_names) of the custom-call for this call's arguments."""
+        from neuronxcc.hlo.nki_call import encode_backend_config
+        doc = write_only_parameters_as_results(self.trace(*args, **kwargs).to_json())
+        return (encode_backend_config(doc), [s["name"] for s in doc["inputs"]],
+                [s["name"] for s in doc["outputs"]])
+
+
+def write_only_parameters_as_results(doc):
+    """A traced kernel's JSON (``TracedKernel.to_json()``) with every mutated parameter the kernel never
+    reads (neither the parameter nor its output tensor is any instruction's source) removed from its
+    inputs: its output stands alone (the tracer's initial copy into it dropped)."""
+    from neuronxcc.starfish import birpy
+    m = birpy.from_json(doc["bir"])
+    aliases = dict(doc.get("aliases") or {})
+    for out, inp in list(aliases.items()):
+        init = []
+        readers = []
+        for node in m.walk():
+            if node.kind != "inst":
+                continue
+            srcs = [ap.target for ap in node.srcs]
+            if srcs == [inp] and node.opcode == "dma_copy" and [ap.target for ap in node.dsts] == [out] and not init:
+                init.append(node)            # the tracer's copy of the parameter into its output
+            elif inp in srcs or out in srcs:
+                readers.append(node)         # the kernel reads the parameter's value (conservatively: any read)
+        if readers:
+            continue
+        for node in init:
+            _remove(m.body, node)
+        del m.tensors[inp]
+        m.inputs.remove(inp)
+        del aliases[out]
+    doc = dict(doc)
+    doc["inputs"] = [s for s in doc["inputs"] if s["name"] in m.inputs]
+    doc["aliases"] = aliases
+    doc["bir"] = birpy.to_json(m)
+    return doc
+
+
+def _remove(body, node):
+    for k, n in enumerate(body):
+        if n is node:
+            del body[k]
+            return True
+        for sub in ((n.then_body, n.else_body) if n.kind == "if" else (getattr(n, "body", None),)):
+            if sub is not None and _remove(sub, node):
+                return True
+    return False
