@@ -52,6 +52,7 @@ from neuronxcc.hlo import interp_control  # noqa: F401
 from neuronxcc.hlo import interp_rng  # noqa: F401
 from neuronxcc.hlo import interp_nki  # noqa: F401
 from neuronxcc.hlo import interp_collective  # noqa: F401
+from neuronxcc.hlo import interp_batchnorm  # noqa: F401
 
 __all__ = ["evaluate", "is_implemented", "Evaluator", "TOKEN", "DEFAULT_MAX_TENSOR_BYTES", "PLAN_BOUND"]
 

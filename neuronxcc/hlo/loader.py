@@ -2,7 +2,11 @@
 
 The format is found from the content, never from the file name: a directory
 is a torch-neuronx model directory (metadata.json + graph.hlo + weights), a
-file or bytes whose first non-blank text is ``HloModule`` is HLO text, a JSON
+file or bytes whose first non-blank, non-comment text is ``HloModule`` is HLO
+text, and so is printable text that opens like a computation (``ENTRY``, or a
+computation name followed by ``{`` or its signature's ``(``): XLA's parser
+accepts a module without its header line, as most of XLA's test files are. A
+JSON
 object with ``model_files`` is a model directory's metadata.json, anything
 else is a serialized HloModuleProto (or an HloProto wrapping one). Failures
 are InputFileError subclasses (HloParseError) or HloVerifyError, never
@@ -14,12 +18,34 @@ import re
 from neuronxcc.errors import CompilerError, HloParseError, InputFileError
 
 _TEXT_START = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?://[^\n]*\n\s*|/\*.*?\*/\s*)*HloModule\b", re.S)
+# A module without its header: the first computation, `ENTRY ...`, `name {` or `%name (p: f32[]) -> ... {`.
+_HEADERLESS_START = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?://[^\n]*(?:\n|$)\s*|/\*.*?\*/\s*)*"
+                               rb"(?:ENTRY\s|%?[A-Za-z_][\w.\-]*\s*[({])", re.S)
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def is_hlo_text(head):
+    """True when the first bytes of an input are HLO text (with or without the HloModule line).
+
+    A serialized proto starts with a field tag and a length and carries control bytes, which
+    text never does, so printable text that opens like a computation is text."""
+    head = bytes(head[:4096])
+    if _TEXT_START.match(head):
+        return True
+    if not _HEADERLESS_START.match(head) or _CONTROL_BYTES.search(head):
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:      # only a character cut by the 4096-byte window is allowed
+            return False
+    return True
 
 
 def detect_format(data):
     """'text', 'metadata-json' or 'proto' for the bytes of an HLO input."""
     head = bytes(data[:4096])
-    if _TEXT_START.match(head):
+    if is_hlo_text(head):
         return "text"
     stripped = head.lstrip()
     if stripped.startswith(b"{") and b"model_files" in head:
@@ -58,7 +84,7 @@ def load_module(source, verify=True):
 
 
 def _load(source, verify):
-    if isinstance(source, str) and _TEXT_START.match(source[:4096].encode("utf-8", "replace")):
+    if isinstance(source, str) and is_hlo_text(source[:4096].encode("utf-8", "replace")):
         from neuronxcc.hlo.text_parser import parse_hlo_text
         return parse_hlo_text(source, verify=verify)
     if isinstance(source, (bytes, bytearray, memoryview)):

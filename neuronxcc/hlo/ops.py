@@ -1,11 +1,14 @@
-"""The one table of HLO operations neuronxcc supports.
+"""The one table of HLO operations neuronxcc knows.
 
-Every opcode the compiler accepts is a row here: its spelling in HLO text,
-its category, and the name of the reference-interpreter handler that defines
-its semantics (``neuronxcc.hlo.interpreter``). The same table feeds
-``neuronx-cc list-operators --framework XLA`` (``supported_opcodes``), the
-interpreter's ``is_implemented`` and, later, the lowering, which consults
-``OPS[opcode].category``.
+Every opcode the reference interpreter runs is a row here: its spelling in HLO
+text, its category, and the name of the reference-interpreter handler that
+defines its semantics (``neuronxcc.hlo.interpreter``). ``NOT_LOWERED`` is the
+truth of what compiles: the rows the lowering to the device (hlo2penguin and
+the Penguin codegen) does not handle, each with the reason the compiler gives
+when it refuses one. ``neuronx-cc list-operators --framework XLA`` prints
+``supported_opcodes()``, the rows minus ``NOT_LOWERED``: what compiles
+(tests/penguin/test_list_operators.py compiles every one of them);
+``interpreted_opcodes()`` is every row (what ``xla_infergoldens`` evaluates).
 
 ``custom-call`` is supported only for the targets in ``CUSTOM_CALL_TARGETS``.
 
@@ -129,6 +132,9 @@ _ROWS = [
     ("reduce", REDUCTION, "reduce"),
     ("reduce-window", REDUCTION, "reduce_window"),
     ("select-and-scatter", REDUCTION, "select_and_scatter"),
+    ("batch-norm-training", REDUCTION, "batch_norm_training"),
+    ("batch-norm-inference", REDUCTION, "batch_norm_inference"),
+    ("batch-norm-grad", REDUCTION, "batch_norm_grad"),
     # --- linear algebra -----------------------------------------------------
     ("dot", LINALG, "dot"),
     ("convolution", LINALG, "convolution"),
@@ -163,9 +169,29 @@ CUSTOM_CALL_TARGETS = collections.OrderedDict([
 RNG_ALGORITHMS = ("rng_default", "rng_philox", "rng_three_fry")
 
 
+# Rows of the table the lowering does not handle, with the reason the refusal names.
+# Removing a row here is the claim that the op compiles: tests/penguin/test_list_operators.py holds it to that.
+NOT_LOWERED = collections.OrderedDict([
+    ("real", "complex numbers have no on-chip dtype"),
+    ("imag", "complex numbers have no on-chip dtype"),
+    ("fft", "no FFT kernel"),
+    ("rng-bit-generator", "no random-number kernel"),
+])
+
+
 def supported_opcodes():
-    """Every supported HLO opcode, sorted; what ``list-operators`` prints."""
+    """Every HLO opcode that compiles, sorted; what ``list-operators`` prints."""
+    return sorted(op for op in OPS if op not in NOT_LOWERED)
+
+
+def interpreted_opcodes():
+    """Every opcode of the table (the reference interpreter runs them all), sorted."""
     return sorted(OPS)
+
+
+def is_lowered(opcode):
+    """True when ``opcode`` is in the table and the lowering handles it."""
+    return opcode in OPS and opcode not in NOT_LOWERED
 
 
 def is_implemented(opcode, custom_call_target=None):
@@ -211,7 +237,7 @@ def check_supported(module):
     in order; the message names the opcode, the instruction, and the user's
     ``file:line`` from the op's metadata when the HLO records it.
     """
-    for comp in _computations(module):
+    for comp in module_computations(module):
         for inst in comp.instructions:
             if not is_implemented(inst.opcode, _custom_call_target(inst) if inst.opcode == "custom-call" else None):
                 raise unsupported_error(inst, comp)
@@ -226,7 +252,8 @@ def check_supported(module):
                 raise err
 
 
-def _computations(module):
+def module_computations(module):
+    """Every computation of ``module`` (callees before callers), or just its entry."""
     comps = getattr(module, "computations", None)
     if isinstance(comps, dict):
         return list(comps.values())

@@ -156,6 +156,9 @@ def _topo(sc, name, recs, by_name):
     return order
 
 
+HEADERLESS_MODULE_NAME = "module"   # the name a module without an ``HloModule`` line gets
+
+
 def parse_hlo_text(text, verify=True):
     if isinstance(text, (bytes, bytearray)):
         try:
@@ -182,16 +185,18 @@ def parse_hlo_text(text, verify=True):
 
 def _parse_module(sc):
     sc.skip_ws()
-    if not sc.accept("HloModule"):
-        raise sc.error("HLO text must start with 'HloModule'")
-    mname = sc.name("a module name")
     header = {}
-    while True:
-        key = _next_attribute(sc, "a module attribute")
-        if key is None:
-            break
-        header[key] = sc.raw_value()
-    _parse_stack_frames(sc)
+    if sc.accept("HloModule"):
+        mname = sc.name("a module name")
+        while True:
+            key = _next_attribute(sc, "a module attribute")
+            if key is None:
+                break
+            header[key] = sc.raw_value()
+        _parse_stack_frames(sc)
+    else:
+        # like XLA's parser, a module without its header line: computations only
+        mname = HEADERLESS_MODULE_NAME
     comps = []
     while True:
         sc.skip_ws()

@@ -284,7 +284,7 @@ def _convert_values(sc, tokens, shape, pos, maybe_neg_nan=True, maybe_payload=Fa
                 ints = None
             except (ValueError, OverflowError):
                 ints = [int(t) if re.fullmatch(r"[-+]?\d+", t) else _int_from_float(t) for t in tokens]
-            info = np.iinfo(dt)
+            info = _int_info(dt)
             if ints is not None:
                 if any(v < info.min or v > info.max for v in ints):
                     raise sc.error("integer constant out of range for %s" % et, pos)
@@ -306,6 +306,14 @@ def _convert_values(sc, tokens, shape, pos, maybe_neg_nan=True, maybe_payload=Fa
         return out.reshape(shape.dims)
     except (ValueError, OverflowError) as e:
         raise sc.error("bad constant value for %s: %s" % (et, e), pos) from None
+
+
+def _int_info(dt):
+    """iinfo for numpy's integers and ml_dtypes' narrow ones (s4, u4, s2, u2)."""
+    if dt.kind in "iu":
+        return np.iinfo(dt)
+    import ml_dtypes
+    return ml_dtypes.iinfo(dt)
 
 
 def _float_token(t):

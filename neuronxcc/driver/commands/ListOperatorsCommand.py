@@ -1,7 +1,8 @@
-"""``neuronx-cc list-operators --framework XLA``: the supported HLO opcodes, one per line.
+"""``neuronx-cc list-operators --framework XLA``: the HLO opcodes that compile, one per line.
 
-The table is the HLO layer's (``neuronxcc.hlo.ops.supported_opcodes``), the
-same one the reference interpreter and the frontend use.
+The table is the HLO layer's (``neuronxcc.hlo.ops.supported_opcodes``: the op
+table's rows minus ``NOT_LOWERED``, the ones the lowering refuses), the same
+one the reference interpreter and the frontend use.
 """
 from neuronxcc.driver.Arguments import InterceptingArgumentParser
 from neuronxcc.driver.commands.CommandInterface import CommandInterface

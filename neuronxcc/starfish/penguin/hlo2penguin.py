@@ -4,7 +4,7 @@
 
 What it does, in order:
   * reads MODEL with ``neuronxcc.hlo.load_module`` (any form it accepts);
-  * walks the entry computation, inlining ``call``s, flattening tuples
+  * walks the entry computation, inlining ``call``s and ``fusion``s, flattening tuples
     (``tuple`` / ``get-tuple-element`` disappear; tuple parameters and
     results become several inputs / outputs), converting nested regions of
     ``while`` / ``conditional`` into Penguin sub-graphs;
@@ -13,11 +13,16 @@ What it does, in order:
   * annotates every value with shape and dtype, every op with its HLO
     instruction name and source ``file:line`` (``Op.loc``);
   * refuses an op outside the one op table (``neuronxcc.hlo.ops.check_supported``:
-    ``[NCC_EVRF001]``, ``[NCC_EVRF015]`` for a custom-call target), and an op of
-    the table this lowering does not convert yet (``NOT_LOWERED``; the rest of
-    the table is ``LOWERED_OPCODES``) with UnsupportedOperatorError naming the
-    op, the instruction and the source location; a program whose tensors
-    cannot fit the target's HBM with TensorTooLargeError.
+    ``[NCC_EVRF001]``, ``[NCC_EVRF015]`` for a custom-call target), an op of
+    the table this lowering does not convert (the table's ``NOT_LOWERED``; the
+    rest of the table is ``LOWERED_OPCODES``, what list-operators prints) and a
+    result whose element type the device cannot hold (``NOT_LOWERED_TYPES``:
+    complex) with UnsupportedOperatorError naming the op, the instruction and
+    the source location; a program whose tensors cannot fit the target's HBM
+    with TensorTooLargeError;
+  * expands batch-norm-* (batchnorm.py) and applies ``map`` computations
+    elementwise (apply.py); scalar operands of elementwise ops (clamp's bounds,
+    select's predicate) become broadcasts.
 
 Exit status: 0 on success, 70 on a compile error (one ``[NCC_...]`` line on
 stderr, the traceback goes to the log only).
@@ -39,19 +44,14 @@ log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
 HLO_TO_DTYPE = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
                 "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
                 "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-                "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "c64": "complex64"}
+                "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+# Element types the interpreter knows and the device cannot hold, with the reason the refusal names.
+NOT_LOWERED_TYPES = {"c64": "complex numbers have no on-chip dtype",
+                     "c128": "complex numbers have no on-chip dtype"}
 
-# Opcodes of the one op table (``neuronxcc.hlo.ops``: what list-operators prints and the interpreter
-# runs) that this lowering does not convert yet, each with the reason it names.
-NOT_LOWERED = {
-    "real": "complex numbers have no on-chip dtype",
-    "imag": "complex numbers have no on-chip dtype",
-    "fft": "no FFT kernel",
-    "map": "no kernel for a mapped computation",
-    "fusion": "already-fused modules are not inlined",
-    "rng-bit-generator": "no random-number kernel",
-    "add-dependency": "no token ordering",
-}
+# Opcodes of the one op table (``neuronxcc.hlo.ops``: what the interpreter runs) that this lowering does
+# not convert, each with the reason it names; the table owns the list (list-operators prints the rest).
+NOT_LOWERED = hlo_ops.NOT_LOWERED
 # What this tool converts: the table's opcodes minus NOT_LOWERED (elementwise ops keep their HLO spelling).
 LOWERED_OPCODES = frozenset(op for op in hlo_ops.OPS if op not in NOT_LOWERED)
 # custom-call targets it converts, by the table's interpreter handler -> the Penguin op kind.
@@ -215,20 +215,31 @@ class Converter:
             idx = A.int_attr(inst, "index")
             return ins[0][A.int_attr(inst, "tuple_index", 0) if idx is None else idx]
         if op == "reduce-precision":
-            return self._reduce_precision(g, inst, ins[0])
-        if op in ("opt-barrier", "optimization-barrier"):
+            return self.reduce_precision_value(g, inst, ins[0], loc, inst.name)
+        if op in ("opt-barrier", "optimization-barrier", "add-dependency"):
             return ins[0]
         if op == "after-all":
             return None
         if op in _collectives.HLO_OPCODES:
             return _collectives.convert(self, g, inst, ins, loc)
-        if op == "call":
-            callee = inst.called_computations[0] if inst.called_computations else _attr(inst, "to_apply")
+        if op in ("call", "fusion"):
+            # inlined: a fused computation is an ordinary computation of the module
+            callee = inst.called_computations[0] if inst.called_computations else \
+                _attr(inst, "to_apply", "calls")
             sub = {}
-            for p, a in zip(callee.parameters, ins):
-                sub[id(p)] = a
+            for p in callee.parameters:
+                sub[id(p)] = ins[p.parameter_number]
             self._convert_body(g, callee, sub)
             return sub[id(callee.root)]
+        if op == "map":
+            from neuronxcc.starfish.penguin.apply import apply_computation
+            dims = tuple(inst.shape.dims)
+            return apply_computation(self, g, _called(inst), ins, dims, loc, inst.name)[0]
+        if op.startswith("batch-norm-"):
+            from neuronxcc.starfish.penguin.batchnorm import LOWERINGS
+            return LOWERINGS[op](g, inst, ins, loc)
+        if op in ir.ELEMENTWISE and inst.shape.is_array and inst.shape.dims:
+            ins = self._broadcast_scalars(g, inst, ins, loc)
         shape = inst.shape
         if shape.element_type == "tuple":
             return self._convert_multi(g, inst, ins, loc)
@@ -242,7 +253,22 @@ class Converter:
         attrs = self._attrs(g, inst)
         return g.add_op(self._kind(inst), ins, [(inst.name, dims, dtype)], attrs, loc)[0]
 
-    def _reduce_precision(self, g, inst, x):
+    def _broadcast_scalars(self, g, inst, ins, loc):
+        """Scalar operands of an elementwise op (clamp's bounds, select's predicate) broadcast to its shape."""
+        dims = tuple(inst.shape.dims)
+        out = []
+        for o, x in zip(inst.operands, ins):
+            if isinstance(x, str) and not o.shape.dims and dims:
+                x = g.add_op("broadcast", [x], [(inst.name + ".bcast", dims, g.values[x].dtype)],
+                             {"dimensions": []}, loc)[0]
+            out.append(x)
+        return out
+
+    def elementwise_attrs(self, inst):
+        """The Penguin attributes of an elementwise instruction (compare's direction and type)."""
+        return self._attrs(None, inst) if inst.opcode == "compare" else {}
+
+    def reduce_precision_value(self, g, inst, x, loc, name):
         """reduce-precision to (5, 10) / (8, 7) bits = a round trip through float16 / bfloat16."""
         from neuronxcc.hlo import interp_attrs as A
         e, m = A.int_attr(inst, "exponent_bits"), A.int_attr(inst, "mantissa_bits")
@@ -252,18 +278,17 @@ class Converter:
             return x
         if narrow == "?":
             raise unsupported(inst, "reduce-precision to %d exponent / %d mantissa bits" % (e, m))
-        loc = _loc(inst)
         sh, dt = v.shape, v.dtype
-        t = g.add_op("convert", [x], [(inst.name + ".narrow", sh, narrow)], {}, loc)[0]
-        y = g.add_op("convert", [t], [(inst.name + ".wide", sh, dt)], {}, loc)[0]
+        t = g.add_op("convert", [x], [(name + ".narrow", sh, narrow)], {}, loc)[0]
+        y = g.add_op("convert", [t], [(name + ".wide", sh, dt)], {}, loc)[0]
         # XLA flushes results below the narrow type's smallest normal to (signed) zero
-        tiny = g.add_op("constant", [], [(inst.name + ".tiny", sh, dt)],
+        tiny = g.add_op("constant", [], [(name + ".tiny", sh, dt)],
                         {"value": 2.0 ** -14 if narrow == "float16" else 2.0 ** -126}, loc)[0]
-        zero = g.add_op("constant", [], [(inst.name + ".zero", sh, dt)], {"value": 0.0}, loc)[0]
-        ay = g.add_op("abs", [y], [(inst.name + ".abs", sh, dt)], {}, loc)[0]
-        small = g.add_op("compare", [ay, tiny], [(inst.name + ".small", sh, "bool")], {"direction": "LT"}, loc)[0]
-        z = g.add_op("multiply", [y, zero], [(inst.name + ".z", sh, dt)], {}, loc)[0]
-        return g.add_op("select", [small, z, y], [(inst.name, sh, dt)], {}, loc)[0]
+        zero = g.add_op("constant", [], [(name + ".zero", sh, dt)], {"value": 0.0}, loc)[0]
+        ay = g.add_op("abs", [y], [(name + ".abs", sh, dt)], {}, loc)[0]
+        small = g.add_op("compare", [ay, tiny], [(name + ".small", sh, "bool")], {"direction": "LT"}, loc)[0]
+        z = g.add_op("multiply", [y, zero], [(name + ".z", sh, dt)], {}, loc)[0]
+        return g.add_op("select", [small, z, y], [(name, sh, dt)], {}, loc)[0]
 
     def _kind(self, inst):
         op = inst.opcode
@@ -585,9 +610,30 @@ def check_hbm(graph, target):
                                   "bytes per NeuronCore" % (total, tm.name, tm.hbm_bytes_per_core))
 
 
+def check_element_types(module):
+    """UnsupportedOperatorError naming the first instruction whose result has an element type
+    the lowering cannot hold (complex, ...), before any conversion starts."""
+    for comp in hlo_ops.module_computations(module):
+        for inst in comp.instructions:
+            for et in _leaf_types(inst.shape):
+                if et not in HLO_TO_DTYPE and et not in ("token", "opaque"):
+                    why = NOT_LOWERED_TYPES.get(et, "element type %s has no on-chip dtype" % et)
+                    raise unsupported(inst, "its result has element type %s: %s; supported element types: %s"
+                                      % (et, why, ", ".join(HLO_TO_DTYPE)))
+
+
+def _leaf_types(shape):
+    if shape.element_type == "tuple":
+        for s in shape.tuple_shapes:
+            yield from _leaf_types(s)
+    else:
+        yield shape.element_type
+
+
 def hlo_to_penguin(module, target="trn1"):
     """The library entry: an HloModule -> a verified Penguin Graph."""
     hlo_ops.check_supported(module)
+    check_element_types(module)
     g = Converter(module).convert_entry()
     check_hbm(g, target)
     return g
