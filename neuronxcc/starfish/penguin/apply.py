@@ -34,6 +34,8 @@ def applicable(comp, _depth=0):
                 continue
             if inst.shape.is_tuple or inst.shape.dims:
                 return "its %s %s is not a scalar" % (op, inst.name)
+            if op == "bitcast" and inst.operands[0].shape.element_type != inst.shape.element_type:
+                return "its bitcast %s changes the element type" % inst.name
             continue
         if op in ("call", "fusion") and _depth < 16:
             why = applicable(inst.called_computations[0], _depth + 1)

@@ -235,6 +235,12 @@ class Converter:
             from neuronxcc.starfish.penguin.apply import apply_computation
             dims = tuple(inst.shape.dims)
             return apply_computation(self, g, _called(inst), ins, dims, loc, inst.name)[0]
+        if op == "bitcast" and inst.shape.is_array:
+            return self._bitcast(g, inst, ins[0], loc)
+        if op in ("reduce", "reduce-window", "select-and-scatter"):
+            res = self._convert_reduction(g, inst, ins, loc)
+            if res is not None:
+                return res
         if op.startswith("batch-norm-"):
             from neuronxcc.starfish.penguin.batchnorm import LOWERINGS
             return LOWERINGS[op](g, inst, ins, loc)
@@ -252,6 +258,52 @@ class Converter:
             return folded
         attrs = self._attrs(g, inst)
         return g.add_op(self._kind(inst), ins, [(inst.name, dims, dtype)], attrs, loc)[0]
+
+    def _bitcast(self, g, inst, x, loc):
+        """bitcast reinterprets the operand's bytes: its elements in physical (layout) order are the
+        result's elements in the result's physical order, each element's bits reinterpreted."""
+        src, dst = inst.operands[0].shape, inst.shape
+        v = g.values[x]
+        dtype = penguin_dtype(dst)
+        if ir.dtype_size(dtype) != ir.dtype_size(v.dtype):
+            raise unsupported(inst, "bitcast between element types of different widths (%s to %s)"
+                              % (src.element_type, dst.element_type))
+        m_src, m_dst = _major_to_minor(src), _major_to_minor(dst)
+        if m_src != list(range(len(m_src))):
+            x = g.add_op("transpose", [x], [(inst.name + ".phys", tuple(src.dims[d] for d in m_src), v.dtype)],
+                         {"permutation": m_src}, loc)[0]
+        pdims = tuple(dst.dims[d] for d in m_dst)
+        if g.values[x].shape != pdims:
+            x = g.add_op("reshape", [x], [(inst.name + ".flat", pdims, v.dtype)], {}, loc)[0]
+        if dtype != v.dtype:
+            x = g.add_op("bitcast-convert", [x], [(inst.name + ".bits", pdims, dtype)], {}, loc)[0]
+        if m_dst != list(range(len(m_dst))):
+            inv = [int(k) for k in np.argsort(m_dst)]
+            x = g.add_op("transpose", [x], [(inst.name, tuple(dst.dims), dtype)], {"permutation": inv}, loc)[0]
+        return x
+
+    def _convert_reduction(self, g, inst, ins, loc):
+        """A reduction the kernels do not run as it is, lowered by its computation (reductions.py)."""
+        from neuronxcc.starfish.penguin import reductions as red
+        if inst.opcode == "select-and-scatter":
+            from neuronxcc.hlo import interp_attrs as A
+            w = A.window(inst, len(inst.operands[0].shape.dims))
+            if red.is_max_pool_grad(inst) and self._const_of(g, ins[2]) is not None and \
+                    not any(w["pad_lo"]) and not any(w["pad_hi"]) and list(w["stride"]) == list(w["size"]):
+                return None
+            return red.convert_select_and_scatter(self, g, inst, ins, loc)
+        kind = self.reducer_kind(_called(inst))
+        if inst.opcode == "reduce":
+            return red.convert_reduce(self, g, inst, ins, loc, kind)
+        return red.convert_reduce_window(self, g, inst, ins, loc, kind)
+
+    def reducer_kind(self, comp):
+        """reducer_kind, with boolean reducers classified by their truth table."""
+        kind = reducer_kind(comp)
+        if kind == "other" and comp is not None:
+            from neuronxcc.starfish.penguin.reductions import bool_kind
+            kind = bool_kind(self.module, comp) or kind
+        return kind
 
     def _broadcast_scalars(self, g, inst, ins, loc):
         """Scalar operands of an elementwise op (clamp's bounds, select's predicate) broadcast to its shape."""
@@ -326,7 +378,7 @@ class Converter:
             a.update({k: list(v) for k, v in A.dot_dims(inst).items()})
         elif op == "reduce":
             a["dimensions"] = A.int_list(inst, "dimensions")
-            a["reducer"] = reducer_kind(_called(inst))
+            a["reducer"] = self.reducer_kind(_called(inst))
         elif op == "pad":
             a["padding"] = [list(p) for p in A.padding_config(inst, rank)]
         elif op == "dynamic-slice":
@@ -347,7 +399,7 @@ class Converter:
             a.update(nki_kernel_attrs(inst))
         elif op == "reduce-window":
             a["window"] = A.window(inst, rank)
-            a["reducer"] = reducer_kind(_called(inst))
+            a["reducer"] = self.reducer_kind(_called(inst))
         elif op == "select-and-scatter":
             a["window"] = A.window(inst, rank)
         elif op == "convolution":
@@ -438,6 +490,12 @@ class Converter:
         if op in ("broadcast", "transpose", "reverse", "slice", "compare", "concatenate"):
             return self._attrs(None, inst)
         return {}
+
+
+def _major_to_minor(shape):
+    """The logical dimensions of an array shape from the most to the least significant in memory."""
+    lay = shape.layout if shape.layout is not None else tuple(range(len(shape.dims) - 1, -1, -1))
+    return [int(d) for d in reversed(lay)]
 
 
 def _called(inst):

@@ -646,11 +646,15 @@ class Kernels:
 
     def op_pad(self, op, args, outs):
         x, pv = args
-        if not isinstance(pv, Splat):
-            raise _err(op, "pad with a non-constant padding value")
         out = self.cg.target_for(outs[0].name)
         cfg = op.attrs["padding"]
-        self.elementwise(Splat(pv.value, outs[0].dtype, out.shape), out)
+        if isinstance(pv, Splat):
+            fill = Splat(pv.value, outs[0].dtype, out.shape)
+        else:  # a computed scalar (a reduction's init value): broadcast over the result
+            fill = apply_view(pv, lambda v: v.broadcast(out.shape, []))
+            if fill is None:
+                fill = self.cg.materialise(pv, allow_views=False).broadcast(out.shape, [])
+        self.elementwise(fill, out)
         # operand slice (negative padding) and destination sub-view
         s_st, s_li, s_sd = [], [], []
         o_st, o_li, o_sd = [], [], []

@@ -1,0 +1,298 @@
+"""Reductions with any reducer: reduce, reduce-window and select-and-scatter as Penguin
+slices, pads and the reducer computation applied elementwise (apply.py).
+
+The codegen's reduce / reduce-window kernels run the reducers the engines have an
+ALU op for (add, max, min, mul; and/or on booleans; argmax/argmin pairs) with a
+constant init. Everything else is lowered here by lowering the reducer itself:
+
+* reduce: the reduced axes are moved last and flattened to one axis of length R,
+  padded with the init value to a power of two (XLA's init is an identity of the
+  reducer: jax.lax.reduce's contract), then halved log2(R) times, each step one
+  application of the reducer to the two halves (variadic reducers take all their
+  operands' halves); the init is combined once at the end, as the interpreter does.
+  A reducer the ALU has with a non-constant init runs the ALU reduction from the
+  reducer's identity and then combines the init once.
+* reduce-window: the operand is padded with the init (padding and base dilation
+  as interior padding), and the window positions are folded one strided slice at a
+  time, in window order.
+* select-and-scatter: each window's selected position is found by folding its
+  taps in window order with the select computation (padding never selected, as in
+  XLA); each tap's share of the source is placed on the operand by a pad with
+  interior stride, and combined into the init-filled output with the scatter
+  computation (masked, so positions a tap does not reach stay unchanged).
+
+A boolean reducer is classified by its truth table (evaluated on all four input
+pairs), so torch-xla's select(and(x != false, y != false), true, false) runs as the
+ALU's and-reduction.
+"""
+import itertools
+
+import numpy as np
+
+from neuronxcc.starfish.penguin.apply import apply_computation
+
+ALU_KINDS = ("add", "max", "min", "mul")
+BOOL_KINDS = ("and", "or")
+ARG_KINDS = ("argmax", "argmin", "argmax_nonan", "argmin_nonan")
+REDUCER_OPCODE = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply", "and": "and", "or": "or",
+                  "xor": "xor"}
+
+
+def identity(kind, dtype):
+    """The identity of ALU reducer ``kind`` in Penguin ``dtype``."""
+    if dtype == "bool":
+        return {"and": True, "or": False, "add": False, "max": False, "min": True, "mul": True}[kind]
+    if dtype.startswith(("int", "uint")):
+        info = np.iinfo(np.dtype(dtype))
+        return {"add": 0, "mul": 1, "max": int(info.min), "min": int(info.max), "and": -1 if info.min < 0 else
+                int(info.max), "or": 0, "xor": 0}[kind]
+    return {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}[kind]
+
+
+class _B:
+    def __init__(self, g, loc, name):
+        self.g, self.loc, self.name = g, loc, name
+
+    def op(self, kind, ins, shape, dtype, attrs=None, suffix=""):
+        return self.g.add_op(kind, ins, [(self.name + suffix, tuple(shape), dtype)], attrs or {}, self.loc)[0]
+
+    def shape(self, v):
+        return self.g.values[v].shape
+
+    def dtype(self, v):
+        return self.g.values[v].dtype
+
+    def reshape(self, v, shape):
+        shape = tuple(shape)
+        return v if self.shape(v) == shape else self.op("reshape", [v], shape, self.dtype(v), suffix=".r")
+
+    def transpose(self, v, perm):
+        if list(perm) == list(range(len(perm))):
+            return v
+        shape = [self.shape(v)[p] for p in perm]
+        return self.op("transpose", [v], shape, self.dtype(v), {"permutation": list(perm)}, ".t")
+
+    def slice(self, v, starts, limits, strides=None):
+        strides = strides or [1] * len(starts)
+        shape = [max(0, -(-(l - s) // t)) for s, l, t in zip(starts, limits, strides)]
+        return self.op("slice", [v], shape, self.dtype(v), {"starts": list(starts), "limits": list(limits),
+                                                            "strides": list(strides)}, ".s")
+
+    def pad(self, v, pv, cfg, shape):
+        return self.op("pad", [v, pv], shape, self.dtype(v), {"padding": [list(c) for c in cfg]}, ".p")
+
+    def bcast(self, v, shape):
+        return self.op("broadcast", [v], shape, self.dtype(v), {"dimensions": []}, ".b")
+
+    def const(self, value, shape, dtype):
+        return self.op("constant", [], shape, dtype, {"value": value}, ".c")
+
+
+def _splat(conv, g, v):
+    c = conv._const_of(g, v)
+    return c[1] if c is not None and c[0] == "splat" else None
+
+
+# -- reduce --------------------------------------------------------------------------------------
+
+def convert_reduce(conv, g, inst, ins, loc, kind):
+    """Penguin values of a reduce, or None when the reduce kernel takes it as it is."""
+    n = len(inst.operands) // 2
+    xs, inits = ins[:n], ins[n:]
+    const_init = all(_splat(conv, g, i) is not None for i in inits)
+    if n == 1 and (kind in ALU_KINDS or kind in BOOL_KINDS) or n == 2 and kind in ARG_KINDS:
+        if const_init:
+            return None
+        if n == 1:
+            return _alu_with_init(conv, g, inst, xs[0], inits[0], loc, kind)
+    return reduce_tree(conv, g, inst, xs, inits, loc)
+
+
+def _alu_with_init(conv, g, inst, x, init, loc, kind):
+    """The ALU reduction from the identity, then the (non-constant) init combined once."""
+    from neuronxcc.starfish.penguin.hlo2penguin import _called
+    b = _B(g, loc, inst.name)
+    dt = b.dtype(init)
+    out_shape = tuple(inst.shape.dims)
+    ident = b.const(identity(kind, dt), (), dt)
+    r = b.op("reduce", [x, ident], out_shape, dt, {"dimensions": list(_dims(inst)), "reducer": kind}, ".alu")
+    ib = b.bcast(init, out_shape) if out_shape else init
+    return apply_computation(conv, g, _called(inst), [ib, r], out_shape, loc, inst.name + ".init")[0]
+
+
+def _dims(inst):
+    from neuronxcc.hlo import interp_attrs as A
+    return sorted(A.int_list(inst, "dimensions"))
+
+
+def reduce_tree(conv, g, inst, xs, inits, loc):
+    """Any reducer: a balanced tree of applications of the reducer computation."""
+    from neuronxcc.starfish.penguin.hlo2penguin import _called
+    comp = _called(inst)
+    b = _B(g, loc, inst.name)
+    dims = _dims(inst)
+    in_shape = b.shape(xs[0])
+    kept = [d for d in range(len(in_shape)) if d not in dims]
+    out_shape = tuple(in_shape[d] for d in kept)
+    rn = 1
+    for d in dims:
+        rn *= in_shape[d]
+    init_b = [b.bcast(i, out_shape) if out_shape else i for i in inits]
+    if rn == 0:
+        return [b.op("copy", [i], out_shape, b.dtype(i), suffix=".empty") for i in init_b]
+    flat = [b.reshape(b.transpose(x, kept + dims), out_shape + (rn,)) for x in xs]
+    p2 = 1
+    while p2 < rn:
+        p2 *= 2
+    k = len(out_shape)
+    if p2 != rn:
+        cfg = [(0, 0, 0)] * k + [(0, p2 - rn, 0)]
+        flat = [b.pad(x, i, cfg, out_shape + (p2,)) for x, i in zip(flat, inits)]
+    m = p2
+    while m > 1:
+        h = m // 2
+        lo = [b.slice(x, [0] * k + [0], list(out_shape) + [h]) for x in flat]
+        hi = [b.slice(x, [0] * k + [h], list(out_shape) + [m]) for x in flat]
+        flat = apply_computation(conv, g, comp, lo + hi, out_shape + (h,), loc, "%s.lvl%d" % (inst.name, h))
+        m = h
+    res = [b.reshape(x, out_shape) for x in flat]
+    return _one_or_all(inst, apply_computation(conv, g, comp, init_b + res, out_shape, loc, inst.name + ".init"))
+
+
+def _one_or_all(inst, vals):
+    return vals if inst.shape.is_tuple else vals[0]
+
+
+# -- reduce-window ---------------------------------------------------------------------------------
+
+def convert_reduce_window(conv, g, inst, ins, loc, kind):
+    """Penguin values of a reduce-window, or None when the window kernel takes it."""
+    from neuronxcc.hlo import interp_attrs as A
+    from neuronxcc.starfish.penguin.hlo2penguin import _called
+    n = len(inst.operands) // 2
+    xs, inits = ins[:n], ins[n:]
+    rank = len(inst.operands[0].shape.dims)
+    w = A.window(inst, rank)
+    if n == 1 and kind in ALU_KINDS and _splat(conv, g, inits[0]) is not None and \
+            all(v == 1 for v in w["base_dilation"]):
+        return None
+    comp = _called(inst)
+    b = _B(g, loc, inst.name)
+    out_shape = tuple((inst.shape.tuple_shapes[0] if inst.shape.is_tuple else inst.shape).dims)
+    in_shape = b.shape(xs[0])
+    cfg = [(lo, hi, bd - 1) for lo, hi, bd in zip(w["pad_lo"], w["pad_hi"], w["base_dilation"])]
+    if any(c != (0, 0, 0) for c in cfg):
+        pshape = tuple(lo + hi + (nn - 1) * (it + 1) + 1 if nn else lo + hi
+                       for (lo, hi, it), nn in zip(cfg, in_shape))
+        xs = [b.pad(x, i, cfg, pshape) for x, i in zip(xs, inits)]
+    acc = None
+    for pos in itertools.product(*[range(s) for s in w["size"]]):
+        starts = [p * d for p, d in zip(pos, w["window_dilation"])]
+        limits = [st + (o - 1) * s + 1 for st, o, s in zip(starts, out_shape, w["stride"])]
+        vs = [b.slice(x, starts, limits, list(w["stride"])) for x in xs]
+        acc = vs if acc is None else apply_computation(conv, g, comp, acc + vs, out_shape, loc,
+                                                      inst.name + ".win")
+    init_b = [b.bcast(i, out_shape) for i in inits]
+    if acc is None:
+        return _one_or_all(inst, init_b)
+    return _one_or_all(inst, apply_computation(conv, g, comp, init_b + acc, out_shape, loc, inst.name + ".init"))
+
+
+# -- select-and-scatter ------------------------------------------------------------------------------
+
+def convert_select_and_scatter(conv, g, inst, ins, loc):
+    """Penguin value of a select-and-scatter with any window (overlapping, padded), select and scatter."""
+    from neuronxcc.hlo import interp_attrs as A
+    from neuronxcc.starfish.penguin.hlo2penguin import reducer_kind, unsupported
+    select = inst.attrs.get("select")
+    scatter = inst.attrs.get("scatter")
+    x, src, init = ins
+    rank = len(inst.operands[0].shape.dims)
+    w = A.window(inst, rank)
+    if any(v != 1 for v in w["window_dilation"]) or any(v != 1 for v in w["base_dilation"]):
+        raise unsupported(inst, "select-and-scatter with dilated windows")
+    b = _B(g, loc, inst.name)
+    xshape, sshape = b.shape(x), b.shape(src)
+    xdt, odt = b.dtype(x), b.dtype(src)
+    padded = any(w["pad_lo"]) or any(w["pad_hi"])
+    if padded:
+        cfg = [(lo, hi, 0) for lo, hi in zip(w["pad_lo"], w["pad_hi"])]
+        pshape = tuple(nn + lo + hi for nn, lo, hi in zip(xshape, w["pad_lo"], w["pad_hi"]))
+        xp = b.pad(x, b.const(0, (), xdt), cfg, pshape)
+        valid = b.pad(b.const(True, xshape, "bool"), b.const(False, (), "bool"), cfg, pshape)
+    else:
+        xp, valid = x, None
+    taps = list(itertools.product(*[range(s) for s in w["size"]]))
+    cur = idx = have = None
+    for k, pos in enumerate(taps):
+        lim = [p + (nn - 1) * s + 1 for p, nn, s in zip(pos, sshape, w["stride"])]
+        v = b.slice(xp, list(pos), lim, list(w["stride"]))
+        ok = b.slice(valid, list(pos), lim, list(w["stride"])) if valid is not None else None
+        kk = b.const(k, sshape, "int32")
+        if cur is None:
+            cur, idx, have = v, kk, ok
+            continue
+        keep = apply_computation(conv, g, select, [cur, v], sshape, loc, inst.name + ".sel")[0]
+        take = b.op("not", [keep], sshape, "bool", suffix=".take")
+        if ok is not None:
+            nh = b.op("not", [have], sshape, "bool", suffix=".nh")
+            take = b.op("and", [ok, b.op("or", [nh, take], sshape, "bool", suffix=".t")], sshape, "bool",
+                        suffix=".take")
+            have = b.op("or", [have, ok], sshape, "bool", suffix=".have")
+        cur = b.op("select", [take, v, cur], sshape, xdt, suffix=".cur")
+        idx = b.op("select", [take, kk, idx], sshape, "int32", suffix=".idx")
+    add = reducer_kind(scatter) == "add"
+    zero = b.const(0, (), odt)
+    out = b.bcast(init, xshape) if xshape else init
+    for k, pos in enumerate(taps):
+        hit = b.op("compare", [idx, b.const(k, sshape, "int32")], sshape, "bool", {"direction": "EQ"}, ".hit")
+        if have is not None:
+            hit = b.op("and", [hit, have], sshape, "bool", suffix=".hit")
+        # the window at w lands on operand position w*stride + pos - pad_lo
+        cfg = []
+        for d in range(rank):
+            lo = pos[d] - w["pad_lo"][d]
+            span = (sshape[d] - 1) * w["stride"][d] + 1 if sshape[d] else 0
+            cfg.append((lo, xshape[d] - lo - span, w["stride"][d] - 1))
+        if add:
+            share = b.op("select", [hit, src, b.bcast(zero, sshape)], sshape, odt, suffix=".share")
+            out = b.op("add", [out, b.pad(share, zero, cfg, xshape)], xshape, odt, suffix=".acc")
+        else:
+            placed = b.pad(src, zero, cfg, xshape)
+            mask = b.pad(hit, b.const(False, (), "bool"), cfg, xshape)
+            comb = apply_computation(conv, g, scatter, [out, placed], xshape, loc, inst.name + ".scatter")[0]
+            out = b.op("select", [mask, comb, out], xshape, odt, suffix=".acc")
+    if out in ins:
+        out = b.op("copy", [out], xshape, odt, suffix=".out")
+    return out
+
+
+def is_max_pool_grad(inst):
+    """select = GE of (param 0, param 1) and scatter = add: the form the window kernel lowers."""
+    from neuronxcc.starfish.penguin.hlo2penguin import reducer_kind
+    sel = inst.attrs.get("select")
+    if sel is None or reducer_kind(inst.attrs.get("scatter")) != "add":
+        return False
+    root = sel.root
+    ps = sorted(sel.parameters, key=lambda p: p.parameter_number)
+    return root.opcode == "compare" and len(ps) == 2 and list(root.operands) == ps and \
+        str(root.attrs.get("direction", "")).strip('"').upper() == "GE"
+
+
+# -- boolean reducers by truth table -----------------------------------------------------------------
+
+def bool_kind(module, comp):
+    """'and' / 'or' / 'xor' for a two-parameter pred reducer with that truth table, else None."""
+    ps = sorted(comp.parameters, key=lambda p: p.parameter_number)
+    if len(ps) != 2 or comp.root.shape.is_tuple or comp.root.shape.element_type != "pred" or \
+            any(p.shape.element_type != "pred" or p.shape.dims for p in ps):
+        return None
+    from neuronxcc.hlo.interpreter import Evaluator
+    try:
+        ev = Evaluator(module)
+        table = tuple(bool(np.asarray(ev.run(comp, [np.bool_(a), np.bool_(c)])).reshape(()))
+                      for a in (False, True) for c in (False, True))
+    except Exception:  # a reducer the interpreter cannot run here is simply not classified
+        return None
+    return {(False, False, False, True): "and", (False, True, True, True): "or",
+            (False, True, True, False): "xor"}.get(table)
