@@ -111,6 +111,13 @@ UNARY = {
     "sine": np.sin,
     "cosine": np.cos,
     "tan": np.tan,
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atanh": np.arctanh,
+    "cosh": np.cosh,
+    "sinh": np.sinh,
     "erf": _erf,
     "is-finite": np.isfinite,
     "popcnt": _popcnt,
@@ -120,7 +127,8 @@ UNARY = {
 }
 
 _FLOAT_ONLY = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt", "rsqrt",
-               "cbrt", "tanh", "sine", "cosine", "tan", "erf", "is-finite", "ceil", "floor",
+               "cbrt", "tanh", "sine", "cosine", "tan", "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh",
+               "erf", "is-finite", "ceil", "floor",
                "round-nearest-afz", "round-nearest-even"}
 
 
@@ -128,7 +136,8 @@ _FLOAT_ONLY = {"exponential", "exponential-minus-one", "log", "log-plus-one", "l
 # kernels are off by up to ~1 ulp (f32 power by more), which a rotary embedding's
 # position * inv_freq amplifies past the f32 tolerance. These run in f64 and round once.
 _VIA_F64 = {"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "rsqrt", "cbrt",
-            "tanh", "sine", "cosine", "tan", "power", "atan2"}
+            "tanh", "sine", "cosine", "tan", "power", "atan2", "acos", "acosh", "asin", "asinh", "atanh", "cosh",
+            "sinh"}
 _F64 = np.dtype(np.float64)
 
 

@@ -84,6 +84,13 @@ _ROWS = [
     ("sine", UNARY, "unary"),
     ("cosine", UNARY, "unary"),
     ("tan", UNARY, "unary"),
+    ("acos", UNARY, "unary"),          # the inverse and hyperbolic trig opcodes MHLO's exporter prints
+    ("acosh", UNARY, "unary"),
+    ("asin", UNARY, "unary"),
+    ("asinh", UNARY, "unary"),
+    ("atanh", UNARY, "unary"),
+    ("cosh", UNARY, "unary"),
+    ("sinh", UNARY, "unary"),
     ("erf", UNARY, "unary"),
     ("is-finite", UNARY, "unary"),
     ("popcnt", UNARY, "unary"),

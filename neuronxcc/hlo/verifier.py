@@ -14,7 +14,8 @@ UNARY_ELEMENTWISE = frozenset((
     "abs", "ceil", "cbrt", "cosine", "count-leading-zeros", "erf", "exponential", "exponential-minus-one",
     "floor", "imag", "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real",
     "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan", "tanh", "convert",
-    "bitcast-convert", "reduce-precision", "copy", "stochastic-convert"))
+    "bitcast-convert", "reduce-precision", "copy", "stochastic-convert",
+    "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"))
 BINARY_ELEMENTWISE = frozenset((
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "and", "or", "xor",
     "atan2", "shift-left", "shift-right-arithmetic", "shift-right-logical", "compare", "complex"))

@@ -32,12 +32,12 @@ def test_lowering_gap_is_a_one_line_error_naming_the_instruction(tmp_path):
     import jax
     from neuronxcc.starfish.penguin.tiles import LoweringError
 
-    def f(x):        # a reduction whose combiner is not a plain add/max/min/mul/and/or
-        return jax.lax.reduce(x, 0.0, lambda a, b: a + 2.0 * b, (0,))
-    g = penguin_of(f, np.ones((5, 3), np.float32))
+    def f(x):        # a reduce-window with more window positions than the window kernel unrolls
+        return jax.lax.reduce_window(x, 0.0, jax.lax.add, (9, 9), (1, 1), "VALID")
+    g = penguin_of(f, np.ones((20, 20), np.float32))
     ir.save(g, str(tmp_path / "p.json"))
     with pytest.raises(LoweringError) as ei:
         run_frontend(str(tmp_path / "p.json"), str(tmp_path / "sg00"))
     line = ei.value.one_line()
-    assert line.startswith("[NCC_EPEN001]") and "'reduce'" in line and "test_frontend.py:" in line
+    assert line.startswith("[NCC_EPEN001]") and "'reduce-window'" in line and "test_frontend.py:" in line
     assert not (tmp_path / "sg00" / "bir.json").exists()

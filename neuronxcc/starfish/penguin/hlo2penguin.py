@@ -241,6 +241,9 @@ class Converter:
             res = self._convert_reduction(g, inst, ins, loc)
             if res is not None:
                 return res
+        if op in ("acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"):
+            from neuronxcc.starfish.penguin import trig
+            return trig.lower(g, inst, ins[0], loc)
         if op.startswith("batch-norm-"):
             from neuronxcc.starfish.penguin.batchnorm import LOWERINGS
             return LOWERINGS[op](g, inst, ins, loc)
@@ -329,7 +332,7 @@ class Converter:
         if narrow is None or v.dtype == narrow:
             return x
         if narrow == "?":
-            raise unsupported(inst, "reduce-precision to %d exponent / %d mantissa bits" % (e, m))
+            return _reduce_precision_bits(g, x, e, m, loc, name)
         sh, dt = v.shape, v.dtype
         t = g.add_op("convert", [x], [(name + ".narrow", sh, narrow)], {}, loc)[0]
         y = g.add_op("convert", [t], [(name + ".wide", sh, dt)], {}, loc)[0]
@@ -490,6 +493,47 @@ class Converter:
         if op in ("broadcast", "transpose", "reverse", "slice", "compare", "concatenate"):
             return self._attrs(None, inst)
         return {}
+
+
+def _reduce_precision_bits(g, x, e, m, loc, name):
+    """XLA's reduce-precision on the bits of an f32 (narrower floats widened first): round the
+    mantissa to ``m`` bits (to nearest even), then clamp the exponent to ``e`` bits (overflow to
+    signed infinity, underflow to signed zero); NaNs pass through. int32 arithmetic wraps only on
+    NaN bit patterns, which the last select discards."""
+    v = g.values[x]
+    sh, dt = v.shape, v.dtype
+
+    def op(kind, ins, dtype="int32", attrs=None, suffix=""):
+        return g.add_op(kind, ins, [(name + "." + (suffix or kind), sh, dtype)], attrs or {}, loc)[0]
+
+    def c(value, dtype="int32"):
+        return op("constant", [], dtype, {"value": value}, "c")
+
+    def i32(u):          # a 32-bit pattern as the int32 constant with those bits
+        return c(u - (1 << 32) if u >= 1 << 31 else u)
+
+    f = x if dt == "float32" else op("convert", [x], "float32")
+    bits = op("bitcast-convert", [f])
+    if m < 23:
+        shift = 23 - m
+        last = 1 << shift
+        lastbit = op("shift-right-logical", [op("and", [bits, i32(last)]), c(shift)])
+        biased = op("add", [op("add", [bits, lastbit]), c((last >> 1) - 1)])
+        bits = op("and", [biased, i32(0xFFFFFFFF & ~(last - 1))])
+    if e < 8:
+        red_bias = (1 << (e - 1)) - 1
+        expo = op("and", [bits, i32(0x7F800000)])
+        sign = op("and", [bits, i32(0x80000000)])
+        inf = op("or", [sign, i32(0x7F800000)])
+        over = op("compare", [expo, c((127 + red_bias) << 23)], "bool", {"direction": "GT"})
+        under = op("compare", [expo, c((127 - red_bias) << 23)], "bool", {"direction": "LE"})
+        bits = op("select", [over, inf, op("select", [under, sign, bits])])
+    y = op("bitcast-convert", [bits], "float32", suffix="f32")
+    nan = op("compare", [f, f], "bool", {"direction": "NE"}, "nan")
+    y = op("select", [nan, f, y], "float32", suffix="keep")
+    if dt != "float32":
+        y = op("convert", [y], dt, suffix="out")
+    return y
 
 
 def _major_to_minor(shape):

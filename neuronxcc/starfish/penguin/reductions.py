@@ -32,6 +32,7 @@ import numpy as np
 from neuronxcc.starfish.penguin.apply import apply_computation
 
 ALU_KINDS = ("add", "max", "min", "mul")
+MAX_TAPS = 64           # window positions unrolled (reduce-window, select-and-scatter), as the window kernel
 BOOL_KINDS = ("and", "or")
 ARG_KINDS = ("argmax", "argmin", "argmax_nonan", "argmin_nonan")
 REDUCER_OPCODE = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply", "and": "and", "or": "or",
@@ -177,6 +178,7 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
             all(v == 1 for v in w["base_dilation"]):
         return None
     comp = _called(inst)
+    _check_taps(inst, w)
     b = _B(g, loc, inst.name)
     out_shape = tuple((inst.shape.tuple_shapes[0] if inst.shape.is_tuple else inst.shape).dims)
     in_shape = b.shape(xs[0])
@@ -198,6 +200,16 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
     return _one_or_all(inst, apply_computation(conv, g, comp, init_b + acc, out_shape, loc, inst.name + ".init"))
 
 
+def _check_taps(inst, w):
+    from neuronxcc.starfish.penguin.hlo2penguin import unsupported
+    taps = 1
+    for s in w["size"]:
+        taps *= s
+    if taps > MAX_TAPS:
+        raise unsupported(inst, "%s with %d window positions (at most %d are unrolled)"
+                          % (inst.opcode, taps, MAX_TAPS))
+
+
 # -- select-and-scatter ------------------------------------------------------------------------------
 
 def convert_select_and_scatter(conv, g, inst, ins, loc):
@@ -211,6 +223,7 @@ def convert_select_and_scatter(conv, g, inst, ins, loc):
     w = A.window(inst, rank)
     if any(v != 1 for v in w["window_dilation"]) or any(v != 1 for v in w["base_dilation"]):
         raise unsupported(inst, "select-and-scatter with dilated windows")
+    _check_taps(inst, w)
     b = _B(g, loc, inst.name)
     xshape, sshape = b.shape(x), b.shape(src)
     xdt, odt = b.dtype(x), b.dtype(src)
