@@ -83,6 +83,22 @@ BODIES = {
     "topk": ("", "ROOT r = (f32[3], s32[3]) topk(p), k=3, largest=true"),
     "custom-call": ("", "q = f32[1,8] reshape(p)\n  ROOT r = (f32[1,3], s32[1,3]) custom-call(q), "
                         "custom_call_target=\"TopK\""),
+    "all-reduce": (ADD, "ROOT r = f32[8] all-reduce(p), replica_groups={}, to_apply=add_f"),
+    "all-reduce-start": (ADD, "s = f32[8] all-reduce-start(p), replica_groups={}, to_apply=add_f\n"
+                              "  ROOT r = f32[8] all-reduce-done(s)"),
+    "all-gather": ("", "ROOT r = f32[8] all-gather(p), dimensions={0}, replica_groups={}"),
+    "all-gather-start": ("", "s = (f32[8], f32[8]) all-gather-start(p), dimensions={0}, replica_groups={}\n"
+                             "  ROOT r = f32[8] all-gather-done(s)"),
+    "reduce-scatter": (ADD, "ROOT r = f32[8] reduce-scatter(p), dimensions={0}, replica_groups={}, "
+                            "to_apply=add_f"),
+    "all-to-all": ("", "ROOT r = f32[8] all-to-all(p), dimensions={0}, replica_groups={}"),
+    "collective-permute": ("", "ROOT r = f32[8] collective-permute(p), source_target_pairs={{0,0}}"),
+    "collective-permute-start": ("", "s = (f32[8], f32[8]) collective-permute-start(p), "
+                                     "source_target_pairs={{0,0}}\n  ROOT r = f32[8] collective-permute-done(s)"),
+    "replica-id": ("", "i = u32[] replica-id()\n  f = f32[] convert(i)\n  b = f32[8] broadcast(f), dimensions={}\n"
+                       "  ROOT r = f32[8] add(p, b)"),
+    "partition-id": ("", "i = u32[] partition-id()\n  f = f32[] convert(i)\n  b = f32[8] broadcast(f), "
+                         "dimensions={}\n  ROOT r = f32[8] add(p, b)"),
     "call": (NEG, "ROOT r = f32[8] call(p), to_apply=neg_f"),
     "fusion": (NEG, "ROOT r = f32[8] fusion(p), kind=kLoop, calls=neg_f"),
     "while": (COND + BODY, "z = s32[] constant(0)\n  t = (s32[], f32[8]) tuple(z, p)\n"
@@ -93,6 +109,9 @@ BODIES = {
                     "true_computation=neg_f, false_computation=id_f"),
 }
 BODIES["optimization-barrier"] = BODIES["opt-barrier"]
+BODIES["all-reduce-done"] = BODIES["all-reduce-start"]
+BODIES["all-gather-done"] = BODIES["all-gather-start"]
+BODIES["collective-permute-done"] = BODIES["collective-permute-start"]
 
 
 def _program(opcode):
