@@ -262,6 +262,8 @@ class Lowerer:
         ranges = dict(self.ranges)
         for op in ti.operands:
             for e, n, dim in op.checks:
+                if any(not is_index_var(v) and v not in ranges for v in e.free_vars()):
+                    continue          # a register (run-time value): checked by the register_load clamp
                 r = dict(ranges)
                 for v in e.free_vars():
                     if is_index_var(v):

@@ -86,6 +86,10 @@ def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
                 return None
         else:
             raise E.err_unsupported_expression_in_mask("a mask must be a comparison of affine index expressions")
+    regs = getattr(ctx, "registers", None)
+    if regs:
+        from neuronxcc.nki._trace.registers import load_registers
+        load_registers(ctx, engine, list(dsts) + list(srcs))
     for s in srcs:
         s.buf.uses += 1
         s.buf.read = True
@@ -230,7 +234,7 @@ def assign(dst, value, mask=None):
             "other parameter shapes b%s" % (list(dst.shape), list(value.shape)))
     if mask is None and _retarget(dst, value):
         return None
-    if value.shape != dst.shape:
+    if value.shape != dst.shape and not (_size(value.shape) == _size(dst.shape) and value.shape[:1] == dst.shape[:1]):
         value = broadcast_to(value, dst.shape)
     tile_operand(dst, "assign", "dst")
     tile_operand(value, "assign", "src")

@@ -9,6 +9,7 @@ import tempfile
 
 import numpy as np
 
+from neuronxcc.errors import BirSimError
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import dtypes as D
 
@@ -68,6 +69,18 @@ def run_traced(tk, arrays, mode="simulation", target=None, trace_path=None, work
     """(outputs as typed numpy arrays in tk.output_specs order, SimResult)."""
     from neuronxcc.starfish.birsim import simulate, simulate_neff
     ins = arrays_for(tk, arrays)
+    want_trace = trace_path is not None
+    try:
+        return _run(tk, ins, mode, target, trace_path, workdir, neff_name)
+    except BirSimError as e:
+        if "is out of bounds for axis" in e.message:
+            # what the original simulator raises for an indirect index outside the tensor (oob_mode=error)
+            raise IndexError(e.message.rsplit(": ", 1)[-1]) from None
+        raise
+
+
+def _run(tk, ins, mode, target, trace_path, workdir, neff_name):
+    from neuronxcc.starfish.birsim import simulate, simulate_neff
     want_trace = trace_path is not None
     if mode == "simulation":
         res = simulate(tk.module, ins, target=target, trace=want_trace)

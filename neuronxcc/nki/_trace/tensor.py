@@ -146,7 +146,11 @@ class Tensor:
     def _index(self, key):
         from neuronxcc.nki._trace.indirect import indirect_view
         if any(isinstance(k, Tensor) for k in key):
-            return indirect_view(self, key)
+            from neuronxcc.nki._trace.registers import as_register
+            key = tuple(as_register(k) if isinstance(k, Tensor) and k.size == 1 and (i > 0 or self.buf.onchip)
+                        else k for i, k in enumerate(key))
+            if any(isinstance(k, Tensor) for k in key):
+                return indirect_view(self, key)
         adv = [k for k in key if isinstance(k, Idx) and k.shape]
         basic = [k for k in key if isinstance(k, (slice, DynSlice))]
         if adv and any(isinstance(k, (slice, DynSlice)) and not _is_full(k, a)
@@ -260,6 +264,11 @@ class Tensor:
     # -- operators ---------------------------------------------------------------------
     def _bin(self, other, name, reverse=False):
         from neuronxcc.nki import language as nl
+        if isinstance(other, Idx) and self.size == 1 and name in ("add", "subtract", "multiply"):
+            from neuronxcc.nki._trace.registers import as_register
+            r = as_register(self)
+            return {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
+                    "multiply": lambda a, b: a * b}[name](*((other, r) if reverse else (r, other)))
         f = getattr(nl, name)
         return f(other, self) if reverse else f(self, other)
 

@@ -35,7 +35,7 @@ class TensorSpec:
 def is_tensor_arg(v):
     if isinstance(v, (np.ndarray, TensorSpec)):
         return True
-    if isinstance(v, (int, float, bool, str, tuple, list, dict, type(None))):
+    if isinstance(v, (int, float, bool, str, tuple, list, dict, type(None), np.generic)):
         return False
     sh, dt = getattr(v, "shape", None), getattr(v, "dtype", None)
     return sh is not None and dt is not None and not isinstance(v, type)
@@ -147,10 +147,8 @@ def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
                                      "a tuple of them, or None; got %r" % (type(ret).__name__,),
                                      location=_def_loc(func))
     bufs = []
+    rets = [_returned_onchip(ctx, r, func) if r.buf.memory != "HBM" else r for r in rets]
     for r in rets:
-        if r.buf.memory != "HBM":
-            raise E.err_unsupported_memory("kernel outputs must be HBM tensors (buffer=nl.shared_hbm); '%s' is in %s"
-                                           % (r.buf.name, r.buf.memory.lower()), location=_def_loc(func))
         if not r.is_whole():
             raise E.err_invalid_argument("a kernel returns whole tensors, not views ('%s')" % r.buf.name,
                                          location=_def_loc(func))
@@ -163,6 +161,19 @@ def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
     inputs = [(b.name, b.shape, b.dtype) for b in ctx.params]
     outputs = [(n, module.tensors[n].shape, D.np_dtype(module.tensors[n].dtype)) for n in module.outputs]
     return TracedKernel(module, fname, grid, inputs, outputs, aliases, (kind, ret_names))
+
+
+def _returned_onchip(ctx, r, func):
+    """A returned SBUF/PSUM tensor: its final contents are stored to a new HBM output at the end."""
+    from neuronxcc.nki._trace import ops
+    with ctx:
+        out = whole(ctx.new_buf(r.buf.name + "_out", "HBM", r.shape, r.dtype, 0, "shared"))
+        src = r if r.buf.memory == "SBUF" else ops.copy_to_sbuf(r)
+        if not src.is_tile():
+            raise E.err_unsupported_memory("kernel outputs must be HBM tensors (buffer=nl.shared_hbm); '%s' is in %s"
+                                           % (r.buf.name, r.buf.memory.lower()), location=_def_loc(func))
+        ops.dma(out, src)
+    return out
 
 
 def _param(ctx, pname, v):

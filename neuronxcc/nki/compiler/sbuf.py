@@ -1,19 +1,20 @@
-"""``ncc.sbuf``: direct SBUF allocation."""
-from neuronxcc.nki import errors as E
+"""``ncc.sbuf``: direct SBUF allocation (``mod_alloc``, ``alloc(func)``, ``auto_alloc``)."""
+from neuronxcc.nki.compiler._alloc import modulo, resolve
 from neuronxcc.nki.language.buffers import Buffer
 
 __all__ = ["mod_alloc", "alloc", "auto_alloc"]
 
 
-def mod_alloc(*, base_addr, base_partition=0, num_par_tiles=(), num_free_tiles=()):
-    """Place the tensor at byte BASE_ADDR of every partition from BASE_PARTITION."""
-    if num_par_tiles or num_free_tiles:
-        raise E.NkiNotImplementedError("ncc.sbuf.mod_alloc(num_par_tiles/num_free_tiles)")
-    return Buffer("sbuf", "SBUF", alloc=lambda buf: (int(base_partition), int(base_addr)))
-
-
 def alloc(func):
-    raise E.NkiNotImplementedError("ncc.sbuf.alloc (allocation functions)")
+    """Place the tensor where FUNC(block_index, pdim_size, fdim_size) -> (start_partition, byte_addr) says."""
+    return Buffer("sbuf", "SBUF", alloc=lambda buf: resolve(func, buf))
+
+
+def mod_alloc(*, base_addr, base_partition=0, num_par_tiles=(), num_free_tiles=()):
+    """Modulo allocation from byte BASE_ADDR of every partition from BASE_PARTITION."""
+    def func(idx, pdim_size, fdim_size):
+        return (modulo(base_partition, num_par_tiles, pdim_size)(idx), modulo(base_addr, num_free_tiles, fdim_size)(idx))
+    return alloc(func)
 
 
 def auto_alloc():

@@ -45,6 +45,9 @@ class oob_mode(IntEnum):
     skip = 1
 
 
+_OOB_SKIP = oob_mode.skip
+
+
 class reduce_cmd(IntEnum):
     idle = 0
     reset = 1
@@ -105,9 +108,26 @@ def _scalar_or_col(v, data, api, param):
 # -- TensorE -----------------------------------------------------------------------------------------
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, **kwargs):
-    """stationary.T @ moving on TensorE into a new PSUM fp32 tile (shape (M,) + moving.shape[1:])."""
+    """stationary.T @ moving on TensorE into a new PSUM fp32 tile (shape (M,) + moving.shape[1:]).
+    perf_mode='double_row*' (v3 fp8): operands [K, 2, M] / [K, 2, N] contract over K and the pair."""
     _ops.tile_operand(stationary, "nc_matmul", "stationary", ("SBUF",))
     _ops.tile_operand(moving, "nc_matmul", "moving", ("SBUF",))
+    pm = kwargs.get("perf_mode")
+    if pm is not None and "double_row" in str(pm):
+        if len(stationary.shape) != 3 or len(moving.shape) != 3 or stationary.shape[1] != 2 or moving.shape[1] != 2:
+            raise _E.err_invalid_argument("double-row nc_matmul takes [K, 2, M] and [K, 2, N] operands")
+        out = None
+        for t in range(2):
+            st = stationary.copy_view(axes=[stationary.axes[0], stationary.axes[2]])
+            st.off = st.off + stationary.axes[1].fstep * t
+            mv = moving.copy_view(axes=[moving.axes[0], moving.axes[2]])
+            mv.off = mv.off + moving.axes[1].fstep * t
+            r = nc_matmul(st, mv, mask=mask)
+            if out is None:
+                out = r
+            else:
+                _ops.update_inplace(out, r, "add")
+        return out
     K, M = stationary.shape[0], int(np.prod(stationary.shape[1:], dtype=np.int64))
     N = int(np.prod(moving.shape[1:], dtype=np.int64))
     if moving.shape[0] != K:
@@ -407,11 +427,36 @@ def _find_axis(t, v):
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown):
     """A DMA between HBM and SBUF tensors (casting through fp32 when dtypes differ)."""
+    from neuronxcc.nki._trace.indirect import IndirectTensor, gather, scatter
+    if isinstance(src, IndirectTensor):
+        if not isinstance(dst, _Tensor) or dst.buf.memory != "SBUF" or dst_rmw_op is not None:
+            raise _E.err_unsupported_memory("an indirect dma_copy source needs a plain SBUF destination")
+        oob = "skip" if oob_mode == _OOB_SKIP else "error"
+        if oob == "skip":
+            # rows with an out-of-range index keep the destination's values: gather into a copy of dst
+            t = _ops.copy_to_sbuf(dst)
+            attrs_t = t
+        else:
+            attrs_t = None
+        g = gather(src, dst.dtype, mask, oob=oob)
+        if attrs_t is not None:
+            g.buf.producer.dsts[0] = attrs_t
+            g = attrs_t
+        _ops.assign(dst, g)
+        return
+    if isinstance(dst, IndirectTensor):
+        acc = None
+        if dst_rmw_op is not None:
+            if _op_name(dst_rmw_op, "alu") != "add":
+                raise _E.NkiNotImplementedError("nki.isa.dma_copy", "dst_rmw_op other than add")
+            acc = "add"
+        scatter(dst, src, mask, accumulate=acc, oob="skip" if oob_mode == _OOB_SKIP else "error")
+        return
     for t, p in ((dst, "dst"), (src, "src")):
         if not isinstance(t, _Tensor) or t.buf.memory == "PSUM":
             raise _E.err_unsupported_memory("operand '%s' of 'dma_copy' must be an HBM or SBUF tensor" % p)
     if dst_rmw_op is not None:
-        raise _E.NkiNotImplementedError("nki.isa.dma_copy", "dst_rmw_op")
+        raise _E.NkiNotImplementedError("nki.isa.dma_copy", "dst_rmw_op on a direct (not indirect) destination")
     if src.shape != dst.shape:
         if _ops._size(src.shape) != _ops._size(dst.shape):
             raise _E.err_invalid_argument("dma_copy shapes %s and %s differ" % (dst.shape, src.shape))
@@ -642,6 +687,16 @@ def sequence_bounds(*, segment_ids, dtype=None):
     return _ops.mark_producer(out, _ops.emit("sequence_bounds", "POOL", [out], [segment_ids], {}, None, []))
 
 
-tensor_copy_dynamic_src = _nyi("tensor_copy_dynamic_src")
-tensor_copy_dynamic_dst = _nyi("tensor_copy_dynamic_dst")
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """A copy whose source address depends on a run-time value (a tile element in the index expression,
+    held in a register)."""
+    return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """A copy into a destination whose address depends on a run-time value (see tensor_copy_dynamic_src)."""
+    _ops.tile_operand(dst, "tensor_copy_dynamic_dst", "dst")
+    _ops.tile_operand(src, "tensor_copy_dynamic_dst", "src")
+    _ops.emit("tensor_copy", _eng(engine), [dst], [src], {}, mask)
+    return dst
 builtin_custom_op = _nyi("builtin_custom_op")

@@ -267,6 +267,9 @@ def program_ndim():
 # -- memory -------------------------------------------------------------------------------------
 def load(src, *, mask=None, dtype=None, **kwargs):
     """HBM -> SBUF (a DMA); the tile's first axis is the partition axis."""
+    from neuronxcc.nki._trace.indirect import IndirectTensor, gather
+    if isinstance(src, IndirectTensor):
+        return gather(src, dtype, mask)
     _ops.hbm_operand(src, "load", "src")
     shape = src.shape
     if not shape:
@@ -277,6 +280,9 @@ def load(src, *, mask=None, dtype=None, **kwargs):
 
 def store(dst, value, *, mask=None, **kwargs):
     """SBUF -> HBM (a DMA); PSUM values are copied to SBUF first; a scalar is memset first."""
+    from neuronxcc.nki._trace.indirect import IndirectTensor, scatter
+    if isinstance(dst, IndirectTensor):
+        return scatter(dst, value, mask)
     _ops.hbm_operand(dst, "store", "dst")
     if _ops.is_scalar(value):
         shape = dst.shape if len(dst.shape) >= 1 else (1,)
@@ -289,7 +295,7 @@ def store(dst, value, *, mask=None, **kwargs):
         value = _ops.copy_to_sbuf(value)
     elif value.buf.memory == "HBM":
         raise _E.err_unsupported_memory("Expected operand 'value' of 'store' to be in 'sbuf|psum', got 'hbm'")
-    if value.shape != dst.shape:
+    if value.shape != dst.shape and _ops._size(dst.shape) != _ops._size(value.shape):
         if _ops._size(dst.shape) < _ops._size(value.shape):
             raise _E.err_store_dst_shape_smaller_than_other_shape(
                 "Illegal store destination shape %s is smaller than the value shape %s"
@@ -344,14 +350,61 @@ def expand_dims(data, axis):
 
 from neuronxcc.nki.language._math import *  # noqa: E402,F401,F403
 from neuronxcc.nki.language._math import __all__ as _math_all  # noqa: E402
+from neuronxcc.nki.language import _math  # noqa: E402
 
-device_print = _nyi("device_print")
-gather_flattened = _nyi("gather_flattened")
+def device_print(prefix, x, *, mask=None, **kwargs):
+    """Print PREFIX and the tile's values when the kernel is simulated (birsim prints them each time the
+    instruction runs; a no-op for the device)."""
+    if x.buf.memory == "HBM":
+        x = load(x)
+    _ops.tile_operand(x, "device_print", "x")
+    _ops.emit("device_print", "DVE", [], [x], {"prefix": str(prefix)}, mask)
+
+
+def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+    """out[p, j] = data[p, indices[p, j]] over each partition's flattened free elements (GpSimd)."""
+    _ops.tile_operand(data, "gather_flattened", "data", ("SBUF",))
+    _ops.tile_operand(indices, "gather_flattened", "indices", ("SBUF",))
+    if data.shape[0] != indices.shape[0]:
+        raise _E.err_num_partition_mismatch("gather_flattened: data and indices partitions differ")
+    out = _ops.new_tile(indices.shape, data.dtype, "SBUF", "gather")
+    inst = _ops.emit("gather_flat", "POOL", [out], [data, indices], {}, mask, [[(0, 0), (1, 0), (2, 0)]])
+    if dtype is not None and _D.np_dtype(dtype) != data.dtype:
+        return copy(_ops.mark_producer(out, inst), dtype=dtype)
+    return _ops.mark_producer(out, inst)
+
+
+def rand(shape, dtype=np.float32, **kwargs):
+    """A tile of uniform [0, 1) values (birsim's counter-based generator; seeded by nl.random_seed)."""
+    ctx = _current()
+    seed = getattr(ctx, "_rand_seed", 0)
+    ctx._rand_seed = seed + 1
+    out = _ops.new_tile(tuple(shape), dtype, "SBUF", "rand")
+    return _ops.mark_producer(out, _ops.emit("rand", "DVE", [out], [], {"seed": int(seed) * 7919 + 17}))
+
+
+def random_seed(seed, *, mask=None, **kwargs):
+    """Seed the following nl.rand / dropout calls (a compile-time integer here)."""
+    if not _ops.is_scalar(seed):
+        raise _E.NkiNotImplementedError("nki.language.random_seed with a tile seed")
+    ctx = _current()
+    ctx._rand_seed = int(seed) * 1000003
+    ctx._dropout_seed = int(seed) * 1000003
+
+
+def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+    """dst op= value on HBM (indirect rows accumulate in order: a DMA scatter with add)."""
+    from neuronxcc.nki._trace.indirect import IndirectTensor, atomic_rmw as _rmw
+    if isinstance(dst, IndirectTensor):
+        return _rmw(dst, value, op, mask)
+    _ops.hbm_operand(dst, "atomic_rmw", "dst")
+    from neuronxcc.nki.language._math import op_name
+    cur = load(dst, mask=mask)
+    store(dst, _math._binary(op_name(op, "alu"), cur, value, dst.dtype, mask, "atomic_rmw"), mask=mask)
+
+
 loop_reduce = _nyi("loop_reduce")
 all_reduce = _nyi("all_reduce", "collectives")
-atomic_rmw = _nyi("atomic_rmw")
-rand = _nyi("rand")
-random_seed = _nyi("random_seed")
 gemm_grid = _nyi("gemm_grid")
 gemm_stationary_grid = _nyi("gemm_stationary_grid")
 
@@ -359,3 +412,5 @@ gemm_stationary_grid = _nyi("gemm_stationary_grid")
 def static_cast(input_data, dtype):
     """Host-side cast of a numpy array (round to nearest even), e.g. to bfloat16 / fp8."""
     return np.asarray(input_data).astype(_D.np_dtype(dtype))
+
+_math.OPS[copy] = {"alu": "bypass", "act": "copy", "reduce": None, "name": "copy"}

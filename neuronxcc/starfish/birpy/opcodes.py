@@ -149,11 +149,14 @@ _TABLE = [
                {"queue": "q0"}, kind="dma",
                doc="out = cast(in) (raw copy when dtypes match, else via fp32; int->int exact)"),
     OpcodeInfo("dma_gather", 21, ENGINES, (_R("out", "SBUF"),), (_R("in", "HBM", "SBUF"), _R("index", "SBUF")),
-               {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0}, kind="dma",
+               {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0, "oob": "clamp"}, kind="dma",
                doc="out[p, :] = cast(in at offset + clamp(index[p], index_min, index_max) * index_stride "
-                   "+ pattern); index is [P,1] int32; in's pattern covers one row (out's free size)"),
+                   "+ pattern); index is [P,1] int32; in's pattern covers one row (out's free size); "
+                   "oob='skip' leaves rows with an index outside [index_min, index_max] untouched, "
+                   "oob='error' stops the program on one"),
     OpcodeInfo("dma_scatter", 22, ENGINES, (_R("out", "HBM", "SBUF"),), (_R("in", "SBUF"), _R("index", "SBUF")),
-               {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0, "accumulate": None}, kind="dma",
+               {"queue": "q0", "index_stride": 1, "index_min": 0, "index_max": 0, "accumulate": None,
+                "oob": "clamp"}, kind="dma",
                doc="for p in order: out at offset + clamp(index[p]) * index_stride + pattern = cast(in[p, :]) "
                    "(accumulate='add': += in fp32); out's pattern covers one row"),
     OpcodeInfo("collective", 40, ("SP",), (_R("out", "HBM"),), (_R("in", "HBM"),),

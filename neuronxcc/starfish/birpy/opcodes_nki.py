@@ -43,4 +43,11 @@ def table(OpcodeInfo, R):
         OpcodeInfo("sequence_bounds", 49, ("POOL",), (R("out", "SBUF"),), (R("in", "SBUF"),), {},
                    doc="in[0, :] segment ids; out[0, 0, i] / out[0, 1, i] = first / last+1 index of the segment "
                        "of element i; id 0 (padding) gives (n, -1)"),
+        OpcodeInfo("rand", 50, ("DVE",), (R("out", *ON),), (), {"seed": 0},
+                   doc="out = uniform [0, 1) from the counter-based generator keyed by (seed, execution count, "
+                       "element index)"),
+        OpcodeInfo("gather_flat", 51, ("POOL",), (R("out", "SBUF"),), (R("in", "SBUF"), R("index", "SBUF")), {},
+                   doc="out[p, j] = in[p, index[p, j]] over each partition's flattened free elements"),
+        OpcodeInfo("device_print", 52, ("DVE",), (), (R("in", *ON),), {"prefix": ""},
+                   doc="birsim prints prefix and the operand's values (a debugging aid; no effect on state)"),
     ]

@@ -376,10 +376,22 @@ class Executor:
             self.wf(out, self.rf(src))
 
     def _rows(self, instr, attrs):
-        """(row AP with each partition's offset applied, index values) for gather/scatter."""
+        """Element deltas of each partition's row for gather/scatter (None: skip that row, oob='skip')."""
         idx = self.ri(instr.srcs[1]).reshape(-1)
-        idx = np.clip(idx, int(attrs["index_min"]), int(attrs["index_max"])) * int(attrs["index_stride"])
-        return idx
+        lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
+        oob = attrs.get("oob", "clamp")
+        if oob != "clamp":
+            bad = (idx < lo) | (idx > hi)
+            if bad.any():
+                if oob == "error":
+                    ind = instr.srcs[0] if instr.opcode == "dma_gather" else instr.dsts[0]
+                    t = self.m.tensors.get(ind.target)
+                    k = int(idx[np.argmax(bad)])
+                    base = int(ind.offset.eval(self.env)) if hasattr(ind.offset, "eval") else 0
+                    size = t.num_elements if t is not None else 0
+                    raise BirSimError("index %d is out of bounds for axis 0 with size %d" % (base + k * stride, size))
+                return [None if b else int(v) * stride for v, b in zip(idx.tolist(), bad.tolist())]
+        return np.clip(idx, lo, hi) * stride
 
     def _move(self, dst, src):
         if dst.dtype == src.dtype:
@@ -407,7 +419,10 @@ class Executor:
     def op_dma_gather(self, instr, attrs):
         row, parts = self._indirect_aps(instr)
         env = self.env
-        for p, d in enumerate(self._rows(instr, attrs).tolist()):
+        rows = self._rows(instr, attrs)
+        for p, d in enumerate(rows if isinstance(rows, list) else rows.tolist()):
+            if d is None:
+                continue
             env[ROW_VAR] = d
             self._move(parts[p], row)
         env.pop(ROW_VAR, None)
@@ -416,7 +431,10 @@ class Executor:
         row, parts = self._indirect_aps(instr)
         acc = attrs.get("accumulate") == "add"
         env = self.env
-        for p, d in enumerate(self._rows(instr, attrs).tolist()):
+        rows = self._rows(instr, attrs)
+        for p, d in enumerate(rows if isinstance(rows, list) else rows.tolist()):
+            if d is None:
+                continue
             env[ROW_VAR] = d
             one = parts[p]
             if not acc:

@@ -198,6 +198,37 @@ def _sequence_bounds(ex, instr, attrs):
         ex.wf(out, v.astype(_F))
 
 
-_OPS = {"max8": _max8, "find_index8": _find_index8, "match_replace8": _match_replace8, "bn_stats": _bn_stats,
+def _rand(ex, instr, attrs):
+    out = instr.dsts[0]
+    cnt = ex.__dict__.setdefault("_dropout_count", {})
+    k = cnt.get(id(instr), 0)
+    cnt[id(instr)] = k + 1
+    ex.wf(out, _uniform(int(attrs.get("seed", 0)) + 0x5DEECE66D, k, (out.num_partitions, out.free_size)))
+
+
+def _gather_flat(ex, instr, attrs):
+    out, src, index = instr.dsts[0], instr.srcs[0], instr.srcs[1]
+    raw = ex.st.read_raw(src, ex.env)
+    P = src.num_partitions
+    isz = raw.size // max(1, src.num_elements)
+    data = raw.reshape(P, -1, isz)
+    idx = ex._pi(index)
+    if idx.size and (idx.min() < 0 or idx.max() >= data.shape[1]):
+        raise BirSimError("gather index out of range [0, %d)" % data.shape[1])
+    res = np.take_along_axis(data, idx[:, :, None].astype(np.int64), axis=1)
+    if out.dtype != src.dtype:
+        raise BirSimError("gather_flat keeps the source dtype")
+    ex.st.write_raw(out, ex.env, np.ascontiguousarray(res).reshape(-1))
+
+
+def _device_print(ex, instr, attrs):
+    src = instr.srcs[0]
+    from neuronxcc.starfish.birpy import dtypes as _dt
+    v = ex._pi(src) if _dt.get(src.dtype).is_int else ex._pf(src)
+    print("%s %s" % (attrs.get("prefix", ""), np.array2string(v.reshape([src.num_partitions] + src.free_shape),
+                                                              threshold=1 << 20)), flush=True)
+
+
+_OPS = {"rand": _rand, "gather_flat": _gather_flat, "device_print": _device_print,"max8": _max8, "find_index8": _find_index8, "match_replace8": _match_replace8, "bn_stats": _bn_stats,
         "bn_aggr": _bn_aggr, "shuffle": _shuffle, "local_gather": _local_gather, "dropout": _dropout,
         "range_select": _range_select, "sequence_bounds": _sequence_bounds}

@@ -343,7 +343,7 @@ def _select(ex, instr, attrs):
 def _dma_gather(ex, instr, attrs):
     """Same-dtype gathers: one RawCopy per partition (the row's offset has __row__ in it)."""
     row, parts = ex._indirect_aps(instr)
-    if not parts or any(p.dtype != row.dtype for p in parts):
+    if not parts or any(p.dtype != row.dtype for p in parts) or attrs.get("oob", "clamp") != "clamp":
         return None
     st = ex.st
     rs = st._static(row)

@@ -1,0 +1,47 @@
+"""Dynamic scalars: a single-element tile used in an index expression (``t[ix, off_tile[0, i] + iy]``)
+becomes a sequencer register (a pelican variable ``r_nki<n>`` in the access pattern's offset), loaded
+by a ``register_load`` on the consuming instruction's engine right before every instruction that
+uses it (so the value read is the tile's current one, inside loops too)."""
+import numpy as np
+
+from neuronxcc import pelican as _pel
+from neuronxcc.nki._trace.context import TInst, current
+from neuronxcc.nki._trace.index import Idx
+
+__all__ = ["as_register", "load_registers"]
+
+
+def as_register(t):
+    from neuronxcc.nki._trace import ops
+    ctx = current()
+    regs = ctx.__dict__.setdefault("registers", {})
+    if t.buf.memory == "HBM":
+        t = _load(t)
+    if t.dtype != np.dtype(np.int32) or t.buf.memory != "SBUF":
+        c = ops.new_tile((1, 1), np.int32, "SBUF", "reg32")
+        ops.emit("tensor_copy", "DVE", [c], [t.copy_view(axes=[])])
+        t = c
+    name = "r_nki%d" % len(regs)
+    regs[name] = t
+    return Idx(_pel.var(name))
+
+
+def _load(t):
+    from neuronxcc.nki import language as nl
+    return nl.load(t.copy_view(axes=[]) if t.axes else t)
+
+
+def load_registers(ctx, engine, operands):
+    regs = ctx.registers
+    seen = set()
+    for op in operands:
+        for v in op.off.free_vars():
+            if v in regs and v not in seen:
+                seen.add(v)
+                src = regs[v]
+                view = src.copy_view(axes=[])
+                view.buf.read = True
+                view.buf.uses += 1
+                from neuronxcc.nki import errors as E
+                ctx.emit(TInst("register_load", engine, [], [view], {"register": v, "min": 0, "max": (1 << 31) - 1},
+                               None, [], E.kernel_location()))

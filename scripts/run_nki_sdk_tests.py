@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Run a public NKI test suite unchanged against this neuronxcc and print one line per file.
+
+The suite is not part of this repository: point the script at a directory of test files, e.g. the
+aws-neuron-sdk 2.26 docs' ``general/nki/test`` (the last release documenting ``neuronxcc.nki``):
+
+    git -C aws-neuron-sdk archive 8a38e733 general/nki/test | tar -x -C /tmp/sdk
+    scripts/run_nki_sdk_tests.py /tmp/sdk/general/nki/test
+
+Each file runs in its own pytest process (several of them run their tests at import time), with this
+checkout first on PYTHONPATH and a 6 GB address-space cap. Nothing is asserted: the table is the result.
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("testdir")
+    ap.add_argument("--timeout", type=int, default=300)
+    args = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    files = sorted(glob.glob(os.path.join(args.testdir, "test_*.py")))
+    tot = {"passed": 0, "failed": 0, "error": 0}
+    ok_files = 0
+    for f in files:
+        cmd = ["prlimit", "--as=6000000000", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               os.path.basename(f)]
+        try:
+            r = subprocess.run(cmd, cwd=args.testdir, env=env, capture_output=True, text=True, timeout=args.timeout)
+            last = (r.stdout.strip().splitlines() or ["?"])[-1]
+        except subprocess.TimeoutExpired:
+            last = "timeout"
+        counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|error)", last)}
+        for k in tot:
+            tot[k] += counts.get(k, 0)
+        clean = counts.get("passed", 0) and not counts.get("failed") and not counts.get("error")
+        ok_files += bool(clean)
+        reason = ""
+        if not clean:
+            err = [ln for ln in r.stdout.splitlines() if ln.startswith("E ")][:1] if last != "timeout" else []
+            reason = ("  " + err[0][:110]) if err else ""
+        print("%-44s %s%s" % (os.path.basename(f), last, reason))
+    print("\n%d of %d files pass; tests: %d passed, %d failed, %d errors" % (ok_files, len(files), tot["passed"],
+                                                                           tot["failed"], tot["error"]))
+
+
+if __name__ == "__main__":
+    main()
