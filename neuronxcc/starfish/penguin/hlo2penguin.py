@@ -12,6 +12,8 @@ What it does, in order:
     expressions are evaluated with numpy);
   * annotates every value with shape and dtype, every op with its HLO
     instruction name and source ``file:line`` (``Op.loc``);
+  * turns an NKI kernel custom-call (AwsNeuronCustomNativeKernel) into one ``nki_kernel`` op carrying
+    the kernel's BIR (decoded and checked by ``neuronxcc.hlo.nki_call``; see penguin/nki_splice.py);
   * refuses an op outside the one op table (``neuronxcc.hlo.ops.check_supported``:
     ``[NCC_EVRF001]``, ``[NCC_EVRF015]`` for a custom-call target), an op of
     the table this lowering does not convert (the table's ``NOT_LOWERED``; the

@@ -23,6 +23,7 @@ program against the goldens (the HLO interpreter runs the kernel alone on birsim
 """
 import logging
 
+from neuronxcc.errors import InternalCompilerError
 from neuronxcc.starfish import birpy
 from neuronxcc.starfish.penguin.views import View
 
@@ -85,7 +86,7 @@ def splice_kernel(em, frag, bound, label=None, prefix="nki"):
             continue
         if t.kind in ("input", "output"):
             # an I/O tensor the custom-call does not bind cannot happen after check_binding
-            raise ValueError("kernel tensor %r is not bound to the program" % name)
+            raise InternalCompilerError("NKI kernel tensor %r (%s) is not bound to a program tensor" % (name, t.kind))
         tmap[name] = em.tensor("%s_%s" % (prefix, name), t.kind, t.dtype, tuple(t.shape), data=t.data)
     stripped = 0
     for name, ml in frag.memlocs.items():
