@@ -5,7 +5,8 @@
 partition and byte axes are cut, once, at every access's bounds, into cells
 (the caller numbers them; an access covers a rectangle of whole cells).
 Every cell keeps two lists: the writes and the reads still *live* there
-(site, key = stream and dynamic context of the site). An access, per cell:
+(site, key = stream and dynamic context of the site); runs of cells with the
+same lists are one segment. An access, per segment it covers:
 
   1. meets the live entries: a write meets every entry, a read only the
      writes; an entry of another site gives the candidate edge (entry's
@@ -20,9 +21,9 @@ that would have met it in that cell also meet the retiring write f (f
 covers the cell and writes), so the edges e->f and f->c order e before c
 through f, an instruction that runs between them whenever c runs. Each entry
 is retired once and a read only scans writes, so the work is linear in the
-accesses times the cells they cover, however many times the allocator
-reuses the same bytes: at the top level a cell holds the last write and the
-reads since it.
+accesses times the segments they cover, however many times the allocator
+reuses the same bytes: at the top level a segment holds the last write and
+the reads since it, and a write leaves one segment over what it wrote.
 
 ``vc_reduce``: transitive reduction of dependence edges plus each stream's
 program order, with vector clocks: ``clock[v][s]`` is the latest node of
@@ -41,35 +42,54 @@ cnp.import_array()
 ctypedef long long i64
 
 
+cdef class _Pool:
+    """Growable int64 columns (entries or segments), addressed by index."""
+    cdef public object cols
+    cdef i64 n, cap
+
+    def __init__(self, ncols, cap):
+        self.cap = max(cap, 16)
+        self.n = 0
+        self.cols = [np.empty(self.cap, np.int64) for _ in range(ncols)]
+
+    cdef void expand(self):
+        cdef i64 k
+        self.cap *= 2
+        for k in range(len(self.cols)):
+            c = np.empty(self.cap, np.int64)
+            c[:self.n] = self.cols[k][:self.n]
+            self.cols[k] = c
+
+
 def sweep(const i64[::1] site, const i64[::1] write, const i64[::1] p0, const i64[::1] p1,
           const i64[::1] s0, const i64[::1] s1, const i64[::1] base, const i64[::1] width,
           const i64[::1] key, const i64[::1] top, i64 ncell):
-    """Candidate edges (a, b) of sites, a < b, in emission order (duplicates possible).
+    """Candidate edges (a, b) of sites, a < b (one per source and access; duplicates across a
+    site's accesses possible).
 
-    Accesses in program order (``site`` non-decreasing). Access i covers the cells
-    base[i] + p * width[i] + s for p in [p0[i], p1[i]) and s in [s0[i], s1[i])
-    (elementary partition x byte ranges of its memory); ``key``/``top`` per access."""
+    Accesses in program order (``site`` non-decreasing). Access i covers, in each row
+    r = base[i] + p * width[i] (p in [p0[i], p1[i])), the cells [r + s0[i], r + s1[i]): elementary
+    partition x byte ranges of its memory; ``key``/``top`` per access.
+
+    A row's cells are grouped into *segments*, runs of cells with the same live lists
+    (``owner[cell]`` -> segment): an access splits the segments at its bounds, visits the
+    segments in between, and a top-level write merges them back into one, so an access
+    costs its segments, not its cells."""
     cdef Py_ssize_t n = site.shape[0], i
-    cdef i64 total = 0
-    for i in range(n):
-        total += (p1[i] - p0[i]) * (s1[i] - s0[i])
-    cdef i64 cap_e = max(total, 1)
-    # entry pool: each access adds one entry per cell it covers, so ``total`` bounds it
-    e_site_a = np.empty(cap_e, np.int64)
-    e_key_a = np.empty(cap_e, np.int64)
-    e_next_a = np.empty(cap_e, np.int64)
-    cdef cnp.int64_t[::1] e_site = e_site_a, e_key = e_key_a, e_next = e_next_a
-    head_w_a = np.full(max(ncell, 1), -1, np.int64)
-    head_r_a = np.full(max(ncell, 1), -1, np.int64)
-    cdef cnp.int64_t[::1] head_w = head_w_a, head_r = head_r_a
-    cdef i64 ne = 0, cap = 4096, m = 0, cell, e, prev, nxt, b, k, pp, ss, a, nsite = 0
+    cdef i64 nsite = 0, c, c2, r, lo, hi, sg, t2, e, prev, nxt, b, k, pp, a, m = 0, cap = 4096, first, f
     cdef int w, t, lst
     for i in range(n):
         if site[i] + 1 > nsite:
             nsite = site[i] + 1
-    # stamp[a] == i: the edge (a, this access's site) is already out (one per access, not per cell)
     stamp_a = np.full(max(nsite, 1), -1, np.int64)
     cdef cnp.int64_t[::1] stamp = stamp_a
+    owner_a = np.full(max(ncell, 1), -1, np.int64)
+    cdef cnp.int64_t[::1] owner = owner_a
+    cdef _Pool ent = _Pool(3, 4 * n + 16)          # site, key, next
+    cdef _Pool seg = _Pool(4, 2 * n + 16)          # lo cell, hi cell, writes head, reads head
+    cdef cnp.int64_t[::1] e_site, e_key, e_next, g_lo, g_hi, g_w, g_r
+    e_site, e_key, e_next = ent.cols
+    g_lo, g_hi, g_w, g_r = seg.cols
     ea = np.empty(cap, np.int64)
     eb = np.empty(cap, np.int64)
     cdef cnp.int64_t[::1] va = ea, vb = eb
@@ -79,11 +99,75 @@ def sweep(const i64[::1] site, const i64[::1] write, const i64[::1] p0, const i6
         k = key[i]
         t = top[i] != 0
         for pp in range(p0[i], p1[i]):
-            for ss in range(s0[i], s1[i]):
-                cell = base[i] + pp * width[i] + ss
+            r = base[i] + pp * width[i]
+            lo = r + s0[i]
+            hi = r + s1[i]
+            if lo >= hi:
+                continue
+            if owner[lo] < 0:
+                # first touch of this row: one empty segment over all of it
+                if seg.n == seg.cap:
+                    seg.expand()
+                    g_lo, g_hi, g_w, g_r = seg.cols
+                sg = seg.n
+                seg.n += 1
+                g_lo[sg] = r
+                g_hi[sg] = r + width[i]
+                g_w[sg] = -1
+                g_r[sg] = -1
+                for c in range(r, r + width[i]):
+                    owner[c] = sg
+            # split at lo and at hi: the part from the bound on gets copies of the lists
+            for c2 in range(2):
+                c = lo if c2 == 0 else hi
+                if c >= r + width[i]:
+                    continue
+                sg = owner[c]
+                if g_lo[sg] == c:
+                    continue
+                if seg.n == seg.cap:
+                    seg.expand()
+                    g_lo, g_hi, g_w, g_r = seg.cols
+                t2 = seg.n
+                seg.n += 1
+                g_lo[t2] = c
+                g_hi[t2] = g_hi[sg]
+                g_hi[sg] = c
+                for lst in range(2):
+                    prev = -1
+                    e = g_w[sg] if lst == 0 else g_r[sg]
+                    if lst == 0:
+                        g_w[t2] = -1
+                    else:
+                        g_r[t2] = -1
+                    while e >= 0:
+                        if ent.n == ent.cap:
+                            ent.expand()
+                            e_site, e_key, e_next = ent.cols
+                        f = ent.n
+                        ent.n += 1
+                        e_site[f] = e_site[e]
+                        e_key[f] = e_key[e]
+                        e_next[f] = -1
+                        if prev < 0:
+                            if lst == 0:
+                                g_w[t2] = f
+                            else:
+                                g_r[t2] = f
+                        else:
+                            e_next[prev] = f
+                        prev = f
+                        e = e_next[e]
+                for f in range(c, g_hi[t2]):
+                    owner[f] = t2
+            # visit the segments in [lo, hi)
+            first = owner[lo]
+            c = lo
+            while c < hi:
+                sg = owner[c]
                 # 1. meet the live entries (a read: only the writes)
                 for lst in range(2 if w else 1):
-                    e = head_w[cell] if lst == 0 else head_r[cell]
+                    e = g_w[sg] if lst == 0 else g_r[sg]
                     while e >= 0:
                         a = e_site[e]
                         if a != b and stamp[a] != i:
@@ -101,33 +185,44 @@ def sweep(const i64[::1] site, const i64[::1] write, const i64[::1] p0, const i6
                             vb[m] = b
                             m += 1
                         e = e_next[e]
-                # 2. a write retires what it covers (the whole cell)
+                # 2. a write retires what it covers
                 if w:
                     for lst in range(2):
                         prev = -1
-                        e = head_w[cell] if lst == 0 else head_r[cell]
+                        e = g_w[sg] if lst == 0 else g_r[sg]
                         while e >= 0:
                             nxt = e_next[e]
                             if t or e_key[e] == k:
                                 if prev < 0:
                                     if lst == 0:
-                                        head_w[cell] = nxt
+                                        g_w[sg] = nxt
                                     else:
-                                        head_r[cell] = nxt
+                                        g_r[sg] = nxt
                                 else:
                                     e_next[prev] = nxt
                             else:
                                 prev = e
                             e = nxt
-                e_site[ne] = b
-                e_key[ne] = k
-                if w:
-                    e_next[ne] = head_w[cell]
-                    head_w[cell] = ne
-                else:
-                    e_next[ne] = head_r[cell]
-                    head_r[cell] = ne
-                ne += 1
+                c = g_hi[sg]
+                if not (w and t) or sg == first:
+                    if ent.n == ent.cap:
+                        ent.expand()
+                        e_site, e_key, e_next = ent.cols
+                    f = ent.n
+                    ent.n += 1
+                    e_site[f] = b
+                    e_key[f] = k
+                    if w:
+                        e_next[f] = g_w[sg]
+                        g_w[sg] = f
+                    else:
+                        e_next[f] = g_r[sg]
+                        g_r[sg] = f
+            if w and t:
+                # every segment in [lo, hi) now holds just this write: one segment again
+                g_hi[first] = hi
+                for c in range(lo, hi):
+                    owner[c] = first
     return ea[:m].copy(), eb[:m].copy()
 
 

@@ -95,28 +95,29 @@ def compute(prog):
             v.sites.append((site.pos, w, ap))
             if site.instr.engine == "PE":
                 v.pe = True
-    loops = [li for li in prog.loops if li.kind in ("loop", "while") and li.first is not None
-             and li.last >= li.first]
     from neuronxcc.walrus.carried import rotations
     rot = rotations(prog.module)
+
+    def loops_at(p):
+        # the repeating regions holding position p, outermost first (only these can hold p)
+        return [li for li in prog.sites[p].loops if li.kind in ("loop", "while")]
     for v in values.values():
         if not v.sites:
             continue
+        s = min(p for p, _, _ in v.sites)
+        e = max(p for p, _, _ in v.sites)
         if v.name in rot:
             # rotated (vn_splitter): copy F mod K is private to iteration F of its loop
-            s = min(p for p, _, _ in v.sites)
-            e = max(p for p, _, _ in v.sites)
-            li = next((x for x in loops if x.kind == "loop" and x.var == rot[v.name].get("loop")
+            li = next((x for x in loops_at(s) if x.kind == "loop" and x.var == rot[v.name].get("loop")
                        and x.first <= s and e <= x.last), None)
             if li is not None:
                 v.start, v.end, v.private = li.first, li.last, li
                 continue
-        s = min(p for p, _, _ in v.sites)
-        e = max(p for p, _, _ in v.sites)
         changed = True
         while changed:
+            # a loop holding one end but not the other: the value lives through all of it
             changed = False
-            for li in loops:
+            for li in loops_at(s) + loops_at(e):
                 inside_s = li.first <= s <= li.last
                 inside_e = li.first <= e <= li.last
                 if inside_s != inside_e:
@@ -125,9 +126,10 @@ def compute(prog):
                         s, e = ns, ne
                         changed = True
         # loops holding every access, innermost first: carried across their iterations?
-        holders = sorted((li for li in loops if li.first <= s and e <= li.last), key=lambda li: -li.depth)
-        first = [(p, w, ap) for p, w, ap in v.sites if p == min(p2 for p2, _, _ in v.sites)]
-        site = prog.sites[first[0][0]]
+        holders = sorted((li for li in loops_at(s) if li.first <= s and e <= li.last), key=lambda li: -li.depth)
+        m = min(p for p, _, _ in v.sites)
+        first = [(p, w, ap) for p, w, ap in v.sites if p == m]
+        site = prog.sites[m]
         for li in holders:
             defined = any(w and _covers_whole(prog, v, ap, site, li) for p, w, ap in first) and \
                 not any(not w for p, w, ap in first) and not reads_own_dst(site.instr, li)
