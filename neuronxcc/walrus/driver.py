@@ -9,6 +9,7 @@ Passes run in the order given. Exit 0 on success, 70 on a compile error with
 exactly one ``[NCC_...]`` line on stderr; the traceback goes to the log file
 (``--log-file``, default ``walrus_driver.log`` next to ``--output``).
 """
+import gc
 import json
 import logging
 import os
@@ -121,6 +122,10 @@ def main(argv=None):
         if args.list_passes:
             sys.stdout.write(list_passes_text(args.target))
             return 0
+        # A compile process: the passes allocate millions of small objects and keep most of
+        # them, so the cyclic collector's full scans cost ~30% of the run for ~5% of the memory
+        # (measured at 32 layers: 399 MB with it off, 381 MB on); the process exits after the run.
+        gc.disable()
         run(args)
         return 0
     except errors.CompilerError as e:

@@ -187,16 +187,39 @@ def _elem_range(ap, ranges):
         if isinstance(off, int):
             olo = ohi = off
         else:
-            fv = off.free_vars()
-            if any(v not in ranges for v in fv):
-                return None, None
-            olo, ohi = off.bounds({v: ranges[v] for v in fv})
+            olo, ohi = _offset_bounds(off, ranges)
             if olo is None or ohi is None:
                 return None, None
     except Exception:
         return None, None
     lo_add, hi_add = pattern_extent(ap)
     return int(olo) + lo_add, int(ohi) + hi_add
+
+
+# id(offset Expr) -> (the Expr, its free variables, {their ranges: bounds}): every pass
+# rebuilds the program view, the offsets (immutable pelican Exprs) stay the same objects
+_BOUNDS = {}
+_BOUNDS_MAX = 1 << 20
+
+
+def _offset_bounds(off, ranges):
+    """pelican bounds of ``off`` over ``ranges`` ((None, None) when a variable has no range)."""
+    ent = _BOUNDS.get(id(off))
+    if ent is None or ent[0] is not off:
+        if len(_BOUNDS) >= _BOUNDS_MAX:
+            _BOUNDS.clear()
+        ent = (off, tuple(sorted(off.free_vars())), {})
+        _BOUNDS[id(off)] = ent
+    fv = ent[1]
+    try:
+        key = tuple(ranges[v] for v in fv)
+    except KeyError:
+        return None, None
+    r = ent[2].get(key)
+    if r is None:
+        r = off.bounds(dict(zip(fv, key)))
+        ent[2][key] = r
+    return r
 
 
 def pattern_extent(ap):

@@ -287,11 +287,15 @@ def dumps(m, indent=None):
     return json.dumps(module_to_json(m), indent=indent)
 
 
-def loads(text):
+def loads(text, body=True):
+    """The module in BIR JSON ``text``; with ``body=False`` its header only (tensors, memlocs,
+    attrs; an empty body), without building the instructions."""
     try:
         obj = json.loads(text)
     except ValueError as e:
         raise BirFormatError("BIR JSON does not parse: %s" % e)
+    if not body and isinstance(obj, dict):
+        obj["body"] = []
     return module_from_json(obj)
 
 
@@ -304,14 +308,15 @@ def save(m, path, indent=None):
         f.write("\n")
 
 
-def load(path):
-    """Read a BIR JSON file. Raises BirFormatError on anything unreadable."""
+def load(path, body=True):
+    """Read a BIR JSON file (``body=False``: its header only, see ``loads``). Raises
+    BirFormatError on anything unreadable."""
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         raise BirFormatError("cannot read BIR file %s: %s" % (path, e.strerror or e))
-    return loads(text)
+    return loads(text, body)
 
 
 # -- per-engine streams ------------------------------------------------------

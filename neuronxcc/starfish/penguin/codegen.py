@@ -16,6 +16,7 @@ Lowering strategy (see also expr.py, tiles.py, kernels.py):
 
 Every instruction carries the HLO instruction name as its debug ``name``.
 """
+import heapq
 import numpy as np
 
 from neuronxcc.errors import TensorTooLargeError
@@ -104,6 +105,14 @@ class Codegen:
             self.em.label = label
 
     # -- matmul epilogues -------------------------------------------------------------
+    def _op_index(self):
+        """{id(op): position} of the current graph's ops (built once per graph)."""
+        cache = getattr(self, "_op_index_cache", None)
+        if cache is None or cache[0] is not self.g or cache[1] != len(self.g.ops):
+            cache = (self.g, len(self.g.ops), {id(op): k for k, op in enumerate(self.g.ops)})
+            self._op_index_cache = cache
+        return cache[2]
+
     def plan_epilogue(self, dot_op):
         """The elementwise chain a dot's result flows into, to run on the evicted PSUM tile.
 
@@ -116,17 +125,21 @@ class Codegen:
         g = self.g
         d = dot_op.outputs[0]
         shape = g.values[d].shape
-        ops = g.ops
-        k = ops.index(dot_op)
+        index = self._op_index()
         member = {d: None}
         chain = []
-        for op in ops[k + 1:]:
+        # the later ops in program order that use a member (only they can join S): a heap of
+        # their positions, fed with each new member's users, instead of a scan to the end
+        heap = [index[id(u)] for u in self.users.get(d, [])]
+        heapq.heapify(heap)
+        seen = set(heap)
+        ops = g.ops
+        while heap:
+            op = ops[heapq.heappop(heap)]
             if op.kind not in ir.ELEMENTWISE or len(op.outputs) != 1:
                 continue
             o = op.outputs[0]
             if g.values[o].shape != shape:
-                continue
-            if not any(i in member for i in op.inputs):
                 continue
             if not all(i in member or self._available(i) for i in op.inputs):
                 continue
@@ -134,6 +147,11 @@ class Codegen:
             chain.append(op)
             if len(chain) >= 24:
                 break
+            for u in self.users.get(o, []):
+                j = index[id(u)]
+                if j not in seen:
+                    seen.add(j)
+                    heapq.heappush(heap, j)
         if not chain:
             return None
         outs = set(g.outputs)

@@ -452,16 +452,31 @@ class Converter:
             return g.add_op("constant", [], [(name, dims, dtype)], {"value": _scalar(flat[0])}, loc)[0]
         return g.add_op("constant", [], [(name, dims, dtype)], {"data": arr.astype(ir.np_dtype(dtype))}, loc)[0]
 
+    def _producer(self, g, v):
+        """The last op of ``g`` that outputs ``v`` (None if none): an index over the ops,
+        extended as ops are appended (a scan of every op per operand was quadratic)."""
+        per_graph = self.__dict__.setdefault("_producers", {})
+        idx = per_graph.get(id(g))
+        if idx is None or idx[0] is not g or idx[1] > len(g.ops) or \
+                (idx[1] and g.ops[idx[1] - 1] is not idx[3]):
+            idx = [g, 0, {}, None]
+            per_graph[id(g)] = idx
+        ops = g.ops
+        for k in range(idx[1], len(ops)):
+            for o in ops[k].outputs:
+                idx[2][o] = ops[k]
+        idx[1] = len(ops)
+        idx[3] = ops[-1] if ops else None
+        return idx[2].get(v)
+
     def _const_of(self, g, v):
         """(kind, payload) for a constant value: ('splat', scalar) / ('data', array) / None."""
-        for op in reversed(g.ops):
-            if v in op.outputs:
-                if op.kind != "constant":
-                    return None
-                if "value" in op.attrs:
-                    return ("splat", op.attrs["value"])
-                return ("data", op.attrs["data"])
-        return None
+        op = self._producer(g, v)
+        if op is None or op.kind != "constant":
+            return None
+        if "value" in op.attrs:
+            return ("splat", op.attrs["value"])
+        return ("data", op.attrs["data"])
 
     def _try_fold(self, g, inst, ins, dims, dtype, loc):
         if not inst.operands or any(not isinstance(x, str) for x in ins):
