@@ -68,7 +68,8 @@ def recorded_instances(module, inputs, target="trn1"):
     st = MachineState(module, get_target(target), poison=True)
     for name, v in zip(module.inputs, inputs):
         st.set_input(name, v)
-    Recorder(module, st, _NoTimeline()).run()
+    # plans=False: the Python execute path, which the recorder hooks (the typed loop does not call it)
+    Recorder(module, st, _NoTimeline(), plans=False).run()
     return out
 
 
@@ -121,6 +122,7 @@ def run_interleaved(module, inputs, seed, target="trn1"):
     streams = collections.OrderedDict()
     for ins, env in recorded_instances(module, inputs, target):
         streams.setdefault(ins.engine, []).append((ins, env))
+    assert streams or not module.instructions(), "the program-order run recorded no instruction"
     heads = {e: 0 for e in streams}
     queues = collections.OrderedDict()
     sems = collections.Counter()
