@@ -80,3 +80,32 @@ ENTRY main {
     b = 3 * (x + t)
     np.testing.assert_array_equal(out, b + (b + t))
     np.testing.assert_array_equal(ref, out)
+
+
+def test_kernel_in_a_conditional_branch_with_tuple_operands():
+    """jax.lax.cond whose branch takes (x, g): the kernel runs in the true branch only. (Also the fix that lets
+    hlo2penguin convert a conditional with tuple branch operands and an array result at all.)"""
+    import jax
+    import jax.numpy as jnp
+
+    from neuronxcc.hlo import load_module
+    from support import nki_tutorial_kernels as T
+
+    def f(p, x, g):
+        return jax.lax.cond(p[0] > 0, lambda x: T.rmsnorm(x, g), lambda x: x * 2.0 + g[None, :], x)
+
+    def plain(p, x, g):
+        return jax.lax.cond(p[0] > 0, lambda x: jnp.tanh(x) * g[None, :], lambda x: x * 2.0, x)
+    x = F.random_inputs(3, (128, 64))[0]
+    g = F.random_inputs(4, (64,))[0]
+    for fn, want_true in ((f, T.ref_rmsnorm(x, g)), (plain, np.tanh(x) * g[None, :])):
+        m = load_module(jax.jit(fn).lower(np.array([1], np.int32), x, g).compiler_ir("hlo")
+                        .as_serialized_hlo_module_proto())
+        bir = lower_graph(hlo_to_penguin(m))
+        for p in (1, -1):
+            ins = [np.array([p], np.int32), x, g]
+            out = run_module(bir, ins)[0]
+            ref = evaluate(m, ins)[0]
+            np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+            want = want_true if p > 0 else (2 * x + g[None, :] if fn is f else 2 * x)
+            np.testing.assert_allclose(ref, want, rtol=1e-5, atol=1e-5)

@@ -262,6 +262,8 @@ class Converter:
         if folded is not None:
             return folded
         attrs = self._attrs(g, inst)
+        if op == "conditional":      # tuple branch operands: flattened, as the branch regions' inputs are
+            ins = self._flatten(ins)
         return g.add_op(self._kind(inst), ins, [(inst.name, dims, dtype)], attrs, loc)[0]
 
     def _bitcast(self, g, inst, x, loc):
