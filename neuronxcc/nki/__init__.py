@@ -75,6 +75,13 @@ class JitKernel:
                             target=self.options.get("platform_target", "trn1") or "trn1")
 
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(*args, **kwargs)
+        except errors.NkiError as e:
+            # the message names the kernel's own line; no frames of the tracer below this call
+            raise e.with_traceback(None) from None
+
+    def _call(self, *args, **kwargs):
         from neuronxcc.nki._trace.context import current_or_none
         if current_or_none() is not None:
             if self.grid:
@@ -200,7 +207,10 @@ def simulate_kernel(kernel, *args, **kwargs):
         k = JitKernel(kernel.func, "simulation", kernel.grid, **kernel.options)
     else:
         k = JitKernel(kernel, "simulation")
-    return _run(k, "simulation", args, kwargs)
+    try:
+        return _run(k, "simulation", args, kwargs)
+    except errors.NkiError as e:
+        raise e.with_traceback(None) from None
 
 
 from neuronxcc.nki._framework import FrameworkKernel  # noqa: E402  (framework integrations' base; see there)

@@ -277,3 +277,25 @@ def test_sequence_bounds():
 def test_get_nc_version_and_enums():
     assert nisa.get_nc_version() == nisa.nc_version.gen2
     assert nisa.reduce_cmd.reset_reduce == 3 and nisa.engine.vector == 5
+
+
+def test_iota_and_affine_select_with_loop_iterators():
+    def k(a):
+        o1 = nl.ndarray((4, 64, 8), dtype=nl.int32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            ip, jf = nl.mgrid[0:64, 0:8]
+            nl.store(o1[i], nisa.iota(ip + jf * 10 + i * 1000, dtype=nl.int32))
+        for qi in nl.affine_range(a.shape[0] // 32):
+            for kj in nl.affine_range(a.shape[1] // 16):
+                iq = nl.arange(32)[:, None]
+                ik = nl.arange(16)[None, :]
+                t = nl.load(a[qi * 32 + iq, kj * 16 + ik])
+                r = nisa.affine_select(qi * 32 + iq - kj * 16 - ik >= 0, t, -9.0)
+                nl.store(o2[qi * 32 + iq, kj * 16 + ik], r)
+        return o1, o2
+    a = rand(64, 64)
+    o1, o2 = nki.simulate_kernel(k, a)
+    i, p, j = np.mgrid[0:4, 0:64, 0:8]
+    np.testing.assert_array_equal(o1, p + 10 * j + 1000 * i)
+    np.testing.assert_array_equal(o2, np.where(np.tril(np.ones((64, 64), bool)), a, np.float32(-9.0)))

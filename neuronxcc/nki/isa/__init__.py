@@ -358,35 +358,85 @@ def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
                                              {"value": float(value)}, mask))
 
 
-def _affine_pattern(expr, shape, api):
-    """(channel_multiplier, [[step, num], ...], offset) of an affine index expression over a tile shape."""
+def _split_affine(expr, shape, api):
+    """(channel_multiplier, [[step, num], ...], constant, dynamic Expr) of an affine index expression over
+    a tile shape; the dynamic part holds the loop iterators / program ids (0 when none)."""
+    from neuronxcc import pelican as _pel
     terms = expr.expr.affine() if isinstance(expr, _Idx) else None
     if terms is None:
         raise _E.err_invalid_argument("%s needs an affine expression of nl.arange / nl.mgrid indices" % api)
     coeffs, const = terms
     cm = 0
     steps = [0] * (len(shape) - 1)
+    dyn = _pel.const(0)
     for v, c in coeffs.items():
         if v not in expr.axes:
-            raise _E.NkiNotImplementedError("nki.isa.%s" % api, "expressions with loop iterators (%s)" % v)
+            dyn = dyn + _pel.var(v) * c
+            continue
         ax = expr.axes[v] + len(shape) - len(expr.shape)
         if ax == 0:
             cm += c
         else:
             steps[ax - 1] += c
     pat = [[s, n] for s, n in zip(steps, shape[1:])] or [[1, 1]]
-    return cm, pat, const
+    return cm, pat, const, dyn
+
+
+def _dyn_column(dyn, P, api):
+    """A [P, 1] int32 SBUF column holding the run-time value of DYN (loop iterators / program ids): one DMA
+    from a constant table of DYN's values over the loop ranges, at offset DYN - min."""
+    from neuronxcc.nki._trace.context import current
+    from neuronxcc.nki._trace.tensor import Axis, whole
+    ctx = current()
+    ranges = ctx.var_ranges()
+    for v in dyn.free_vars():
+        if v not in ranges:
+            raise _E.NkiNotImplementedError("nki.isa.%s" % api, "an offset depending on the run-time value %s" % v)
+    lo, hi = dyn.bounds(ranges)
+    if hi - lo + 1 > (1 << 20):
+        raise _E.NkiNotImplementedError("nki.isa.%s" % api, "a loop-dependent offset spanning %d values" % (hi - lo + 1))
+    tables = ctx.__dict__.setdefault("_iota_tables", {})
+    b = tables.get((lo, hi))
+    if b is None:
+        b = ctx.new_buf("iota_table", "HBM", (hi - lo + 1,), np.int32, 0, "const")
+        b.data = np.arange(lo, hi + 1, dtype=np.int32)
+        tables[(lo, hi)] = b
+    src = whole(b)
+    src = src.copy_view(off=dyn - lo, axes=[Axis(P, 0, 0), Axis(1, 0, 1)])
+    col = _ops.new_tile((P, 1), np.int32, "SBUF", "iota_dyn")
+    _ops.dma(col, src)
+    return col
+
+
+def _affine_pattern(expr, shape, api):
+    cm, pat, const, dyn = _split_affine(expr, shape, api)
+    if not dyn.is_const():
+        raise _E.NkiNotImplementedError("nki.isa.%s" % api, "expressions with loop iterators (%s)" % dyn)
+    return cm, pat, const + int(dyn)
 
 
 def iota(expr, dtype, *, mask=None, **kwargs):
-    """A constant tile from an affine expression of nl.arange / nl.mgrid indices (GpSimd, int32 math)."""
+    """A constant tile from an affine expression of nl.arange / nl.mgrid indices (GpSimd, int32 math);
+    a part depending on loop iterators / program ids is added at run time."""
+    from neuronxcc import pelican as _pel
     if _ops.is_scalar(expr):
-        expr = _Idx(__import__("neuronxcc.pelican", fromlist=["const"]).const(int(expr)), (1, 1), {})
+        expr = _Idx(_pel.const(int(expr)), (1, 1), {})
+    elif isinstance(expr, _Idx) and not expr.shape:
+        expr = _Idx(expr.expr, (1, 1), {})
     shape = expr.shape if len(expr.shape) >= 2 else (tuple(expr.shape) + (1,) * (2 - len(expr.shape)))
-    cm, pat, off = _affine_pattern(expr, shape, "iota")
+    cm, pat, off, dyn = _split_affine(expr, shape, "iota")
+    attrs = {"pattern": pat, "offset": int(off), "channel_multiplier": int(cm)}
+    if dyn.is_const():
+        attrs["offset"] += int(dyn)
+        out = _ops.new_tile(shape, dtype, "SBUF", "iota")
+        return _ops.mark_producer(out, _ops.emit("iota", "POOL", [out], [], attrs, mask))
+    base = _ops.new_tile(shape, np.int32, "SBUF", "iota")
+    _ops.emit("iota", "POOL", [base], [], attrs, mask)
+    col = _dyn_column(dyn, shape[0], "iota")
     out = _ops.new_tile(shape, dtype, "SBUF", "iota")
-    inst = _ops.emit("iota", "POOL", [out], [], {"pattern": pat, "offset": int(off), "channel_multiplier": int(cm)},
-                     mask)
+    inst = _ops.emit("tensor_scalar", "POOL" if not _D.is_float(dtype) else "DVE", [out], [base, col],
+                     {"op0": "add", "operand0_ap": True}, mask,
+                     [[(0, r), (1, r)] + ([(2, 0)] if r == 0 else []) for r in range(len(shape))])
     return _ops.mark_producer(out, inst)
 
 
@@ -394,7 +444,8 @@ _CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 
 
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
-    """on_true_tile where the affine predicate holds, else on_false_value (GpSimd)."""
+    """on_true_tile where the affine predicate holds, else on_false_value (GpSimd); a predicate that
+    depends on loop iterators compares the static part with the run-time part (iota, compare, select)."""
     _ops.tile_operand(on_true_tile, "affine_select", "on_true_tile", ("SBUF",))
     if not isinstance(pred, _Pred) or len(pred.atoms) != 1:
         raise _E.err_invalid_argument("affine_select needs one affine comparison as pred")
@@ -407,12 +458,25 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
                 axes[v] = pred.axes[v] + len(on_true_tile.shape) - len(pred.shape)
             else:
                 axes[v] = _find_axis(on_true_tile, v)
-    idx = _Idx(e, on_true_tile.shape, axes)
-    cm, pat, off = _affine_pattern(idx, on_true_tile.shape, "affine_select")
-    out = _ops.new_tile(on_true_tile.shape, dtype or on_true_tile.dtype, "SBUF", "asel")
-    inst = _ops.emit("affine_select", "POOL", [out], [on_true_tile],
-                     {"pattern": pat, "offset": int(off), "channel_multiplier": int(cm), "cmp": _CMP[op],
-                      "on_false": float(on_false_value)}, mask)
+    shape = on_true_tile.shape
+    idx = _Idx(e, shape, axes)
+    cm, pat, off, dyn = _split_affine(idx, shape, "affine_select")
+    out = _ops.new_tile(shape, dtype or on_true_tile.dtype, "SBUF", "asel")
+    if dyn.is_const():
+        inst = _ops.emit("affine_select", "POOL", [out], [on_true_tile],
+                         {"pattern": pat, "offset": int(off) + int(dyn), "channel_multiplier": int(cm),
+                          "cmp": _CMP[op], "on_false": float(on_false_value)}, mask)
+        return _ops.mark_producer(out, inst)
+    # static(p, f) + dyn  op  0   <=>   static(p, f)  op  -dyn
+    base = _ops.new_tile(shape, np.int32, "SBUF", "asel_iota")
+    _ops.emit("iota", "POOL", [base], [], {"pattern": pat, "offset": int(off), "channel_multiplier": int(cm)})
+    col = _dyn_column(-dyn, shape[0], "affine_select")
+    keep = _ops.new_tile(shape, np.uint8, "SBUF", "asel_pred")
+    links = [[(0, r), (1, r)] + ([(2, 0)] if r == 0 else []) for r in range(len(shape))]
+    _ops.emit("tensor_scalar", "POOL", [keep], [base, col], {"op0": _CMP[op], "operand0_ap": True}, None, links)
+    fill = _ops.new_tile(shape, out.dtype, "SBUF", "asel_false")
+    _ops.emit("memset", "DVE", [fill], [], {"value": float(on_false_value)})
+    inst = _ops.emit("select", "DVE", [out], [keep, on_true_tile, fill], {}, mask)
     return _ops.mark_producer(out, inst)
 
 

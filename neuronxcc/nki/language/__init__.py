@@ -93,8 +93,9 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
                 "shared_hbm buffer can only be created top level kernel scope")
         b = ctx.new_buf(name or "hbm", "HBM", shape, dt, 0, buffer.hbm_kind)
     else:
-        if not shape:
-            raise _E.err_insufficient_rank("Insufficient rank: an on-chip tensor needs a partition dimension")
+        if len(shape) < 2:
+            raise _E.err_insufficient_rank("Insufficient rank: an on-chip tensor needs a partition and a free "
+                                           "dimension, got shape %s" % (shape,))
         if shape[pdim] > _ops.PMAX:
             raise _E.err_num_partition_exceed_arch_limit(
                 "number of partitions %d exceed architecture limitation of %d" % (shape[pdim], _ops.PMAX))
