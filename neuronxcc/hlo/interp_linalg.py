@@ -15,6 +15,8 @@ gradient's), as a sum of matmuls over kernel positions.
 fft (FFT, IFFT, RFFT, IRFFT over the trailing len(fft_length) dimensions) is
 numpy's, computed in double precision and rounded to the result type.
 """
+import contextlib
+
 import numpy as np
 
 from neuronxcc.errors import HloVerifyError
@@ -43,9 +45,32 @@ def _finish(r, out_dt):
     return cast(r, out_dt)
 
 
+# --auto-cast matmult/all in the goldens: fp32 operands of dot/convolution are rounded to this numpy
+# dtype (the compiled program's PE inputs) before the fp32-accumulated product; None = exact fp32.
+MATMUL_CAST = [None]
+
+
+@contextlib.contextmanager
+def matmul_operand_cast(npdt):
+    """Within the block, fp32 dot/convolution operands are rounded to NPDT (None: unchanged)."""
+    old = MATMUL_CAST[0]
+    MATMUL_CAST[0] = None if npdt is None else np.dtype(npdt)
+    try:
+        yield
+    finally:
+        MATMUL_CAST[0] = old
+
+
+def _pe_operands(lhs, rhs):
+    c = MATMUL_CAST[0]
+    if c is not None and lhs.dtype == np.float32 and rhs.dtype == np.float32:
+        return lhs.astype(c).astype(np.float32), rhs.astype(c).astype(np.float32)
+    return lhs, rhs
+
+
 @handler("dot")
 def h_dot(ev, inst, args):
-    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
+    lhs, rhs = _pe_operands(np.asarray(args[0]), np.asarray(args[1]))
     d = dot_dims(inst)
     lb, rb, lc, rc = d["lhs_batch_dims"], d["rhs_batch_dims"], d["lhs_contracting_dims"], d["rhs_contracting_dims"]
     if len(lb) != len(rb) or len(lc) != len(rc):
@@ -68,7 +93,7 @@ def h_dot(ev, inst, args):
 
 @handler("convolution")
 def h_convolution(ev, inst, args):
-    lhs, rhs = np.asarray(args[0]), np.asarray(args[1])
+    lhs, rhs = _pe_operands(np.asarray(args[0]), np.asarray(args[1]))
     cd = conv_dims(inst, lhs.ndim)
     nsp = len(cd["in_spatial"])
     out_dt = dtype_of(inst.shape)

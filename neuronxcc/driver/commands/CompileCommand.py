@@ -208,6 +208,8 @@ class CompileCommand(CommandInterface):
             bad = [o for o in iid.split(",") if o not in DOWNCAST_OPS]
             if bad:
                 raise InvalidArgumentError("--implicit-integer-downcast: unknown op(s) %s" % ",".join(bad))
+        from neuronxcc.starfish.penguin.autocast import policy
+        policy(args)     # --auto-cast / --auto-cast-type / --fast-math: refuse what cannot be applied, up front
         if args.execute_repetition < 1:
             raise InvalidArgumentError("--execute-repetition must be at least 1")
         if args.pipeline:
@@ -221,11 +223,6 @@ class CompileCommand(CommandInterface):
             args.optlevel = "1"
         if args.optlevel == "0":
             args.enable_internal_new_backend = False
-        if args.auto_cast != "none":
-            # Nothing below the driver reads --auto-cast/--auto-cast-type: say so rather than
-            # let the caller believe the math was cast.
-            self.logger.warning("--auto-cast %s (--auto-cast-type %s) is not applied by this compiler: every "
-                                "operation keeps the element types of the HLO", args.auto_cast, args.auto_cast_type)
         if self.logical_nc_config == 2 and not args.meta_module:
             # LNC=2 is one logical core of two physical cores sharing HBM; this compiler does not
             # split a program between them yet, so the NEFF honestly says lnc_size 1

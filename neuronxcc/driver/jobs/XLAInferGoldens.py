@@ -31,6 +31,10 @@ class InferGoldens(Job):
         budget = getattr(state.args, "internal_golden_size_budget", DEFAULT_GOLDEN_SIZE_BUDGET)
         cmd = [self.getFullyQualifiedLocation(self.executableLocation), files.MODEL,
                "--output", files.GOLDENS, "--size-budget", str(budget)]
+        from neuronxcc.starfish.penguin.autocast import policy
+        cast = policy(state.args)
+        if cast.matmult:           # the goldens follow the precision the compiled program uses
+            cmd += ["--auto-cast", cast.mode, "--auto-cast-type", cast.type_flag]
         self.shellCommand(cmd)
         if not os.path.isfile(files.GOLDENS):
             self.log("xla_infergoldens wrote no %s: the program is over the golden size budget (%d bytes)"

@@ -17,9 +17,12 @@ Lowering strategy (see also expr.py, tiles.py, kernels.py):
 Every instruction carries the HLO instruction name as its debug ``name``.
 """
 import heapq
+import logging
+
 import numpy as np
 
 from neuronxcc.errors import TensorTooLargeError
+
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish import birpy
 from neuronxcc.starfish.penguin import ir
@@ -29,6 +32,7 @@ from neuronxcc.starfish.penguin.tiles import IOTA_BASE, LoweringError, onchip_dt
 from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
 
 MAX_FUSED_OPS = 32
+USER_LEVEL = 35            # the driver's USER log level (between WARNING and ERROR)
 
 
 def _op_error(op, why):
@@ -50,7 +54,10 @@ class Codegen:
         self.users = graph.users()
         self.fused = set()              # ids of ops already emitted as a matmul epilogue
         from neuronxcc.starfish.penguin.actmatch import ActMatcher
+        from neuronxcc.starfish.penguin.autocast import policy
         self.act_matcher = ActMatcher()  # elementwise chains that are one ACT function
+        self.cast = policy(options)      # --auto-cast: fp32 operations computed in a narrower type
+        self.cast_seen = {}              # id -> node of elementwise ops already counted as cast
         self.fuse_epilogues = True
         self.row_fusion = True
         self.rowred = {}                # "__row__k" -> rows.RowReduce (lazy last-axis reductions)
@@ -77,6 +84,11 @@ class Codegen:
             self.finish_output(n)
         self.finish_tables()
         self.check_hbm()
+        if self.cast.mode != "none":
+            self.m.attrs["auto_cast"] = self.cast.as_attrs()
+            line = self.cast.report()
+            if line:
+                logging.getLogger("neuronxcc.penguin").log(USER_LEVEL, line)
         return self.m.renumber()
 
     def lower_ops(self, ops):

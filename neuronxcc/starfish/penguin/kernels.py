@@ -437,6 +437,9 @@ class Kernels:
         queues), so one half's eviction and loads overlap the other half's matmuls. The N tile is the largest that fits the SBUF budget (``_res_budget``); when
         even a narrow one does not fit (huge K), both sides stream per output tile instead."""
         cdt = self._mm_dtype(terms)
+        if cdt == "float32" and self.cg.cast.matmult:
+            cdt = self.cg.cast.dtype       # --auto-cast: the operand DMAs write the narrow type
+            self.cg.cast.count("matmult")
         isz = bdt.itemsize(cdt)
         kcols = sum(-(-K // _k_tile(K)) for L, R, K in terms)
         ncmax = self._res_budget() // max(1, kcols * isz)

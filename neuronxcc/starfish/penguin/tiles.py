@@ -36,6 +36,11 @@ UNARY_ACT = {"exponential": "exp", "log": "log", "tanh": "tanh", "logistic": "si
              "rsqrt": "rsqrt", "erf": "erf", "sign": "sign", "abs": "abs"}
 ALU_BINARY = {"add": "add", "subtract": "subtract", "multiply": "mult", "divide": "divide",
               "maximum": "max", "minimum": "min", "power": "pow", "remainder": "mod"}
+# float ops whose fp32 result --auto-cast all computes in the narrow type (math, not data movement,
+# comparisons or index arithmetic)
+CAST_ALL_OPS = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "negate", "abs",
+                "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt",
+                "erf", "sine", "cosine", "tan", "atan2", "cbrt"}
 CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 SWAP_CMP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 REDUCE_ALU = {"add": "add", "max": "max", "min": "min", "mul": "mult"}   # HLO reducer -> ALU op
@@ -220,7 +225,13 @@ class TileEval:
         else:
             m = self.cg.act_matcher.match(x)
             if m is not None:          # a chain the activation engine computes in one instruction
-                r = self.act(m[0], self.value(m[1]), onchip_dtype(x.dtype))
+                dt = onchip_dtype(x.dtype)
+                if self.cg.cast.all and dt == "float32":
+                    dt = self.cg.cast.dtype
+                    if id(x) not in self.cg.cast_seen:
+                        self.cg.cast_seen[id(x)] = x
+                        self.cg.cast.count("elementwise")
+                r = self.act(m[0], self.value(m[1]), dt)
             else:
                 args = [self.value(a) for a in x.args]
                 r = self.op(x, args)
@@ -369,6 +380,12 @@ class TileEval:
     def op(self, x, args):
         op = x.op
         dt = onchip_dtype(x.dtype)
+        cast = self.cg.cast
+        if cast.all and dt == "float32" and op in CAST_ALL_OPS:
+            dt = cast.dtype                # --auto-cast all: the result tile is the narrow type
+            if id(x) not in self.cg.cast_seen:
+                self.cg.cast_seen[id(x)] = x
+                cast.count("elementwise")
         if op == "copy":
             return args[0]
         if op == "convert":

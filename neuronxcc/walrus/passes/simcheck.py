@@ -66,6 +66,19 @@ def tolerance(dtype_name):
     return TOLERANCES.get(dtype_name, (0.0, 0.0))
 
 
+def precision_dtype(module, dtype_name):
+    """The dtype whose tolerance judges an output of DTYPE_NAME: the --auto-cast type when the
+    compile cast fp32 elementwise operations to it (--auto-cast all; module.attrs["auto_cast"],
+    written by the Penguin frontend), else the output's own dtype. (Cast matmul operands need no
+    wider tolerance: the goldens round them the same way, xla_infergoldens --auto-cast.)"""
+    ac = module.attrs.get("auto_cast") or {}
+    narrow = ac.get("dtype")
+    if narrow and (ac.get("counts") or {}).get("elementwise") and dtype_name in ("float32", "float64") \
+            and narrow in TOLERANCES:
+        return narrow
+    return dtype_name
+
+
 def executed_instructions(module, ctx):
     prog = program(module, ctx)
     total = 0
@@ -283,7 +296,8 @@ class BirSim(WalrusPass):
                 log.info("bir_sim: output%d '%s' is ill-conditioned at the golden inputs: a few-ulp change of "
                          "the inputs moves it by up to %.6g (magnitude %.6g); allowing %g * that spread",
                          i, name, ill[0], ill[1], SPREAD_K)
-            msg = compare("%soutput%d '%s'" % (who, i, name), got, want, module.tensors[name].dtype, spread)
+            msg = compare("%soutput%d '%s'" % (who, i, name), got, want,
+                          precision_dtype(module, module.tensors[name].dtype), spread)
             if msg:
                 if ill:
                     msg += "; the output is ill-conditioned at these inputs (spread up to %.6g)" % ill[0]

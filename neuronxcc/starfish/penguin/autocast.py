@@ -1,0 +1,124 @@
+"""--auto-cast / --auto-cast-type / --fast-math: which fp32 operations run in a narrower type.
+
+As the reference's public CLI documentation defines them (Neuron Compiler CLI
+Reference Guide (neuronx-cc); "Mixed Precision and Performance-accuracy
+Tuning (neuronx-cc)"):
+
+  --auto-cast matmult (default; "matmul" is the same) casts only the fp32
+      operations that use the matrix-multiplication engine (dot, convolution)
+      to the --auto-cast-type; the PE accumulates in fp32 (PSUM) and the
+      result keeps its fp32 type;
+  --auto-cast all casts every fp32 operation (elementwise math too; reductions
+      keep their fp32 partial sums);
+  --auto-cast none (and fp32) leaves every type as the model defines it;
+  --auto-cast-type bf16 (default), fp16, tf32 or fp8_e4m3 (Neuron's FP8_EXP4,
+      range +-240).
+  Input and output tensors keep the types the framework asked for: casts
+  happen on chip (the DMA that loads an fp32 operand writes the narrow type).
+
+--fast-math (neuron-cc's spelling, accepted by callers of neuronx-cc) maps onto
+the same two settings as its documentation defines the values: ``all`` =
+fp32-cast-all + fast-relayout (every fp32 op to bf16), ``none`` =
+fp32-cast-matmult-bf16 + no-fast-relayout, ``fp32-cast-all`` (bf16),
+``fp32-cast-all-fp16``, ``fp32-cast-matmult`` / ``fp32-cast-matmult-bf16``
+(bf16), ``fp32-cast-matmult-fp16``; ``fast-relayout`` / ``no-fast-relayout``
+choose whether PE transposes of fp32 data may run in the narrow type (ours
+always run in the matmul's operand type, so they follow the cast). When both
+are given, --fast-math's casting choice wins (it is the more specific
+request). ``tf32`` has no BIR element type yet: asking for it is refused
+with a clear error rather than silently computing in fp32.
+"""
+from dataclasses import dataclass, field
+
+from neuronxcc.errors import InvalidArgumentError
+
+__all__ = ["CastPolicy", "policy", "TYPE_NAMES"]
+
+TYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp8_e4m3": "float8_e4m3"}
+_FAST_MATH = {
+    "all": ("all", "bf16", True),
+    "none": ("matmult", "bf16", False),
+    "fp32-cast-all": ("all", "bf16", None),
+    "fp32-cast-all-fp16": ("all", "fp16", None),
+    "fp32-cast-matmult": ("matmult", "bf16", None),
+    "fp32-cast-matmult-bf16": ("matmult", "bf16", None),
+    "fp32-cast-matmult-fp16": ("matmult", "fp16", None),
+}
+
+
+@dataclass
+class CastPolicy:
+    mode: str = "none"            # none | matmult | all
+    type_flag: str = "bf16"       # the --auto-cast-type spelling
+    fast_relayout: bool = True
+    counts: dict = field(default_factory=dict)     # what was cast: kind -> number of operations
+
+    @property
+    def dtype(self):
+        return TYPE_NAMES[self.type_flag]
+
+    @property
+    def matmult(self):
+        return self.mode in ("matmult", "all")
+
+    @property
+    def all(self):
+        return self.mode == "all"
+
+    def count(self, kind, n=1):
+        self.counts[kind] = self.counts.get(kind, 0) + n
+
+    def report(self):
+        """One line naming every cast inserted in this compile, or '' when none was."""
+        if not self.counts:
+            return ""
+        what = {"matmult": ("matrix multiplication", " (dot/convolution; fp32 accumulation, fp32 result)"),
+                "elementwise": ("elementwise operation", "")}
+        parts = []
+        for k, n in sorted(self.counts.items()):
+            noun, note = what.get(k, (k, ""))
+            parts.append("%d %s%s%s" % (n, noun, "" if n == 1 else "s", note))
+        return "Auto-cast (--auto-cast %s --auto-cast-type %s): cast %s from fp32 to %s" % (
+            self.mode, self.type_flag, " and ".join(parts), self.type_flag)
+
+    def as_attrs(self):
+        return {"mode": self.mode, "type": self.type_flag, "dtype": self.dtype if self.mode != "none" else None,
+                "counts": dict(self.counts)}
+
+
+def policy(options):
+    """The CastPolicy of a compile's options (argparse namespace or dict); none when absent, so a
+    library caller without options keeps every type."""
+    get = (options.get if isinstance(options, dict) else (lambda k, d=None: getattr(options, k, d))) \
+        if options is not None else (lambda k, d=None: d)
+    mode = (get("auto_cast") or "none").lower()
+    typ = (get("auto_cast_type") or "bf16").lower()
+    if mode == "matmul":
+        mode = "matmult"
+    if mode == "fp32":
+        mode = "none"
+    fast = True
+    fm = get("fast_math")
+    if fm:
+        for tok in str(fm).replace(",", " ").split():
+            tok = tok.lower()
+            if tok == "fast-relayout":
+                fast = True
+            elif tok == "no-fast-relayout":
+                fast = False
+            elif tok in _FAST_MATH:
+                mode, typ, relayout = _FAST_MATH[tok]
+                if relayout is not None:
+                    fast = relayout
+            else:
+                raise InvalidArgumentError("--fast-math: unknown value %r (all, none, fp32-cast-all, "
+                                           "fp32-cast-all-fp16, fp32-cast-matmult, fp32-cast-matmult-bf16, "
+                                           "fp32-cast-matmult-fp16, fast-relayout, no-fast-relayout)" % tok)
+    if mode not in ("none", "matmult", "all"):
+        raise InvalidArgumentError("--auto-cast: unknown mode %r (none, matmult, all, fp32)" % mode)
+    if typ not in TYPE_NAMES:
+        raise InvalidArgumentError("--auto-cast-type: unknown type %r (bf16, fp16, tf32, fp8_e4m3)" % typ)
+    if typ == "tf32" and mode != "none":
+        raise InvalidArgumentError("--auto-cast-type tf32 is not supported by this compiler yet: BIR has no "
+                                   "tf32 element type (use bf16, fp16 or fp8_e4m3, or --auto-cast none)")
+    return CastPolicy(mode, typ, fast)
