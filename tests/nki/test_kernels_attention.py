@@ -157,3 +157,12 @@ def test_private_kernel_names_model_code_imports_load_and_unbuilt_ones_refuse_cl
     with pytest.raises(NotBuiltYetError) as ei:
         cumsum(np.zeros((4, 4), np.float32))
     assert "[NCC_INBY001]" in ei.value.one_line() and "cumsum" in str(ei.value)
+
+
+def test_bad_shapes_are_kernel_errors_at_the_callers_line():
+    from neuronxcc.errors import CompilerError
+    z = np.zeros((1, 1, 16, 100), np.float32)                   # seq 100: not a multiple of 128
+    with pytest.raises(CompilerError) as ei:
+        nki.simulate_kernel(flash_fwd[1, 1], z, z, np.zeros((1, 1, 100, 16), np.float32), np.zeros((1,), np.int32))
+    line = ei.value.one_line()
+    assert line.startswith("[NCC_ENKI") and "multiples of 128" in line and ".py:" in line

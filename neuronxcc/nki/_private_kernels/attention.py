@@ -15,7 +15,7 @@ The matmuls run in the inputs' dtype with fp32 accumulation and fp32 softmax.
 Our own implementation on the flash-attention core of ``flash_core``.
 """
 import neuronxcc.nki.language as nl
-from neuronxcc.nki._private_kernels.flash_core import flash_attention_core
+from neuronxcc.nki._private_kernels.flash_core import check, flash_attention_core
 
 __all__ = ["attention_isa_kernel"]
 
@@ -23,14 +23,14 @@ __all__ = ["attention_isa_kernel"]
 def attention_isa_kernel(q, k, v, scale, out, kernel_name="AttentionMMSoftmaxMMWithoutSwap", **kwargs):
     bh, d, seq_q = q.shape
     _, _, seq_k = k.shape
-    if tuple(v.shape) != (bh, seq_k, d):
-        raise ValueError("attention_isa_kernel: v must be [%d, %d, %d], got %s" % (bh, seq_k, d, tuple(v.shape)))
+    check(tuple(v.shape) == (bh, seq_k, d),
+          "attention_isa_kernel: v must be [%d, %d, %d], got %s" % (bh, seq_k, d, tuple(v.shape)))
     if tuple(out.shape) == (bh, seq_q, d):
         o_transposed = False
     elif tuple(out.shape) == (bh, d, seq_q):
         o_transposed = True
     else:
-        raise ValueError("attention_isa_kernel: out must be [%d, %d, %d], got %s" % (bh, seq_q, d, tuple(out.shape)))
+        check(False, "attention_isa_kernel: out must be [%d, %d, %d], got %s" % (bh, seq_q, d, tuple(out.shape)))
     causal = "causal" in str(kernel_name).lower()
     window = kwargs.get("sliding_window")
     n = nl.num_programs() if nl.program_ndim() else 1

@@ -2,6 +2,7 @@
 ``_private_kernels.attention.attention_isa_kernel``: one head, online softmax over key blocks
 (see ``flash_attention_core``)."""
 import neuronxcc.nki.isa as nisa
+from neuronxcc.nki import errors
 import neuronxcc.nki.language as nl
 
 NEG_INF = -1.0e30          # the masked score: exp(NEG_INF - m) is 0 for any finite row max m
@@ -10,8 +11,9 @@ K_BLOCK = 512              # keys per score block (one 2 KiB PSUM bank of fp32)
 
 
 def check(cond, msg):
+    """A kernel argument the kernels cannot take: err_invalid_argument at the caller's line."""
     if not cond:
-        raise ValueError(msg)
+        errors.raise_error("err_invalid_argument", msg)
 
 
 def causal_blocks(i, n_blocks, window=None):
