@@ -165,4 +165,4 @@ def test_bad_shapes_are_kernel_errors_at_the_callers_line():
     with pytest.raises(CompilerError) as ei:
         nki.simulate_kernel(flash_fwd[1, 1], z, z, np.zeros((1, 1, 100, 16), np.float32), np.zeros((1,), np.int32))
     line = ei.value.one_line()
-    assert line.startswith("[NCC_ENKI") and "multiples of 128" in line and ".py:" in line
+    assert line.startswith("[NCC_ENKI") and "multiples of 128" in line and "test_kernels_attention.py:" in line

@@ -1,6 +1,9 @@
 """The flash-attention forward core shared by ``neuronxcc.nki.kernels.attention.flash_fwd`` and
 ``_private_kernels.attention.attention_isa_kernel``: one head, online softmax over key blocks
 (see ``flash_attention_core``)."""
+import os
+import sys
+
 import neuronxcc.nki.isa as nisa
 from neuronxcc.nki import errors
 import neuronxcc.nki.language as nl
@@ -11,9 +14,15 @@ K_BLOCK = 512              # keys per score block (one 2 KiB PSUM bank of fp32)
 
 
 def check(cond, msg):
-    """A kernel argument the kernels cannot take: err_invalid_argument at the caller's line."""
+    """A kernel argument the kernels cannot take: err_invalid_argument at the user's line (the innermost
+    frame outside the neuronxcc package: where the kernel was called or simulated)."""
     if not cond:
-        errors.raise_error("err_invalid_argument", msg)
+        pkg = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        f = sys._getframe(1)
+        while f is not None and os.path.abspath(f.f_code.co_filename).startswith(pkg + os.sep):
+            f = f.f_back
+        where = "%s:%d" % (f.f_code.co_filename, f.f_lineno) if f is not None else None
+        raise errors.err_invalid_argument(msg, location=where)
 
 
 def causal_blocks(i, n_blocks, window=None):
