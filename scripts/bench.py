@@ -271,7 +271,7 @@ class Bench:
 
     # -- 3. simulator ------------------------------------------------------------------
     def section_simulator(self):
-        from neuronxcc.hlo.tolerances import mismatch
+        from neuronxcc.common.tolerances import mismatch
         s = bl.Section("simulator", "3. Simulator: birsim against XLA:CPU executing the same program",
                        ["program", "birsim wall", "XLA:CPU execute", "birsim / XLA", "executed instructions",
                         "simulated instr/s", "outputs vs XLA"])
@@ -322,7 +322,7 @@ class Bench:
             self.target("3 simulator", "birsim / XLA:CPU execute, median", "no program simulates", "<= 3x", None)
         s.note("birsim: `simulate_neff` on the NEFF of section 1 (functional execution plus the timeline), "
                "the corpus inputs; XLA:CPU: warm `jax.jit(f)(*args)`. Outputs compared with per-dtype "
-               "tolerances (`neuronxcc.hlo.tolerances`).")
+               "tolerances (`neuronxcc.common.tolerances`).")
         self.sections.append(s)
         self._birsim_micro()
 

@@ -28,7 +28,7 @@ import jax  # noqa: E402
 from support import corpus  # noqa: E402
 from neuronxcc.hlo import load_module  # noqa: E402
 from neuronxcc.hlo.interpreter import Evaluator  # noqa: E402
-from neuronxcc.hlo.tolerances import mismatch  # noqa: E402
+from neuronxcc.common.tolerances import mismatch  # noqa: E402
 
 TARGET = 10.0
 

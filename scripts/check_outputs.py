@@ -3,7 +3,7 @@
 
     check_outputs.py ACTUAL.npz EXPECTED.npz
 
-The tolerances are the package's one table (``neuronxcc.hlo.tolerances``):
+The tolerances are the package's one table (``neuronxcc.common.tolerances``):
 exact for integers and bool, scaled rtol/atol per float dtype. Exit 0 on a
 match.
 """
@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 
 
 def main(argv):

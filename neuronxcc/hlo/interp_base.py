@@ -11,7 +11,7 @@ the handler name that ``neuronxcc.hlo.ops.OPS`` gives for its opcodes.
 """
 import numpy as np
 
-import ml_dtypes
+from neuronxcc.common import dtypes as _dtypes
 
 HANDLERS = {}
 # Optional fast paths: ``prep(ev, inst) -> f(args)`` builds, once per instruction,
@@ -59,21 +59,10 @@ class _Token(object):
 
 TOKEN = _Token()
 
-_DTYPES = {
-    "pred": np.dtype(np.bool_),
-    "s4": np.dtype(ml_dtypes.int4), "u4": np.dtype(ml_dtypes.uint4),
-    "s8": np.dtype(np.int8), "s16": np.dtype(np.int16), "s32": np.dtype(np.int32), "s64": np.dtype(np.int64),
-    "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "f8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "f8e4m3b11fnuz": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
-    "c64": np.dtype(np.complex64), "c128": np.dtype(np.complex128),
-}
-_SUB_F32 = {np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(ml_dtypes.float8_e4m3fn),
-            np.dtype(ml_dtypes.float8_e5m2), np.dtype(ml_dtypes.float8_e4m3fnuz),
-            np.dtype(ml_dtypes.float8_e5m2fnuz), np.dtype(ml_dtypes.float8_e4m3b11fnuz)}
+_DTYPES = _dtypes.hlo_numpy()
+# floats narrower than f32 (computed in f32 and rounded back) and the integer types, from the registry
+_SUB_F32 = frozenset(d.np for d in _dtypes.DTYPES if d.kind == "float" and d.itemsize < 4)
+_INTS = frozenset(d.np for d in _dtypes.DTYPES if d.kind in ("int", "uint"))
 
 
 def dtype_of(shape):
@@ -103,7 +92,7 @@ def is_low_float(dt):
 
 
 def is_int(dt):
-    return dt.kind in "iu" or dt in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
+    return dt.kind in "iu" or dt in _INTS
 
 
 def compute_dtype(dt):

@@ -20,28 +20,10 @@ import numpy as np
 
 from neuronxcc.errors import HloVerifyError, TensorTooLargeError, source_location
 
-try:
-    import ml_dtypes
-except ImportError:  # pragma: no cover - ml_dtypes is a hard dependency of the package
-    ml_dtypes = None
+from neuronxcc.common import dtypes as _dtypes
 
-# element type name -> numpy dtype (None: no array dtype)
-_DTYPES = {
-    "pred": np.dtype(np.bool_), "s8": np.dtype(np.int8), "s16": np.dtype(np.int16),
-    "s32": np.dtype(np.int32), "s64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-    "c64": np.dtype(np.complex64), "c128": np.dtype(np.complex128),
-}
-if ml_dtypes is not None:
-    for _n, _t in (("bf16", "bfloat16"), ("f8e4m3fn", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2"),
-                   ("f8e4m3", "float8_e4m3"), ("f8e3m4", "float8_e3m4"),
-                   ("f8e4m3fnuz", "float8_e4m3fnuz"), ("f8e5m2fnuz", "float8_e5m2fnuz"),
-                   ("f8e4m3b11fnuz", "float8_e4m3b11fnuz"), ("s4", "int4"), ("u4", "uint4"),
-                   ("s2", "int2"), ("u2", "uint2")):
-        if hasattr(ml_dtypes, _t):
-            _DTYPES[_n] = np.dtype(getattr(ml_dtypes, _t))
-
+# element type name -> numpy dtype (the HLO view of the one element-type registry)
+_DTYPES = _dtypes.hlo_numpy()
 ARRAY_TYPES = frozenset(_DTYPES)
 ELEMENT_TYPES = ARRAY_TYPES | {"tuple", "token", "opaque"}
 

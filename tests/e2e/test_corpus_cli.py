@@ -11,32 +11,13 @@ import os
 import numpy as np
 import pytest
 
+from neuronxcc.common.tolerances import assert_close
 from support import corpus
 from support.cli import run_ncc
 
 # corpus programs whose lowering is not built yet -> (size -> the op named in the error)
 NOT_YET = {
 }
-
-TOL = {"float32": (1e-4, 1e-5), "bfloat16": (2e-2, 2e-2), "float16": (2e-3, 2e-3)}
-
-
-def assert_close(actual, expected, what):
-    a, e = np.asarray(actual), np.asarray(expected)
-    assert a.shape == e.shape, "%s: shape %s != %s" % (what, a.shape, e.shape)
-    if e.dtype.kind in "biu":
-        bad = int(np.count_nonzero(a.astype(e.dtype) != e))
-        assert bad == 0, "%s: %d of %d elements differ" % (what, bad, e.size)
-        return
-    rtol, atol = TOL.get(str(e.dtype), (1e-4, 1e-5))
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    fin = np.isfinite(e64)
-    scale = max(1.0, float(np.max(np.abs(e64[fin])))) if fin.any() else 1.0
-    err = np.abs(a64 - e64)
-    ok = (err <= atol * scale + rtol * np.abs(e64)) | (np.isnan(a64) & np.isnan(e64)) | (a64 == e64)
-    assert ok.all(), "%s: %d of %d elements off, max abs err %.3g (scale %.3g)" % (
-        what, int((~ok).sum()), e.size, float(np.nanmax(np.where(ok, 0, err))), scale)
-
 
 # Through the CLI at the "tiled" size (every main axis needs several 128-partition tiles, with
 # partial last tiles); the "small" size of every program runs through the same libraries without
@@ -68,4 +49,4 @@ def test_corpus_program_end_to_end(name, size, tmp_path):
     ref = corpus.reference(prog, args)
     assert len(outs) == len(ref)
     for k, (a, e) in enumerate(zip(outs, ref)):
-        assert_close(a, e, "%s output%d" % (name, k))
+        assert_close(a, e, "%s output%d" % (name, k), row="compiled")

@@ -12,7 +12,7 @@ model directory.
 Each program is lowered by JAX, compiled with ``neuronx-cc compile`` to a
 NEFF, run on birsim with fresh random inputs (seed 1; the HLO was lowered
 with seed-0 arguments) and compared with ``jax.jit(f)`` through
-``neuronxcc.hlo.tolerances.mismatch`` (exact for integers and pred); no program
+``neuronxcc.common.tolerances.mismatch`` (exact for integers and pred); no program
 needs a tolerance looser than that module's. Small programs are grouped
 (``combined``) so one compile covers several; the whole file takes about
 75 s of CPU.
@@ -36,7 +36,7 @@ from jax import lax
 
 import ml_dtypes
 
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from support.cli import run_ncc
 
 

@@ -8,7 +8,7 @@ from neuronxcc.collectives import groups as G
 from neuronxcc.errors import CollectiveError
 from neuronxcc.hlo import load_module
 from neuronxcc.hlo.ranks import evaluate_ranks, rank_space
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from neuronxcc.hlo import module_to_proto_bytes, module_to_text
 from support import spmd
 

@@ -10,7 +10,7 @@ from support import corpus
 from support.cli import run_tool
 from neuronxcc.hlo import load_module
 from neuronxcc.hlo.infergoldens import index_limits, main, random_inputs, read_npz
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 
 
 def _write(tmp_path, name, size="small", form="proto"):

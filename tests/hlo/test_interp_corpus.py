@@ -1,6 +1,6 @@
 """Every corpus program, lowered by JAX to HloModuleProto and to HLO text,
 evaluates through the reference interpreter to XLA:CPU's results within the
-per-dtype tolerances of neuronxcc.hlo.tolerances; proto and text agree
+per-dtype tolerances of neuronxcc.common.tolerances; proto and text agree
 bit for bit."""
 import pytest
 

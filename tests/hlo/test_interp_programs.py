@@ -5,7 +5,7 @@ f32/bf16/int8/f8, one_hot, take_along_axis, argsort, cumulative ops, where with
 broadcasting, integer division of negatives, out-of-range float->int
 conversions. Each is lowered by JAX (proto and text) and run through the reader
 and the interpreter against XLA:CPU (support.corpus.interpreter_mismatches,
-tolerances from neuronxcc.hlo.tolerances).
+tolerances from neuronxcc.common.tolerances).
 
 Kept out of support.corpus so the compiler's end-to-end tests do not take them
 on; shapes are small (the whole module runs in a few seconds).

@@ -9,7 +9,7 @@ import ml_dtypes
 from neuronxcc.errors import HloVerifyError, TensorTooLargeError, UnsupportedOperatorError, UnknownCustomCallError
 from neuronxcc.hlo import HloComputation, HloInstruction, HloModule, Shape, parse_hlo_text
 from neuronxcc.hlo.interpreter import Evaluator, evaluate, is_implemented
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from support.corpus import xla_run
 
 

@@ -54,7 +54,7 @@ def test_goldens_take_the_directory_weights(tmp_path):
     (x, w), (y,) = read_npz(out, load_module(d))
     assert w.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(w, _weights()["input1"])
-    from neuronxcc.hlo.tolerances import assert_close
+    from neuronxcc.common.tolerances import assert_close
     assert_close(y, x @ w.astype(np.float32))
 
 

@@ -1,12 +1,12 @@
 """Every implemented nki.language function traced, simulated on birsim and compared with numpy
-(exact where the math is exact; otherwise the per-dtype tolerances of neuronxcc.hlo.tolerances)."""
+(exact where the math is exact; otherwise the per-dtype tolerances of neuronxcc.common.tolerances)."""
 import math
 
 import numpy as np
 import pytest
 
 from neuronxcc import nki
-from neuronxcc.hlo.tolerances import assert_close
+from neuronxcc.common.tolerances import assert_close
 import neuronxcc.nki.language as nl
 
 RNG = np.random.default_rng(11)

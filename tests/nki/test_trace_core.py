@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from neuronxcc import nki
-from neuronxcc.hlo.tolerances import assert_close
+from neuronxcc.common.tolerances import assert_close
 from neuronxcc.nki import errors as E
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl

@@ -2,7 +2,7 @@
 compared with jax.jit on fresh inputs (the CLI path runs the "tiled" size in tests/e2e)."""
 import pytest
 
-from penguin_helpers import assert_close
+from neuronxcc.common.tolerances import assert_close
 from support import corpus
 
 
@@ -20,4 +20,4 @@ def test_small_corpus_program_on_birsim(name):
     ref = corpus.reference(prog, args)
     assert len(outs) == len(ref)
     for k, (a, e) in enumerate(zip(outs, ref)):
-        assert_close(a, e, "%s output%d" % (name, k))
+        assert_close(a, e, "%s output%d" % (name, k), row="compiled")

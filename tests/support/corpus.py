@@ -498,7 +498,7 @@ def interpreter_mismatches(fn, args, evaluate=None):
     interpreter and compare with XLA:CPU; returns a list of problems (empty when all match)."""
     from neuronxcc.hlo import load_module
     from neuronxcc.hlo.interpreter import evaluate as _evaluate
-    from neuronxcc.hlo.tolerances import mismatch
+    from neuronxcc.common.tolerances import mismatch
     evaluate = evaluate or _evaluate
     prog = Program(getattr(fn, "__name__", "fn"), fn, None, ())
     pb, text = lower(prog, args)

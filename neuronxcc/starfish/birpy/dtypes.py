@@ -10,11 +10,14 @@ that the simulator's Cython kernels switch on. Invariant: codes are stable
 ``float8_e4m3fn`` is the OCP variant (max 448, no inf). ``bool`` is stored as
 one byte (0/1). ``int64``/``uint64``/``float64`` exist for HBM I/O tensors
 only (v2 engines do not compute on them; DMA converts).
+
+The rows are the BIR view of ``neuronxcc.common.dtypes`` (the one element-type registry).
 """
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
+
+from neuronxcc.common import dtypes as _registry
 
 __all__ = ["DType", "DTYPES", "get", "np_dtype", "itemsize", "is_int", "is_float", "from_numpy",
            "ONCHIP_DTYPES"]
@@ -24,45 +27,21 @@ __all__ = ["DType", "DTYPES", "get", "np_dtype", "itemsize", "is_int", "is_float
 class DType:
     name: str
     code: int           # kernel code (stable)
-    np: object          # numpy dtype
+    np: object          # numpy dtype of the BIR storage (bool: uint8 0/1)
     itemsize: int
     is_int: bool
     signed: bool
     onchip: bool        # may live in SBUF/PSUM and be computed on by engines
 
 
-def _d(name, code, npdt, is_int, signed, onchip=True):
-    npdt = np.dtype(npdt)
-    return DType(name, code, npdt, npdt.itemsize, is_int, signed, onchip)
-
-
-_ALL = [
-    _d("float32", 0, np.float32, False, True),
-    _d("bfloat16", 1, ml_dtypes.bfloat16, False, True),
-    _d("float16", 2, np.float16, False, True),
-    _d("float8_e4m3", 3, ml_dtypes.float8_e4m3, False, True),
-    _d("float8_e5m2", 4, ml_dtypes.float8_e5m2, False, True),
-    _d("float8_e4m3fn", 5, ml_dtypes.float8_e4m3fn, False, True),
-    _d("int8", 10, np.int8, True, True),
-    _d("uint8", 11, np.uint8, True, False),
-    _d("int16", 12, np.int16, True, True),
-    _d("uint16", 13, np.uint16, True, False),
-    _d("int32", 14, np.int32, True, True),
-    _d("uint32", 15, np.uint32, True, False),
-    _d("bool", 16, np.uint8, True, False),
-    _d("int64", 20, np.int64, True, True, onchip=False),
-    _d("uint64", 21, np.uint64, True, False, onchip=False),
-    _d("float64", 22, np.float64, False, True, onchip=False),
-]
+# The BIR rows of the one element-type registry, in kernel-code order.
+_ALL = [DType(d.name, d.code, d.bir_np, d.bir_np.itemsize, d.is_int, d.signed, d.onchip)
+        for d in sorted((d for d in _registry.DTYPES if d.code is not None), key=lambda d: d.code)]
 
 DTYPES = {d.name: d for d in _ALL}
 ONCHIP_DTYPES = tuple(d.name for d in _ALL if d.onchip)
 
-_ALIASES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "fp32": "float32",
-            "fp16": "float16", "s8": "int8", "u8": "uint8", "s16": "int16", "u16": "uint16",
-            "s32": "int32", "u32": "uint32", "s64": "int64", "u64": "uint64", "f64": "float64",
-            "pred": "bool", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2",
-            "f8e4m3fn": "float8_e4m3fn"}
+_ALIASES = {a: n for a, n in _registry.ALIASES.items() if n in DTYPES}
 
 
 def get(name):

@@ -54,7 +54,7 @@ cdef inline bint rows_next(Rows* r) noexcept nogil:
         r.idx[k] = 0
         k -= 1
 
-# dtype codes (birpy.dtypes.DType.code)
+# dtype codes (neuronxcc.common.dtypes, the registry's "code" column; checked when birsim imports)
 cdef enum:
     C_F32 = 0
     C_BF16 = 1

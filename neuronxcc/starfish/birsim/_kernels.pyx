@@ -668,3 +668,11 @@ cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t ba
     while rows_next(&r):
         _write_run_i64(code, src + j, p0 + r.off, s5, n5)
         j += n5
+
+
+# The dtype codes of _kernels.pxd by BIR name: birsim checks them against the element-type
+# registry (neuronxcc.common.dtypes) when it imports these kernels.
+DTYPE_CODES = {"float32": C_F32, "bfloat16": C_BF16, "float16": C_F16, "float8_e4m3": C_F8E4M3,
+               "float8_e5m2": C_F8E5M2, "float8_e4m3fn": C_F8E4M3FN, "int8": C_I8, "uint8": C_U8,
+               "int16": C_I16, "uint16": C_U16, "int32": C_I32, "uint32": C_U32, "bool": C_BOOL,
+               "int64": C_I64, "uint64": C_U64, "float64": C_F64}

@@ -24,6 +24,17 @@ from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birsim import _kernels as K
 from neuronxcc.starfish.birsim._apinfo import APInfo
 
+
+def check_kernel_codes(codes):
+    """ImportError unless ``codes`` (the kernels' C_* enum by name) are the registry's codes."""
+    want = {d.name: d.code for d in _dt.DTYPES.values()}
+    if dict(codes) != want:
+        raise ImportError("birsim's kernels were built with dtype codes %s, the element-type registry "
+                          "(neuronxcc.common.dtypes) has %s: rebuild them" % (dict(codes), want))
+
+
+check_kernel_codes(K.DTYPE_CODES)
+
 __all__ = ["MachineState"]
 
 NDIM = 6

@@ -35,6 +35,7 @@ import sys
 
 import numpy as np
 
+from neuronxcc.common import dtypes as _dtypes
 from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLargeError,
                               UnsupportedOperatorError, source_location)
 from neuronxcc.hlo import ops as hlo_ops
@@ -43,10 +44,8 @@ from neuronxcc.starfish.penguin import ir
 
 log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
 
-HLO_TO_DTYPE = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
-                "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-                "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-                "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+# HLO element type -> Penguin dtype, for the types this lowering accepts (the registry's ``lowered``)
+HLO_TO_DTYPE = {d.hlo: d.name for d in _dtypes.DTYPES if d.lowered}
 # Element types the interpreter knows and the device cannot hold, with the reason the refusal names.
 NOT_LOWERED_TYPES = {"c64": "complex numbers have no on-chip dtype",
                      "c128": "complex numbers have no on-chip dtype"}

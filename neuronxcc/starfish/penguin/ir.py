@@ -27,6 +27,8 @@ import json
 
 import numpy as np
 
+from neuronxcc.common import dtypes as _dtypes
+
 FORMAT = "neuronxcc-penguin"
 VERSION = 1
 
@@ -51,17 +53,15 @@ STRUCTURAL = frozenset(["constant", "iota", "concatenate", "pad", "dot", "reduce
 COLLECTIVES = frozenset(["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute", "rank_id"])
 OP_KINDS = ELEMENTWISE | VIEWS | STRUCTURAL | COLLECTIVES
 
-_DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-           "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-           "float8_e4m3", "complex64"}
+# Penguin dtypes: the BIR types, what the lowering accepts, and complex64 (a value the converter
+# names before it refuses it)
+_DTYPES = frozenset([d.name for d in _dtypes.DTYPES if d.code is not None or d.lowered] + ["complex64"])
 
 
 def np_dtype(name):
     """numpy dtype for a Penguin dtype name (ml_dtypes for bf16/fp8)."""
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3"):
-        import ml_dtypes
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
+    d = _dtypes.BY_NAME.get(name)
+    return d.np if d is not None else np.dtype(name)
 
 
 def dtype_size(name):

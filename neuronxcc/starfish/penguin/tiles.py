@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from neuronxcc.common import dtypes as _dtypes
 from neuronxcc.errors import UnsupportedOperatorError
 from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin import ir
@@ -67,7 +68,7 @@ def unsupported_node(node, why):
 
 def onchip_dtype(dtype):
     """The dtype a value is held in on chip (64-bit types narrow to 32)."""
-    return {"int64": "int32", "uint64": "uint32", "float64": "float32"}.get(dtype, dtype)
+    return _dtypes.onchip_as(dtype)
 
 
 class TV:

@@ -1,7 +1,7 @@
 """bir_sim: run birsim on the golden inputs and compare with the golden outputs.
 
-Owns: the per-dtype tolerances of the compile-time numerical check and the
-size budget that keeps big compiles fast.
+Owns: the size budget that keeps big compiles fast. The tolerances are the
+compiled-code row of ``neuronxcc.common.tolerances`` (the one table).
 
   * no ``--goldens`` (the driver passes them only when goldens.npz exists):
     skipped, with a log line;
@@ -37,33 +37,14 @@ import logging
 import numpy as np
 
 from neuronxcc import errors
+from neuronxcc.common.tolerances import SPREAD_K, mismatch, tolerance
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")
 
-# dtype name -> (rtol, atol). fp32 leaves room for a different summation order
-# in K-tiled matmuls and reductions; the narrow floats for one rounding step.
-TOLERANCES = {
-    "float32": (1e-3, 1e-4),
-    "float64": (1e-3, 1e-4),
-    "float16": (5e-3, 1e-3),
-    "bfloat16": (2e-2, 1e-2),
-    "float8_e4m3": (1.25e-1, 1e-2),
-    "float8_e4m3fn": (1.25e-1, 1e-2),
-    "float8_e5m2": (2.5e-1, 1e-2),
-}
 WHILE_TRIPS_GUESS = 1000
-# The golden's spread is one sample of |f(x) - f(x')| for a 4-ulp input change; a different but
-# correct evaluation (other rounding each step) lands anywhere in a similar cloud, so allow a few
-# times that sample rather than exactly it.
-SPREAD_K = 4.0
 SPREAD_ILL = 1e-2
-
-
-def tolerance(dtype_name):
-    """(rtol, atol); (0, 0) for integer and bool dtypes."""
-    return TOLERANCES.get(dtype_name, (0.0, 0.0))
 
 
 def precision_dtype(module, dtype_name):
@@ -74,7 +55,7 @@ def precision_dtype(module, dtype_name):
     ac = module.attrs.get("auto_cast") or {}
     narrow = ac.get("dtype")
     if narrow and (ac.get("counts") or {}).get("elementwise") and dtype_name in ("float32", "float64") \
-            and narrow in TOLERANCES:
+            and tolerance(narrow, "compiled") is not None:
         return narrow
     return dtype_name
 
@@ -98,47 +79,14 @@ def io_bytes(module):
 
 
 def compare(name, got, want, dtype_name, spread=None):
-    """None when equal within tolerance (+ SPREAD_K * spread elementwise for floats, when given),
-    else the one-line description of the worst error."""
+    """None when equal within the compiled-code tolerance of ``dtype_name`` (+ SPREAD_K * spread
+    elementwise for floats, when given), else the one-line description of the worst error."""
     got = np.asarray(got)
     want = np.asarray(want)
-    if got.shape != want.shape:
-        if got.size != want.size:
-            return "%s has shape %s, the golden %s" % (name, list(got.shape), list(want.shape))
+    if got.shape != want.shape and got.size == want.size:
         got = got.reshape(want.shape)     # e.g. a scalar stored as [1]: same elements, same order
-    rtol, atol = tolerance(dtype_name)
-    if rtol == 0 and atol == 0:
-        g = got.astype(np.int64) if got.dtype != np.uint64 else got
-        w = want.astype(np.int64) if want.dtype != np.uint64 else want
-        bad = g != w
-        err = np.abs(g.astype(np.float64) - w.astype(np.float64))
-    else:
-        g = got.astype(np.float64)
-        w = want.astype(np.float64)
-        both_nan = np.isnan(g) & np.isnan(w)
-        same_inf = np.isinf(g) & np.isinf(w) & (np.sign(g) == np.sign(w))
-        fin = np.isfinite(w)
-        scale = max(1.0, float(np.max(np.abs(w[fin])))) if fin.any() else 1.0
-        atol = atol * scale       # absolute error relative to the output's magnitude
-        extra = 0.0
-        if spread is not None and np.size(spread) == w.size:
-            extra = SPREAD_K * np.nan_to_num(np.asarray(spread, np.float64).reshape(w.shape), nan=0.0,
-                                             posinf=0.0)
-        with np.errstate(invalid="ignore", over="ignore"):
-            err = np.abs(g - w)
-            bad = ~(err <= atol + rtol * np.abs(w) + extra) & ~both_nan & ~same_inf
-        err = np.where(bad, np.where(np.isnan(err), np.inf, err), 0.0)
-    nbad = int(np.count_nonzero(bad))
-    if not nbad:
-        return None
-    k = int(np.argmax(err))
-    idx = [int(j) for j in np.unravel_index(k, got.shape)] if got.ndim else []
-    return ("%s (%s%s) differs from the golden at %d of %d elements; worst |got - want| = %.6g at %s "
-            "(got %r, want %r; tolerance %s)"
-            % (name, dtype_name, list(got.shape), nbad, got.size, float(err.reshape(-1)[k]), idx,
-               got.reshape(-1)[k].item(), want.reshape(-1)[k].item(),
-               "exact" if rtol == 0 and atol == 0 else "%g + rtol %g*|want|%s"
-               % (atol, rtol, " + %g*spread" % SPREAD_K if spread is not None else "")))
+    why = mismatch(got, want, row="compiled", dtype=dtype_name, spread=spread, what=name, reference="the golden")
+    return why or None
 
 
 def ill_conditioned(want, spread):

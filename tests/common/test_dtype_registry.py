@@ -1,0 +1,74 @@
+"""The one element-type registry and the tables that are views of it."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from neuronxcc.common import dtypes as R
+
+
+def test_rows_are_unique_and_complete():
+    assert len({d.hlo for d in R.DTYPES}) == len({d.name for d in R.DTYPES}) == len(R.DTYPES)
+    codes = [d.code for d in R.DTYPES if d.code is not None]
+    assert len(codes) == len(set(codes))
+    # every element type XLA's proto names for arrays that ml_dtypes can hold
+    for hlo in ("pred", "s4", "s8", "s16", "s32", "s64", "u4", "u8", "u16", "u32", "u64", "f16", "bf16", "f32",
+                "f64", "c64", "c128", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e4m3fnuz", "f8e5m2fnuz"):
+        assert hlo in R.BY_HLO, hlo
+
+
+@pytest.mark.parametrize("d", R.DTYPES, ids=lambda d: d.hlo)
+def test_row_facts(d):
+    assert d.itemsize == np.dtype(d.np).itemsize
+    assert d.kind in ("float", "int", "uint", "bool", "complex")
+    if d.kind == "float":
+        assert np.issubdtype(d.np, np.floating) or d.np in (np.dtype(getattr(ml_dtypes, n)) for n in
+                                                              ("bfloat16", "float8_e4m3", "float8_e4m3fn",
+                                                               "float8_e5m2", "float8_e3m4", "float8_e4m3fnuz",
+                                                               "float8_e5m2fnuz", "float8_e4m3b11fnuz"))
+    assert R.hlo_name_of(d.np) == d.hlo
+    assert R.by_name(d.name) is d and R.by_name(d.hlo) is d
+
+
+def test_onchip_narrowing():
+    assert [R.onchip_as(n) for n in ("int64", "uint64", "float64", "float32", "bfloat16")] == \
+        ["int32", "uint32", "float32", "float32", "bfloat16"]
+    assert all(R.by_name(R.onchip_as(d.name)).onchip for d in R.DTYPES if d.code is not None)
+
+
+def test_hlo_model_and_interpreter_are_views():
+    from neuronxcc.hlo import interp_base, model
+    for d in R.DTYPES:
+        assert model.dtype_of(d.hlo) == d.np
+        assert model.element_type_of(d.np) == d.hlo
+        assert interp_base.is_low_float(d.np) == (d.kind == "float" and d.itemsize < 4)
+        assert interp_base.is_int(d.np) == (d.kind in ("int", "uint"))
+
+
+def test_birpy_is_the_bir_view():
+    from neuronxcc.starfish.birpy import dtypes as B
+    bir = [d for d in R.DTYPES if d.code is not None]
+    assert sorted(B.DTYPES) == sorted(d.name for d in bir)
+    for d in bir:
+        b = B.get(d.name)
+        assert (b.code, b.itemsize, b.is_int, b.signed, b.onchip) == (d.code, d.bir_np.itemsize, d.is_int, d.signed,
+                                                                      d.onchip)
+        assert B.get(d.hlo) is b
+    assert B.np_dtype("bool") == np.uint8            # BIR stores bool as one byte 0/1
+
+
+def test_penguin_views():
+    from neuronxcc.starfish.penguin import hlo2penguin, ir, tiles
+    for hlo, name in hlo2penguin.HLO_TO_DTYPE.items():
+        assert R.by_hlo(hlo).name == name and R.by_hlo(hlo).lowered
+        assert ir.np_dtype(name) == R.by_name(name).np
+    assert tiles.onchip_dtype("int64") == "int32"
+    assert "f8e4m3" not in hlo2penguin.HLO_TO_DTYPE      # a BIR type the lowering does not accept
+
+
+def test_kernel_codes_are_checked_against_the_registry():
+    from neuronxcc.starfish.birsim import _kernels, state
+    assert _kernels.DTYPE_CODES == {d.name: d.code for d in R.DTYPES if d.code is not None}
+    state.check_kernel_codes(_kernels.DTYPE_CODES)
+    wrong = dict(_kernels.DTYPE_CODES, bfloat16=2, float16=1)
+    with pytest.raises(ImportError, match="dtype codes"):
+        state.check_kernel_codes(wrong)

@@ -1,0 +1,80 @@
+"""The one tolerance table and mismatch()."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from neuronxcc.common import dtypes as R
+from neuronxcc.common.tolerances import ROWS, SPREAD_K, TOLERANCES, assert_close, mismatch, tolerance
+
+
+def test_every_entry_names_a_registered_type_and_both_rows():
+    for hlo, rows in TOLERANCES.items():
+        assert hlo in R.BY_HLO
+        assert set(rows) == set(ROWS)
+
+
+def test_rows_and_lookup_by_any_spelling():
+    assert tolerance(np.float32) == (1e-5, 1e-5) == tolerance("f32") == tolerance("float32")
+    assert tolerance(np.float32, "compiled") == (1e-3, 1e-4) == tolerance("float32", "compiled")
+    assert tolerance(np.int32) is None and tolerance("bool", "compiled") is None
+    with pytest.raises(ValueError):
+        tolerance(np.float32, "device")
+
+
+def test_float_within_and_outside():
+    b = np.array([1.0, 2.0, 3.0], np.float32)
+    assert mismatch(b * (1 + 5e-6), b) == ""
+    why = mismatch(b * (1 + 1e-3), b)
+    assert "differs from the reference at 3 of 3 elements" in why and "float32" in why
+    assert mismatch(b * (1 + 1e-3), b, row="compiled") == ""          # the looser compiled-code row
+    assert mismatch(b * (1 + 3e-3), b, row="compiled") != ""
+
+
+def test_scale_is_the_tensors_magnitude():
+    b = np.array([1000.0, 0.0], np.float32)
+    assert mismatch(np.array([1000.0, 5e-3], np.float32), b) == ""      # atol * 1000
+    assert mismatch(np.array([1000.0, 5e-2], np.float32), b) != ""
+
+
+def test_non_finite_must_agree():
+    b = np.array([np.nan, np.inf, 1.0], np.float32)
+    assert mismatch(b.copy(), b) == ""
+    assert mismatch(np.array([0.0, np.inf, 1.0], np.float32), b) != ""
+    assert mismatch(np.array([np.nan, -np.inf, 1.0], np.float32), b) != ""
+    assert mismatch(np.array([np.nan, np.inf, np.nan], np.float32), b) != ""
+
+
+def test_integers_and_pred_exact():
+    assert mismatch(np.array([1, 2], np.int32), np.array([1, 2], np.int32)) == ""
+    assert "exact" in mismatch(np.array([1, 3], np.int32), np.array([1, 2], np.int32))
+    assert mismatch(np.array([True]), np.array([False])) != ""
+    # compiled code holds bool as uint8: compared by value in the compiled row, not by host type
+    assert mismatch(np.array([1, 0], np.uint8), np.array([True, False]), row="compiled", dtype="bool") == ""
+    assert "dtype" in mismatch(np.array([1, 0], np.uint8), np.array([True, False]))
+
+
+def test_shape_and_dtype_named():
+    assert "shape" in mismatch(np.zeros(3, np.float32), np.zeros(4, np.float32))
+    assert "dtype" in mismatch(np.zeros(3, np.float64), np.zeros(3, np.float32))
+
+
+def test_bf16_and_complex():
+    bf = ml_dtypes.bfloat16
+    b = np.array([1.0, 2.0], bf)
+    assert mismatch(np.array([1.0078125, 2.0], bf), b) == ""          # one ulp
+    assert mismatch(np.array([1.25, 2.0], bf), b) != ""
+    c = np.array([1 + 1j, 2 - 1j], np.complex64)
+    assert mismatch(c.copy(), c) == ""
+    assert "imaginary part" in mismatch(np.array([1 + 1j, 2 - 1.1j], np.complex64), c)
+
+
+def test_spread_widens_elementwise():
+    want = np.array([1.0, 1.0], np.float32)
+    got = np.array([1.0, 1.5], np.float32)
+    assert mismatch(got, want, row="compiled", spread=np.array([0.0, 0.5 / SPREAD_K + 1e-3])) == ""
+    assert mismatch(got, want, row="compiled", spread=np.array([0.5 / SPREAD_K + 1e-3, 0.0])) != ""
+
+
+def test_assert_close_raises_with_the_line():
+    with pytest.raises(AssertionError, match="out0"):
+        assert_close(np.array([2.0], np.float32), np.array([1.0], np.float32), "out0")
