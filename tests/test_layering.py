@@ -127,6 +127,7 @@ KNOWN_CYCLES = [
      "neuronxcc.walrus.passes.verify"},
     # N-rank interpretation (issue 13): ranks runs the Evaluator, the collective handlers ask ranks
     {"neuronxcc.hlo.interp_collective", "neuronxcc.hlo.interpreter", "neuronxcc.hlo.ranks"},
+    {"neuronxcc.starfish.penguin.collectives", "neuronxcc.starfish.penguin.hlo2penguin"},
     # walrus dependence graph (issue 9)
     {"neuronxcc.walrus.depgraph", "neuronxcc.walrus.deps"},
     # NKI tracing and kernels (issue 11)

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from neuronxcc.neff import read_neff
 from neuronxcc.starfish.birsim import simulate_neff_ranks
 from support import spmd
