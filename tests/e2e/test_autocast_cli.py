@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from support import corpus
 from support.cli import run_ncc
 

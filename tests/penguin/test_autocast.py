@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from neuronxcc.errors import InvalidArgumentError
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from neuronxcc.starfish.birsim import simulate
 from neuronxcc.starfish.penguin.autocast import policy
 from neuronxcc.starfish.penguin.codegen import lower_graph
