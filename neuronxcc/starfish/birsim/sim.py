@@ -5,6 +5,8 @@ in program order (``executor``) while the ``timeline`` accounts time, and
 returns a ``SimResult``. birsim executes BIR only: it never reads HLO,
 Penguin IR or goldens.
 """
+import contextlib
+import gc
 import os
 import tempfile
 
@@ -65,6 +67,23 @@ def _inputs_list(module, inputs):
     if len(inputs) != len(module.inputs):
         raise BirSimError("the program takes %d inputs, got %d" % (len(module.inputs), len(inputs)))
     return inputs
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """The cyclic garbage collector paused (reference counting still frees everything without
+    cycles): building a NEFF's BIR allocates many small containers, and the collector's passes
+    over them cost 20-40% of reading a large program. Not used around the simulation itself:
+    there the collector frees the machine states of earlier runs, whose buffers the next
+    run reuses. Switched back on at the end when it was on (in a multi-rank run one rank's
+    thread may switch it back on early; that only costs time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_dir=None, custom_op_libs=None,
@@ -150,10 +169,11 @@ def simulate_neff(neff, inputs, target=None, trace=False, poison=True, **kw):
     """SimResult of the BIR program inside NEFF (a path, or what ``neuronxcc.neff.read_neff``
     returned). Inputs and outputs are in their logical (HLO) layouts: io_transposes recorded in
     the NEFF are applied."""
-    if isinstance(neff, (str, bytes, os.PathLike)):
-        from neuronxcc.neff import read_neff
-        neff = read_neff(neff)
-    module = neff.module
+    with gc_paused():
+        if isinstance(neff, (str, bytes, os.PathLike)):
+            from neuronxcc.neff import read_neff
+            neff = read_neff(neff)
+        module = neff.module
     perms = io_permutations(neff)
     inputs = to_stored_layout(module, inputs, perms)
     if getattr(neff, "ucode_lib", None):
