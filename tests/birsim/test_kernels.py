@@ -120,3 +120,19 @@ def test_every_walk_visits_the_elements_numpy_indexing_gives():
             for j, o in enumerate(offs):
                 ref3[o:o + 4] = np.array([j], np.float32).view(np.uint8)
             np.testing.assert_array_equal(dst3, ref3)
+
+
+def test_small_matmul_sums_fp32_products_over_k_in_order():
+    """birsim's small PE matmul: each result is the fp32 sum over k in order of the fp32 products
+    (numpy float32 ops, one rounding each: no fused multiply-add), on strided operands."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        k, m, n = (int(v) for v in rng.integers(1, 9, 3))
+        s = (rng.standard_normal((k, 2 * m)) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)[:, ::2]
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        want = s[0][:, None] * w[0][None, :]
+        for i in range(1, k):
+            want = want + s[i][:, None] * w[i][None, :]
+        got = K.small_matmul(s, w)
+        assert got.dtype == np.float32 and got.shape == (m, n)
+        np.testing.assert_array_equal(got, want)

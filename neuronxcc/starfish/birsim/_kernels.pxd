@@ -88,3 +88,4 @@ cdef void read_i64_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ss
                        const Py_ssize_t* nums, int64_t* out) noexcept nogil
 cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t base, const Py_ssize_t* strides,
                         const Py_ssize_t* nums) noexcept nogil
+cdef void mm_small(const float* s, const float* m, float* r, Py_ssize_t K, Py_ssize_t M, Py_ssize_t N) noexcept nogil

@@ -676,3 +676,66 @@ DTYPE_CODES = {"float32": C_F32, "bfloat16": C_BF16, "float16": C_F16, "float8_e
                "float8_e5m2": C_F8E5M2, "float8_e4m3fn": C_F8E4M3FN, "int8": C_I8, "uint8": C_U8,
                "int16": C_I16, "uint16": C_U16, "int32": C_I32, "uint32": C_U32, "bool": C_BOOL,
                "int64": C_I64, "uint64": C_U64, "float64": C_F64}
+
+
+# -- small matmuls -----------------------------------------------------------------
+
+# At most this many multiply-adds (K * M * N) take the typed loop; larger matmuls go to BLAS.
+SMALL_MATMUL = 4096
+
+cdef extern from *:
+    """
+    /* r[i, j] = sum over k in order of s[k, i] * m[k, j]: fp32 products and fp32 sums, never
+       fused (a fused multiply-add would round once instead of twice). */
+    #if defined(__clang__)
+    #define NCC_NO_CONTRACT
+    #elif defined(__GNUC__)
+    #define NCC_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+    #else
+    #define NCC_NO_CONTRACT
+    #endif
+    static NCC_NO_CONTRACT void ncc_mm_small(const float *s, Py_ssize_t ss0, Py_ssize_t ss1,
+                                             const float *m, Py_ssize_t ms0, Py_ssize_t ms1,
+                                             float *r, Py_ssize_t K, Py_ssize_t M, Py_ssize_t N) {
+    #if defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+        for (Py_ssize_t i = 0; i < M; i++)
+            for (Py_ssize_t j = 0; j < N; j++) {
+                volatile float p = s[i * ss1] * m[j * ms1];
+                float acc = p;
+                for (Py_ssize_t k = 1; k < K; k++) {
+                    p = s[k * ss0 + i * ss1] * m[k * ms0 + j * ms1];
+                    acc = acc + p;
+                }
+                r[i * N + j] = acc;
+            }
+    }
+    """
+    void _mm_small "ncc_mm_small" (const float* s, Py_ssize_t ss0, Py_ssize_t ss1, const float* m, Py_ssize_t ms0,
+                                   Py_ssize_t ms1, float* r, Py_ssize_t K, Py_ssize_t M, Py_ssize_t N) noexcept nogil
+
+
+cdef void mm_small(const float* s, const float* m, float* r, Py_ssize_t K, Py_ssize_t M, Py_ssize_t N) noexcept nogil:
+    """r[M, N] = s[K, M].T @ m[K, N], all row-major contiguous (see small_matmul)."""
+    _mm_small(s, M, 1, m, N, 1, r, K, M, N)
+
+
+def small_matmul(const float[:, :] s, const float[:, :] m):
+    """s.T @ m for fp32 s [K, M], m [K, N] (any strides): each result the fp32 sum over k in order of
+    the fp32 products s[k, i] * m[k, j], none fused. birsim's PE matmul for at most SMALL_MATMUL
+    multiply-adds (birsim.alu.matmul_f)."""
+    cdef Py_ssize_t K = s.shape[0], M = s.shape[1], N = m.shape[1]
+    if m.shape[0] != K:
+        raise ValueError("matmul operands have %d and %d rows" % (K, m.shape[0]))
+    out = np.empty((M, N), np.float32)
+    cdef float[:, ::1] r = out
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        out.fill(0)
+        return out
+    with nogil:
+        _mm_small(&s[0, 0], s.strides[0] // 4, s.strides[1] // 4, &m[0, 0], m.strides[0] // 4, m.strides[1] // 4,
+                  &r[0, 0], K, M, N)
+    return out

@@ -478,3 +478,108 @@ cdef class Fill:
                 write_i64_ptr(self.iv, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
             else:
                 write_f32_ptr(self.fv, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+
+
+# -- matmul: np.matmul on the arrays the handler builds ------------------------------
+
+from libc.stdlib cimport malloc, free
+from neuronxcc.starfish.birsim._kernels cimport mm_small
+from neuronxcc.starfish.birsim._kernels import SMALL_MATMUL
+
+cdef object _ndarray = np.ndarray
+cdef object _np_matmul = np.matmul
+cdef object _np_add = np.add
+cdef object _F32 = np.float32
+
+
+cdef class Matmul:
+    """Executor.op_matmul as a plan: out = stat.T @ mv [+ out] in fp32 (birsim.alu.matmul_f).
+    Small ones (at most SMALL_MATMUL multiply-adds, operands and output of matching sizes): the
+    operands read through fp32 into the plan's own buffers, mm_small (products summed over K
+    in order), the fp32 add of the old PSUM values, the cast on store. Larger: np.matmul on
+    exactly the fp32 arrays the handler builds (read-only storage views for fp32 operands,
+    as MachineState.read_f_at makes them; converted copies otherwise), because BLAS's
+    summation order may depend on the arrays' layout; fp32 accumulation adds into the
+    output's storage view in place (the same IEEE adds as the handler's add-then-write)."""
+    cdef APInfo s, m, o
+    cdef _Operand so, mo, oo
+    cdef object st
+    cdef Py_ssize_t srows, mrows, orows, K, M, N
+    cdef bint acc, small
+    cdef float* buf
+
+    def __cinit__(self):
+        self.buf = NULL
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    def __init__(self, st, APInfo s, APInfo m, APInfo o, Py_ssize_t srows, Py_ssize_t mrows, Py_ssize_t orows,
+                 bint acc):
+        self.st = st
+        self.s, self.m, self.o = s, m, o
+        self.srows, self.mrows, self.orows = srows, mrows, orows
+        self.acc = acc
+        self.K = srows
+        self.M = s.n // srows if srows else 0
+        self.N = m.n // mrows if mrows else 0
+        self.small = (srows == mrows and srows > 0 and orows == self.M and s.n == srows * self.M
+                      and m.n == mrows * self.N and o.n == self.M * self.N and self.M * self.N > 0
+                      and self.K * self.M * self.N <= SMALL_MATMUL)
+        if self.small:
+            self.so, self.mo, self.oo = _Operand(s), _Operand(m), _Operand(o)
+            self.buf = <float*>malloc((s.n + m.n + 2 * o.n) * sizeof(float))
+            if self.buf == NULL:
+                raise MemoryError()
+
+    cdef object _read(self, APInfo a, Py_ssize_t base, Py_ssize_t rows):
+        if a.code != 0:
+            return self.st.read_f_at(a, base).reshape(rows, -1)
+        v = a.rview
+        if v is None:
+            v = _ndarray(a.shape, dtype=a.npdt, buffer=a.tgt.buf, offset=base, strides=a.vstrides)
+            v.flags.writeable = False
+            if a.has_fixed:
+                a.rview = v
+        return v.reshape(rows, -1)
+
+    def __call__(self, dict env):
+        cdef Py_ssize_t sb = self.s.base(env)
+        cdef Py_ssize_t mb = self.m.base(env)
+        cdef Py_ssize_t ob, i, n
+        cdef float* xs
+        cdef float* xm
+        cdef float* r
+        cdef float* old
+        if self.small:
+            ob = self.o.base(env)
+            n = self.o.n
+            xs = self.buf
+            xm = xs + self.s.n
+            r = xm + self.m.n
+            old = r + n
+            with nogil:
+                read_f32_ptr(self.so.p, self.so.code, sb, self.so.strides, self.so.nums, xs)
+                read_f32_ptr(self.mo.p, self.mo.code, mb, self.mo.strides, self.mo.nums, xm)
+                mm_small(xs, xm, r, self.K, self.M, self.N)
+                if self.acc:
+                    read_f32_ptr(self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums, old)
+                    for i in range(n):
+                        r[i] = r[i] + old[i]
+                write_f32_ptr(r, self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums)
+            return
+        r_ = _np_matmul(self._read(self.s, sb, self.srows).T, self._read(self.m, mb, self.mrows))
+        ob = self.o.base(env)
+        cdef APInfo o = self.o
+        if self.acc:
+            if o.code == 0:
+                ov = _ndarray(o.shape, dtype=o.npdt, buffer=o.tgt.buf, offset=ob, strides=o.vstrides).reshape(
+                    self.orows, -1)
+                if r_.shape != ov.shape or ov.flags.owndata:
+                    # the general path (and its size error)
+                    self.st.write_f_at(o, ob, _np_add(r_, self._read(o, ob, self.orows), dtype=_F32))
+                    return
+                _np_add(r_, ov, out=ov, dtype=_F32)
+                return
+            r_ = _np_add(r_, self._read(o, ob, self.orows), dtype=_F32)
+        self.st.write_f_at(o, ob, r_)

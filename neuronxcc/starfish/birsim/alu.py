@@ -17,7 +17,9 @@ polynomials; the results agree to fp32 rounding, not bit for bit.
 """
 import numpy as np
 
-__all__ = ["alu_f", "alu_i", "reduce_f", "reduce_i", "act", "compare_f"]
+from neuronxcc.starfish.birsim import _kernels as _K
+
+__all__ = ["alu_f", "alu_i", "reduce_f", "reduce_i", "act", "compare_f", "matmul_f"]
 
 _F = np.float32
 
@@ -217,6 +219,17 @@ def alu_i(op, a, b, width=32):
     if op == "logical_xor":
         return ((a != 0) ^ (b != 0)).astype(np.int64)
     raise KeyError(op)
+
+
+def matmul_f(s, m):
+    """The PE's s.T @ m for fp32 s [K, M], m [K, N] (fp32 result). Up to
+    ``_kernels.SMALL_MATMUL`` multiply-adds: each result is the fp32 sum over k in order of
+    the fp32 products (none fused), birsim's typed loop; larger ones: np.matmul (BLAS, whose
+    summation order is its own). Both accumulate in fp32 as the PE does."""
+    if s.ndim == 2 and m.ndim == 2 and s.shape[0] == m.shape[0] and \
+            s.shape[0] * s.shape[1] * m.shape[1] <= _K.SMALL_MATMUL:
+        return _K.small_matmul(np.asarray(s, np.float32), np.asarray(m, np.float32))
+    return np.matmul(s.T, m)
 
 
 def reduce_f(op, x, axis):

@@ -5,6 +5,8 @@ timeline. This module is the executable definition of BIR semantics.
 Numeric rules:
   * ACT, PE and DVE arithmetic compute in fp32; results are cast on output
     (RNE for float targets, truncation + saturation for integer targets).
+  * PE matmul accumulates in fp32: small ones (``alu.matmul_f``) sum the fp32
+    products over K in order, larger ones through BLAS.
   * An instruction runs in the exact integer domain (int64, wrapped on store)
     when it is on POOL and every operand has an integer dtype, or it is a
     bitvec ALU op (any engine that may run it), or it only moves data
@@ -204,7 +206,7 @@ class Executor:
         out, st, mv = instr.dsts[0], instr.srcs[0], instr.srcs[1]
         s = self._pf(st)
         m = self._pf(mv)
-        r = np.matmul(s.T, m)
+        r = alu.matmul_f(s, m)
         if not attrs["psum_zero"]:
             r = np.add(r, self._pf(out), dtype=_F)
         self.wf(out, r)

@@ -15,7 +15,7 @@ from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
 from neuronxcc.starfish.birsim._plans import (EW_OPS, INT_DIVMOD, INT_OPS, ElementWise, Fill, IntElementWise,
-                                              IntSelect, RawCopy, Select)
+                                              IntSelect, Matmul, RawCopy, Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -221,29 +221,8 @@ def _activation(ex, instr, attrs):
 def _matmul(ex, instr, attrs):
     out, stat, mv = instr.dsts[0], instr.srcs[0], instr.srcs[1]
     st = ex.st
-    rs, rm, wr = _reader_f(st, stat), _reader_f(st, mv), _writer_f(st, out)
-    ro = None if attrs["psum_zero"] else _reader_f(st, out)
-    matmul, add = np.matmul, np.add
-    so = st._static(out)
-    if ro is not None and so.code == 0:
-        # fp32 accumulation: out = r + out in place on the storage view (no temporary, no copy back)
-        rows, sbase, view = _rows(out), so.base, st._view
-
-        def run_acc(env):
-            r = matmul(rs(env).T, rm(env))
-            ov = view(so, sbase(env)).reshape(rows, -1)
-            if r.shape != ov.shape or ov.flags.owndata:
-                wr(env, add(r, ro(env), dtype=_F))       # the general path (and its size error)
-                return
-            add(r, ov, out=ov, dtype=_F)
-        return run_acc
-
-    def run(env):
-        r = matmul(rs(env).T, rm(env))
-        if ro is not None:
-            r = add(r, ro(env), dtype=_F)
-        wr(env, r)
-    return run
+    return Matmul(st, st._static(stat), st._static(mv), st._static(out), _rows(stat), _rows(mv), _rows(out),
+                  not attrs["psum_zero"])
 
 
 def _memset(ex, instr, attrs):
