@@ -73,8 +73,10 @@ class Executor:
     def run(self):
         from neuronxcc.starfish.birsim.blas import single_threaded
         with np.errstate(all="ignore"), single_threaded():
-            if self.plans:
-                # the typed loop (birsim._interp), same semantics as run_body/execute below
+            cls = type(self)
+            if self.plans and cls.execute is Executor.execute and cls.run_body is Executor.run_body:
+                # the typed loop (birsim._interp), same semantics as run_body/execute below (a subclass
+                # that overrides either, e.g. to record instances, gets the Python loop)
                 _interp.run_body(self, self.m.body, self.env, self.regs, self.tl.step, DEFAULT_MAX_TRIPS)
             else:
                 self.run_body(self.m.body)
