@@ -58,14 +58,31 @@ that value is reached without b's stream making progress (no deadlock).
 import numpy as np
 
 from neuronxcc.walrus.bir import birpy
-from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program, operands
+from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program, tensor_bytes, operands
+
+
+def _dma_queue_default(opcode):
+    """The default queue of a DMA-kind opcode (dma_copy, dma_gather, dma_scatter, collective: every
+    opcode the BIR table runs on a DMA queue), None for the others."""
+    q = _DMA_QUEUE.get(opcode, _DMA_QUEUE)
+    if q is _DMA_QUEUE:
+        info = birpy().opcodes.OPCODES.get(opcode)
+        q = info.attrs.get("queue", "q0") if info is not None and info.kind == "dma" else None
+        _DMA_QUEUE[opcode] = q
+    return q
+
+
+_DMA_QUEUE = {}
 
 
 def stream_of(instr):
     if instr.name == BALANCE_NAME and instr.signals:
         return instr.signals[0][0]        # a nop standing for that stream's signals
-    if instr.opcode == "dma_copy":
-        return "Q_%s_%s" % (instr.engine, instr.attrs.get("queue", "q0"))
+    q = _dma_queue_default(instr.opcode)
+    if q is not None:
+        # asynchronous on its queue, whatever the opcode (a gather on the issuing engine's
+        # stream let the next instruction's wait be met before the gather ended)
+        return "Q_%s_%s" % (instr.engine, instr.attrs.get("queue", q))
     return "S_" + instr.engine
 
 
@@ -105,8 +122,11 @@ def accesses(prog, physical=True, aps=None):
                 rows.append((memids.setdefault(("REG", r), len(memids)), 0, site.pos, 0, 1, 0, 1))
                 if aps is not None:
                     aps.append(None)
+        idx = _indexed(ins)
         for ap, w in operands(ins):
             key, plo, phi, blo, bhi = prog.box(ap, site.loops, physical)
+            if idx is not None and ap is idx[0]:
+                blo, bhi = _widen(prog, ap, key, blo, bhi, idx[1], idx[2], physical)
             rows.append((memids.setdefault(key, len(memids)), int(w), site.pos, plo, phi, blo, bhi))
             if aps is not None:
                 aps.append(ap)
@@ -133,6 +153,26 @@ def accesses(prog, physical=True, aps=None):
         return z, z, z, z, z, z, z
     a = np.array(rows, dtype=np.int64)
     return tuple(np.ascontiguousarray(a[:, k]) for k in range(7))
+
+
+def _indexed(ins):
+    if ins.opcode not in ("dma_gather", "dma_scatter"):
+        return None
+    return birpy().opcodes.indexed_operand(ins)
+
+
+def _widen(prog, ap, key, blo, bhi, lo, hi, physical):
+    """The byte range of a gather/scatter's indexed operand: its box moved by every element
+    delta in [lo, hi] the run-time index may give, inside its memloc or tensor."""
+    isz = birpy().dtypes.itemsize(ap.dtype)
+    ml = prog.memlocs.get(ap.target)
+    if ml is not None:
+        start = int(ml.byte_offset) if physical and ml.byte_offset is not None and key == ml.memory else 0
+        end = start + int(ml.bytes_per_partition)
+    else:
+        t = prog.tensors.get(ap.target)
+        start, end = 0, (tensor_bytes(t) if t is not None else 1 << 62)
+    return max(start, blo + lo * isz), min(end, bhi + hi * isz)
 
 
 def _guarded_cond(site):

@@ -174,7 +174,7 @@ class Program:
                 return (ml.memory, p0 + sp, p0 + sp + npart, b0 + blo, b0 + bhi)
             return (ml.name, sp, sp + npart, blo, bhi)
         t = self.tensors.get(ap.target)
-        total = _tensor_bytes(t) if t is not None else 1 << 62
+        total = tensor_bytes(t) if t is not None else 1 << 62
         if lo is None:
             return (ap.target, 0, 1, 0, total)
         return (ap.target, 0, 1, max(0, lo * isz), min(total, (hi + 1) * isz))
@@ -229,7 +229,7 @@ def pattern_extent(ap):
     return int(lo), int(hi)
 
 
-def _tensor_bytes(t):
+def tensor_bytes(t):
     B = birpy()
     n = 1
     for d in t.shape:
