@@ -418,6 +418,11 @@ class Bench:
                             "bytes": nbytes, "utilisation": res.utilisation})
         # the transformer block (corpus, tiled size)
         self._codegen_block(s, tm, simulate_neff)
+        # Llama-3-8B-shaped layers at real dims (tests/support/llama.py): decode (HBM-bound), prefill
+        for kind, tgt in (("decode", 1.2), ("prefill", 1.5)):
+            if self.quick and kind == "prefill":
+                continue
+            self._codegen_llama(s, tm, simulate_neff, kind, tgt)
         if worst and "fail" not in worst:
             k = max(worst, key=worst.get)
             self.target("4 codegen", "estimated time / roofline, matmuls >= 1024 (worst: %s)" % k,
@@ -484,10 +489,51 @@ class Bench:
         except Exception as e:
             s.fails(name, "birsim: " + bl.one_line(e))
             return
-        s.row(name + " (tiled, f32)", bl.fmt_s(res.total_s), bl.fmt_s(bound), bl.fmt_x(res.total_s / bound), by,
-              self._util(res), "", "",
+        ratio = res.total_s / bound
+        self.target("4 codegen", "transformer_block (tiled, f32): estimated / roofline", bl.fmt_x(ratio), "<= 2x",
+                    ratio <= 2)
+        s.row(name + " (tiled, f32)", bl.fmt_s(res.total_s), bl.fmt_s(bound), bl.fmt_x(ratio), by,
+              self._util(res), "<= 2x", bl.met_text(ratio <= 2),
               data={"name": name, "estimated_s": res.total_s, "roofline_s": bound, "flops": flops, "bytes": nbytes,
                     "utilisation": res.utilisation})
+
+    def _codegen_llama(self, s, tm, simulate_neff, kind, tgt):
+        """One Llama-3-8B layer at real dims, bf16 weights: estimated time against its roofline (bytes at
+        the DMA engines' peak, or FLOPs at the PE peak), and against bytes at the HBM bandwidth."""
+        import numpy as np
+        from support import llama
+        name = "Llama-3-8B layer, %s%s" % (kind, " (seq 2048)" if kind == "prefill" else " step")
+        self.log("codegen %s" % name)
+        try:
+            pb = self.write_pb("llama_" + kind, llama.hlo_proto(kind, 1))
+            _, args = llama.program(kind, 1, concrete=True)
+            args = [np.asarray(a) for a in args]
+        except Exception as e:
+            s.fails(name, "lowering with jax: " + bl.one_line(e))
+            return
+        flops, nbytes = hlo_cost(pb)
+        bound, by = self._roofline(tm, "bfloat16", flops, nbytes)
+        hbm = nbytes / tm.hbm_bytes_per_sec
+        r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF)
+        if not r.ok:
+            s.fails(name, r.error, data={"roofline_s": bound})
+            self.target("4 codegen", name + " / roofline", "fails: " + r.error, "<= %.1fx" % tgt, False)
+            return
+        try:
+            with bl.time_limit(1500):
+                res = simulate_neff(r.neff, args)
+        except Exception as e:
+            s.fails(name, "birsim: " + bl.one_line(e), data={"roofline_s": bound})
+            self.target("4 codegen", name + " / roofline", "fails: birsim", "<= %.1fx" % tgt, False)
+            return
+        ratio = res.total_s / bound
+        s.row(name, bl.fmt_s(res.total_s), bl.fmt_s(bound), bl.fmt_x(ratio), by, self._util(res),
+              "<= %.1fx" % tgt, bl.met_text(ratio <= tgt),
+              data={"name": name, "estimated_s": res.total_s, "roofline_s": bound, "hbm_bound_s": hbm,
+                    "flops": flops, "bytes": nbytes, "utilisation": res.utilisation, "counts": res.counts})
+        note = "" if by == "PE" else "; %.2fx the bytes at HBM speed (%s)" % (res.total_s / hbm, bl.fmt_s(hbm))
+        self.target("4 codegen", "%s: estimated / roofline (%s-bound)%s" % (name, by, note), bl.fmt_x(ratio),
+                    "<= %.1fx" % tgt, ratio <= tgt)
 
     # -- 5. allocation -----------------------------------------------------------------
     def section_allocation(self):

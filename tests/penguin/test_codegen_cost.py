@@ -39,3 +39,18 @@ def test_row_major_matmul_transposes_on_the_pe(dt):
     res = simulate(mod, [x, w])
     assert_close(res.outputs[0], jax_outputs(lambda x, w: x @ w, x, w)[0], "x @ w")
     assert res.counts["pe_transposes"] >= (n // 128) ** 2 and res.counts["matmuls"] >= (n // 128) ** 2
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 512, 4096), (4, 1024, 6144)])
+def test_decode_matmul_streams_the_weight_in_large_runs(m, k, n):
+    # a few rows times a large weight: the weight is read once, 128 rows of >= 4 KiB per DMA
+    s = [jax.ShapeDtypeStruct((m, k), jnp.bfloat16), jax.ShapeDtypeStruct((k, n), jnp.bfloat16)]
+    mod = bir_of(lambda x, w: x @ w, *s)
+    weight_dmas = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.srcs[0].target == "input1"]
+    assert weight_dmas
+    for i in weight_dmas:
+        nbytes, runs, _, _ = dma_shape(i, mod, TM)
+        assert runs == 128 and nbytes / runs >= 4096
+    rng = np.random.default_rng(2)
+    x, w = [(rng.standard_normal(a.shape) / 8).astype(ml_dtypes.bfloat16) for a in s]
+    assert_close(simulate(mod, [x, w]).outputs[0], jax_outputs(lambda x, w: x @ w, x, w)[0], "x @ w")
