@@ -279,3 +279,28 @@ def test_static_cast_and_tile_size():
     assert x.dtype == nl.bfloat16
     assert nl.tile_size.pmax == 128 and nl.tile_size.gemm_moving_fmax == 512
     assert nl.tile_size.gemm_stationary_fmax == 128 and nl.tile_size.psum_fmax == 512
+
+
+def test_reduction_result_broadcasts_partition_first():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        nl.store(out, nl.subtract(t, nl.max(t, axis=1)))     # (P,) against (P, F)
+        return out
+    a = rand(16, 8)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), a - a.max(axis=1, keepdims=True))
+
+
+def test_mask_index_variables_not_on_the_operands_apply_by_position():
+    def k(a):
+        out = nl.ndarray((128, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        t = nl.zeros((128, 8), nl.float32)
+        nisa_src = a[0:128, 0:8]
+        t[0:128, 0:8] = nl.load(nisa_src, mask=(i_p < a.shape[0]))
+        nl.store(out, t)
+        return out
+    a = rand(100, 8)
+    ref = np.zeros((128, 8), np.float32)
+    ref[:100] = a
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), ref)

@@ -212,7 +212,11 @@ class Lowerer:
                 plo, phi = intervals.get(name, (0, self.sizes[name]))
                 intervals[name] = (max(plo, lo), min(phi, hi))
             if intervals:
+                self._derived = {}
                 self._apply(ti, views, intervals)
+                for v, iv in self._derived.items():
+                    if v not in intervals:
+                        intervals[v] = iv
         for v in views:
             for a in v[2]:
                 if a[0] <= 0:
@@ -230,14 +234,23 @@ class Lowerer:
             ranks = {len(v[2]) for v in views}
             groups = [[(k, r) for k in range(len(views))] for r in range(max(ranks))] if len(ranks) == 1 else []
         done = set()
+        present = {a[3] for v in views for a in v[2]}
+        pos = {}
+        pred = ti.mask
+        for var in intervals:
+            if var not in present and var in pred.axes:
+                pos[var] = pred.axes[var] - len(pred.shape)     # axis counted from the right
         for g in groups:
             lo, hi = None, None
             for k, r in g:
                 var = views[k][2][r][3]
-                if var in intervals:
-                    a, b = intervals[var]
-                    lo = a if lo is None else max(lo, a)
-                    hi = b if hi is None else min(hi, b)
+                rank = len(views[k][2])
+                cands = [var] + [v for v, off in pos.items() if rank + off == r]
+                for var in cands:
+                    if var in intervals:
+                        a, b = intervals[var]
+                        lo = a if lo is None else max(lo, a)
+                        hi = b if hi is None else min(hi, b)
             if lo is None:
                 continue
             for k, r in g:
@@ -245,14 +258,19 @@ class Lowerer:
                 done.add((k, r))
         for k, v in enumerate(views):
             for r, a in enumerate(v[2]):
-                if (k, r) not in done and a[3] in intervals:
-                    lo, hi = intervals[a[3]]
-                    self._slice(v, r, lo, hi)
+                if (k, r) in done:
+                    continue
+                cands = [a[3]] + [var for var, off in pos.items() if len(v[2]) + off == r]
+                for var in cands:
+                    if var in intervals:
+                        lo, hi = intervals[var]
+                        self._slice(v, r, lo, hi)
 
-    @staticmethod
-    def _slice(view, r, lo, hi):
+    def _slice(self, view, r, lo, hi):
         a = view[2][r]
         hi = min(hi, a[0])
+        if a[3] is not None and a[3] != "*":
+            self._derived[a[3]] = (lo, hi)
         view[0] += a[1] * lo
         if a[2]:
             view[1] = view[1] + a[2] * lo

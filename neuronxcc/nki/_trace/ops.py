@@ -111,11 +111,25 @@ def dma(dst, src, mask=None, **attrs):
     return emit("dma_copy", "SP", [dst], [src], dict(attrs, queue=next_queue()), mask)
 
 
+def rank_align(x, y):
+    """Tiles are partition-first: a lower-rank tile is padded with size-1 axes on the RIGHT, so a (P,)
+    reduction result lines up with a (P, F) tile as (P, 1)."""
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.buf.onchip and y.buf.onchip:
+        if len(x.shape) < len(y.shape) and x.shape[:1] == y.shape[:1]:
+            x = x.copy_view(axes=list(x.axes) + [Axis(1, 0, 0) for _ in range(len(y.shape) - len(x.shape))])
+        elif len(y.shape) < len(x.shape) and x.shape[:1] == y.shape[:1]:
+            y = y.copy_view(axes=list(y.axes) + [Axis(1, 0, 0) for _ in range(len(x.shape) - len(y.shape))])
+    return x, y
+
+
 def expand(t, shape):
-    """A stride-0 broadcast view of T to SHAPE (free axes only; numpy rules, right-aligned)."""
+    """A stride-0 broadcast view of T to SHAPE (free axes only; numpy rules, right-aligned, except that an
+    on-chip tile of lower rank with the same partition count is padded on the right)."""
     shape = tuple(shape)
     if t.shape == shape:
         return t
+    if t.buf.onchip and 0 < len(t.shape) < len(shape) and t.shape[0] == shape[0]:
+        t = t.copy_view(axes=list(t.axes) + [Axis(1, 0, 0) for _ in range(len(shape) - len(t.shape))])
     n = len(shape)
     if len(t.shape) > n:
         raise E.err_invalid_argument("cannot broadcast %s to %s" % (t.shape, shape))

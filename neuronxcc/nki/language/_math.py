@@ -61,6 +61,7 @@ def _binary(alu, x, y, dtype, mask, api, engine="DVE", out_dtype=None):
         return _ops.mark_producer(out, inst)
     _ops.tile_operand(x, api, "x")
     _ops.tile_operand(y, api, "y")
+    x, y = _ops.rank_align(x, y)
     from neuronxcc.nki._trace.index import _broadcast
     shape = _broadcast(x.shape, y.shape)
     if x.shape[0] != y.shape[0]:
