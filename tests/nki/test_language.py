@@ -32,7 +32,7 @@ UNARY = {
     "silu": lambda x: x * _sig(x), "erf": _erf, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
     "square": np.square, "abs": np.abs, "sign": np.sign, "sin": np.sin, "cos": np.cos, "arctan": np.arctan,
     "softplus": _softplus, "mish": lambda x: x * np.tanh(_softplus(x)), "negative": np.negative,
-    "reciprocal": lambda x: 1 / x, "tan": np.tan,
+    "reciprocal": lambda x: 1 / x, "tan": np.tan, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
 }
 POSITIVE = {"log", "sqrt", "rsqrt", "reciprocal"}
 
@@ -48,6 +48,9 @@ def unary_kernel(name):
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary(name):
     a = rand(64, 48, lo=0.1, hi=3.0) if name in POSITIVE else rand(64, 48, lo=-1.2, hi=1.2)
+    if name in ("floor", "ceil", "trunc"):
+        a = np.concatenate([rand(64, 40, lo=-50, hi=50), np.tile(np.float32([-2, -1.5, -0.5, 0, 0.5, 1, 1.5, 3]),
+                                                                 (64, 1))], axis=1)
     got = nki.simulate_kernel(unary_kernel(name), a)
     assert_close(got, UNARY[name](a.astype(np.float64)).astype(np.float32), what=name)
 
@@ -304,3 +307,17 @@ def test_mask_index_variables_not_on_the_operands_apply_by_position():
     ref = np.zeros((128, 8), np.float32)
     ref[:100] = a
     np.testing.assert_array_equal(nki.simulate_kernel(k, a), ref)
+
+
+def test_partition_start_moved_by_an_iterator_unrolls_that_loop():
+    def k(a):
+        out = nl.ndarray((128, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 16), dtype=a.dtype)
+        for i in nl.affine_range(2):
+            t[i * 64:(i + 1) * 64, :] = nl.load(a[i])
+        nl.store(out, t)
+        return out
+    a = rand(2, 64, 16)
+    tk = nki.jit(k).trace(a)
+    assert not any(n.kind == "loop" and n.trip_count > 1 for n in tk.module.walk())
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), a.reshape(128, 16))

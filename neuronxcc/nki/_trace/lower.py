@@ -127,10 +127,9 @@ class Lowerer:
                     for e, op in n.mask.atoms:
                         if var in e.free_vars():
                             acc.append((n, e, op))
-                for k in ("offset_expr",):
-                    e = n.attrs.get(k)
-                    if e is not None and var in e.free_vars():
-                        acc.append((n, e, None))
+                for op in n.operands:
+                    if not isinstance(op.p0, int) and var in op.p0.free_vars():
+                        acc.append((n, op.p0, None))       # a partition start moved by the iterator: unroll
         return acc
 
     def loop(self, lp):
@@ -297,6 +296,11 @@ class Lowerer:
 
     def _ap(self, op, view, ti):
         p0, off, axes = view
+        if not isinstance(p0, int):
+            p0 = p0.subs(self.fixed) if self.fixed else p0
+            if not p0.is_const():
+                _raise(E.err_invalid_argument, "partition start %s is not static here" % p0, ti.loc)
+            p0 = int(p0)
         name = self.names.get(op.buf.name, op.buf.name)
         if op.buf.memory == "HBM":
             pat = [[a[2], a[0]] for a in axes] or [[1, 1]]

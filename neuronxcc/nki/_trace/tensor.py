@@ -53,7 +53,8 @@ class Tensor:
     def __init__(self, buf, dtype, p0, off, axes, checks=()):
         self.buf = buf
         self.dtype = D.np_dtype(dtype)
-        self.p0 = int(p0)
+        # partition start: an int, or an Expr of loop iterators (the lowering unrolls that loop)
+        self.p0 = p0 if isinstance(p0, _pel.Expr) and not p0.is_const() else int(p0)
         self.off = off if isinstance(off, _pel.Expr) else as_expr(off)
         self.axes = list(axes)
         self._updated = False
@@ -359,10 +360,13 @@ def _advance(t, p0, off, a, e):
     """Move the view base by index expression E along axis A."""
     if a.pstep:
         if not e.is_const():
-            raise E.err_invalid_argument(
-                "a symbolic start (%s) on the partition dimension of on-chip tensor '%s' is not supported; "
-                "index a block dimension instead" % (e, t.buf.name))
-        p0 += a.pstep * int(e)
+            if any(v.startswith("_a") or v.startswith("r_nki") for v in e.free_vars()):
+                raise E.err_invalid_argument(
+                    "a run-time start (%s) on the partition dimension of on-chip tensor '%s' is not supported"
+                    % (e, t.buf.name))
+            p0 = e * a.pstep + p0
+        else:
+            p0 += a.pstep * int(e)
     if a.fstep:
         off = off + e * a.fstep
     return p0, off

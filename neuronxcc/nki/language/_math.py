@@ -221,16 +221,39 @@ def invert(x, *, dtype=None, mask=None, **kwargs):
 _reg(invert, np_fns=(np.invert,))
 
 
-def _rounding(name):
-    def f(x, *, dtype=None, mask=None, **kwargs):
-        raise _E.NkiNotImplementedError("nki.language.%s" % name)
-    f.__name__ = f.__qualname__ = name
-    return _reg(f)
+def _trunc_f32(x, mask):
+    r = _binary("mod", x, 1.0, np.float32, mask, "trunc")          # fmod: the sign of x
+    return _binary("subtract", x, r, np.float32, mask, "trunc")
 
 
-ceil = _rounding("ceil")
-floor = _rounding("floor")
-trunc = _rounding("trunc")
+def trunc(x, *, dtype=None, mask=None, **kwargs):
+    """Round toward zero (x - fmod(x, 1), exact in fp32)."""
+    return copy(_trunc_f32(x, mask), dtype=dtype or x.dtype) if (dtype or x.dtype) != np.float32 else \
+        _trunc_f32(x, mask)
+
+
+def floor(x, *, dtype=None, mask=None, **kwargs):
+    """Round toward -inf: trunc(x) - (trunc(x) > x)."""
+    t = _trunc_f32(x, mask)
+    over = _binary("gt", t, x, np.float32, mask, "floor")
+    return _binary("subtract", t, over, dtype or x.dtype, mask, "floor")
+
+
+def ceil(x, *, dtype=None, mask=None, **kwargs):
+    """Round toward +inf: trunc(x) + (trunc(x) < x)."""
+    t = _trunc_f32(x, mask)
+    under = _binary("lt", t, x, np.float32, mask, "ceil")
+    return _binary("add", t, under, dtype or x.dtype, mask, "ceil")
+
+
+for _f, _g in ((trunc, np.trunc), (floor, np.floor), (ceil, np.ceil)):
+    _reg(_f, np_fns=(_g,))
+
+
+def copy(x, dtype):
+    _ops.tile_operand(x, "copy", "x")
+    out = _ops.new_tile(x.shape, dtype, "SBUF", "copy")
+    return _ops.mark_producer(out, _ops.emit("tensor_copy", "DVE", [out], [x], {}, None))
 
 
 # -- reductions --------------------------------------------------------------------------------
