@@ -64,11 +64,13 @@ def errorFromChildOutput(text):
     if msg.endswith(_SUPPORT_SUFFIX):
         msg = msg[: -len(_SUPPORT_SUFFIX)]
     cls = _errorClassFor(code, internal)
-    try:
-        err = cls(msg, code=code)
-    except TypeError:
-        err = (InternalCompilerError if internal else CompilerError)(msg, code=code)
-    return err
+    for c in cls.__mro__:          # a subclass with its own constructor (e.g. NkiNotImplementedError(api, why)):
+        if issubclass(c, CompilerError):       # the nearest base that takes (message, code) carries the line
+            try:
+                return c(msg, code=code)
+            except TypeError:
+                continue
+    return (InternalCompilerError if internal else CompilerError)(msg, code=code)
 
 
 def getLaunchDir():
