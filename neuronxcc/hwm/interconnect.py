@@ -17,6 +17,8 @@ Public facts (sources; "I" marks our own inference where no number is public):
     * per-link bandwidth: AWS quotes 1.28 TB/s of NeuronLink-v3 per chip, 320 GB/s per link
       (I, unverified here)
   both
+    * LNC=2 barrier between the two cores of a logical core (trn2 ``remote_semaphores`` increment
+      the other core's semaphores [HW ref. sec. 5]): one semaphore round trip, 0.5 us (I)
     * fixed latency per algorithm step: not public; 2 us per step (a semaphore round trip plus
       one DMA descriptor chain, ~the DMA fixed latency of the core model) (I)
 
@@ -50,6 +52,7 @@ class Interconnect:
     step_latency_s: float        # fixed latency of one algorithm step (I)
     topology: str
     cc_cores_per_chip: int
+    core_barrier_s: float = 0.5e-6   # LNC=2 pair barrier: a remote-semaphore round trip (I: not public)
 
 
 _TRN1 = Interconnect("trn1", 2, 16, 4, 768 * GB / 4, 1000 * GB, 2e-6, "4D hypercube (NeuronLink-v2)", 6)
@@ -75,6 +78,10 @@ def collective_time(op, nbytes, group, target="trn1"):
     op: all_reduce | all_gather | reduce_scatter | all_to_all | permute; nbytes: the bytes of
     this rank's operand (all_gather: of its result); group: the members' global ids."""
     g = len(group)
+    if op == "fence":
+        return 0.0
+    if op == "barrier" and g > 1:
+        return get_interconnect(target).core_barrier_s
     if g <= 1 or nbytes <= 0:
         return 0.0 if g <= 1 else get_interconnect(target).step_latency_s
     ic = get_interconnect(target)
@@ -88,4 +95,6 @@ def collective_time(op, nbytes, group, target="trn1"):
         return (g - 1) * a + f * s / b
     if op == "permute":
         return a + s / b
+    if op == "barrier":             # LNC=2: the two cores of one logical core meet (no data)
+        return a
     raise ValueError("unknown collective %r" % (op,))

@@ -67,7 +67,7 @@ def content_uuid(payload, name):
     return bytes(digest)
 
 
-def pack_neff(members, name, fast_loading=False, feature_bits=0, neff_build_version="", uuid_bytes=None):
+def pack_neff(members, name, fast_loading=False, feature_bits=0, neff_build_version="", uuid_bytes=None, lnc_size=1):
     """NEFF bytes (header + payload) for ``{member name: bytes}``.
 
     ``uuid_bytes`` None means a fresh random v4 uuid.
@@ -81,7 +81,7 @@ def pack_neff(members, name, fast_loading=False, feature_bits=0, neff_build_vers
         uuid_bytes = _uuid.uuid4().bytes
     hdr = NeffHeader(pkg_version=pkg, data_size=len(payload), neff_build_version=neff_build_version,
                      hash=payload_hash(pkg, payload), uuid=bytes(uuid_bytes), name=name,
-                     feature_bits=feature_bits)
+                     feature_bits=feature_bits, lnc_size=int(lnc_size))
     return hdr.pack() + payload
 
 

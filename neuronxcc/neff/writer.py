@@ -297,13 +297,13 @@ def build_members(module, io_transposes=None, custom_op_libs=None):
 
 
 def write_neff_members(output, members, name, fast_loading=False, feature_bits=0, deterministic_uuid=False,
-                       uuid_bytes=None):
+                       uuid_bytes=None, lnc_size=1):
     """Pack ``members`` and write them atomically at ``output``; returns the path."""
     name = truncate_utf8(name, 255)
     if uuid_bytes is None and deterministic_uuid:
         uuid_bytes = content_uuid(make_tar(members) + (b"raw" if fast_loading else b"gz"), name)
     data = pack_neff(members, name, fast_loading=fast_loading, feature_bits=feature_bits,
-                     neff_build_version=truncate_utf8(__version__, 127), uuid_bytes=uuid_bytes)
+                     neff_build_version=truncate_utf8(__version__, 127), uuid_bytes=uuid_bytes, lnc_size=lnc_size)
     atomic_write(output, data)
     return output
 
@@ -336,5 +336,6 @@ def write_neff(output, module, name=None, fast_loading=False, io_transposes=None
     if name is None:
         name = getattr(module, "name", None) or os.path.splitext(os.path.basename(os.fspath(output)))[0]
     members, feature_bits = build_members(module, io_transposes=io_transposes, custom_op_libs=custom_op_libs)
+    lnc = int((getattr(module, "attrs", None) or {}).get("lnc", 1) or 1)   # penguin/lnc.py: 2 when split
     return write_neff_members(output, members, name, fast_loading=fast_loading, feature_bits=feature_bits,
-                              deterministic_uuid=deterministic_uuid)
+                              deterministic_uuid=deterministic_uuid, lnc_size=lnc)

@@ -223,12 +223,9 @@ class CompileCommand(CommandInterface):
             args.optlevel = "1"
         if args.optlevel == "0":
             args.enable_internal_new_backend = False
-        if self.logical_nc_config == 2 and not args.meta_module:
-            # LNC=2 is one logical core of two physical cores sharing HBM; this compiler does not
-            # split a program between them yet, so the NEFF honestly says lnc_size 1
-            self.logger.warning("--lnc 2 (the %s default): this compiler does not split a program between the two "
-                                "physical NeuronCores of a logical core yet; the NEFF runs on one core (lnc_size 1)",
-                                args.target)
+        if self.logical_nc_config == 2 and args.meta_module:
+            self.logger.warning("--lnc 2 with --meta-module: the sub-module is compiled for one physical NeuronCore "
+                                "(lnc_size 1)")
         unused = [flag for flag, on in (("--model-type " + args.model_type, args.model_type != "generic"),
                                         ("--enable-saturate-infinity", args.enable_saturate_infinity),
                                         ("--enable-fast-context-switch", args.enable_fast_context_switch))

@@ -171,7 +171,9 @@ _TABLE = [
                    "reduce of every member's block k for member k. all_to_all: block j of in goes to "
                    "member j, which stores it as its block k (k = the sender's position). permute: "
                    "out = in of the source whose pair targets this rank, zeros when none does. "
-                   "reduce: add | max | min | mult | bitwise_and | bitwise_or | logical_and | logical_or"),
+                   "reduce: add | max | min | mult | bitwise_and | bitwise_or | logical_and | logical_or. "
+                   "LNC=2 (penguin/lnc.py): barrier = the group's cores wait for each other, fence = "
+                   "orders accesses on its queue; neither moves data"),
     OpcodeInfo("register_load", 30, ENGINES, (), (_R("in", "HBM", "SBUF"),),
                {"register": None, "min": None, "max": None}, kind="sequencer",
                doc="register = clamp(int32 in[0], min, max)"),

@@ -34,18 +34,32 @@ _REDUCE_I = {"add": np.add, "max": np.maximum, "min": np.minimum, "mult": np.mul
 class RankContext:
     """What one rank's executor needs to meet the others."""
 
-    __slots__ = ("rank", "rv", "nranks", "wait_s", "transfer_s", "count")
+    __slots__ = ("rank", "rv", "nranks", "wait_s", "transfer_s", "count", "lnc_shared")
 
     def __init__(self, rank, rv, nranks):
         self.rank, self.rv, self.nranks = rank, rv, nranks
         self.wait_s = 0.0        # time spent waiting for the last member
         self.transfer_s = 0.0    # modelled interconnect time
         self.count = 0
+        self.lnc_shared = None    # LNC=2: {"lock", "targets"} the two physical cores share HBM through
 
     def load(self, state, module):
         """Write this rank's [replica id, partition id] into the program's rank-id tensor
         (``module.attrs["rank_id_tensor"]``), as the runtime does before a run."""
-        name = (getattr(module, "attrs", None) or {}).get("rank_id_tensor")
+        attrs = getattr(module, "attrs", None) or {}
+        core_t = attrs.get("core_id_tensor")
+        if core_t and self.lnc_shared is not None:
+            t = module.tensors[core_t]
+            state.set_input(core_t, np.full(t.shape, self.rank, _dt.np_dtype(t.dtype)))
+            with self.lnc_shared["lock"]:      # one HBM for both cores: the second adopts the first's
+                shared = self.lnc_shared.get("targets")
+                if shared is None:
+                    self.lnc_shared["targets"] = {n: state.targets[n] for n in module.tensors if n != core_t}
+                else:
+                    for n, tgt in shared.items():
+                        state.targets[n] = tgt
+            return
+        name = attrs.get("rank_id_tensor")
         if not name:
             return
         R, P = (module.attrs.get("rank_space") or [self.nranks, 1])[:2]
@@ -113,6 +127,10 @@ def execute(ex, instr, attrs):
     op = attrs["op"]
     st, env = ex.st, ex.env
     src, dst = instr.srcs[0], instr.dsts[0]
+    if op == "barrier":
+        return _barrier(ex, instr, attrs, ctx, me, where)
+    if op == "fence":          # LNC=2: orders accesses on the barrier queue; no data, no meeting
+        return
     x = _read(st, src, env)
     group, pos = _group(attrs, me, nranks, where)
     if op == "permute":
@@ -167,3 +185,24 @@ def execute(ex, instr, attrs):
         raise BirSimError("%s: the result has %d elements, the output pattern takes %d"
                           % (where, out.size, dst.num_elements))
     _write(st, dst, env, out)
+
+
+def _barrier(ex, instr, attrs, ctx, me, where):
+    """op=barrier (LNC=2): the cores of the group wait for each other; no data moves."""
+    group = tuple(int(x) for x in (attrs.get("groups") or [[0]])[0])
+    tl = ex.tl
+    rec = tl._rec(instr)
+    base = rec.cost.busy_s
+    end = tl.end_time(instr, ex.env)
+    ready = (end - base - rec.latency_s) if end is not None else 0.0
+    if len(group) > 1:
+        if ctx is None:
+            raise BirSimError("%s: the program runs on %d physical cores (LNC=2); simulate both" % (where, len(group)))
+        got = ctx.rv.exchange(me, group, "core barrier over %s" % list(group), ready, where)
+        wait = max(0.0, max(got) - ready)
+    else:
+        wait = 0.0
+    rec.busy_s = base + wait
+    if ctx is not None:
+        ctx.wait_s += wait
+        ctx.transfer_s += base

@@ -61,6 +61,8 @@ class Codegen:
         self.fuse_epilogues = True
         self.row_fusion = True
         self.rowred = {}                # "__row__k" -> rows.RowReduce (lazy last-axis reductions)
+        self.lnc = None                 # penguin/lnc.LncSplitter when the program is split over 2 cores
+        self.top = graph
 
     # -- driver -----------------------------------------------------------------------
     def run(self):
@@ -78,10 +80,14 @@ class Codegen:
             self.out_tensor[n] = tn
         if g.attrs.get("rank_space"):
             self.m.attrs["rank_space"] = list(g.attrs["rank_space"])
+        self.lnc = _lnc_splitter(self, g)
+        self.top = g
         self.lower_ops(g.ops)
         for n in g.outputs:
             self.em.label = n
-            self.finish_output(n)
+            self._kernel(lambda: self.finish_output(n))
+        if self.lnc is not None:
+            self.lnc.finish()
         self.finish_tables()
         self.check_hbm()
         if self.cast.mode != "none":
@@ -102,7 +108,14 @@ class Codegen:
             if id(op) in self.fused:
                 continue
             self.em.label = op.loc.get("hlo") or (op.outputs[0] if op.outputs else None)
-            self.lower(op)
+            self._kernel(lambda: self.lower(op))
+
+    def _kernel(self, fn):
+        """Emit one op's kernel; with LNC=2 (penguin/lnc.py) it is placed on one of the two cores."""
+        if self.lnc is not None and self.g is self.top:
+            self.lnc.run(fn)
+        else:
+            fn()
 
     def lower_subgraph(self, sg, inputs):
         """Lower a nested region (while body/cond, branch) at the current point; returns its output exprs."""
@@ -379,6 +392,20 @@ class Codegen:
             return
         v = self.g.values[name]
         self.k.elementwise(x, View.contiguous(tn, v.dtype, v.shape))
+
+
+def _lnc_splitter(cg, g):
+    """The LNC=2 splitter when the compile asks for two cores per logical core and the graph can be
+    split; otherwise None, with the one warning line that says why."""
+    from neuronxcc.starfish.penguin import lnc
+    if lnc.requested(cg.options, cg.tm.name) != 2:
+        return None
+    why = lnc.not_split_reason(g)
+    if why:
+        lnc.log.warning("--lnc 2: this program runs on one of the two physical NeuronCores of the logical core "
+                        "(lnc_size 1): it is not split because %s", why)
+        return None
+    return lnc.LncSplitter(cg)
 
 
 def make_kernels(cg):
