@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from neuronxcc.neff import read_neff
 from neuronxcc.starfish.birsim import simulate_neff
 from support.cli import run_ncc
