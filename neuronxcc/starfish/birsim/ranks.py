@@ -20,8 +20,7 @@ from neuronxcc.collectives import run_ranks
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birsim.collective import RankContext
 
-__all__ = ["MultiRankResult", "simulate_ranks", "simulate_neff_ranks", "module_ranks", "run_tool_ranks",
-           "simulate_lnc"]
+__all__ = ["MultiRankResult", "simulate_ranks", "simulate_neff_ranks", "module_ranks", "run_tool_ranks"]
 
 
 def module_ranks(module):
@@ -174,25 +173,3 @@ def run_tool_ranks(args, neff, given):
                                                  100 * min(share), 100 * max(share)))
     return 0
 
-
-def simulate_lnc(module, inputs, target=None, trace=False, **kw):
-    """An LNC=2 program (``module.attrs["lnc"] == 2``, penguin/lnc.py): its two physical cores in two
-    threads sharing one HBM, each with its own SBUF/PSUM and timeline, meeting at the barriers.
-    Returns core 0's SimResult with ``total_s`` the later core's end and ``lnc_cores`` both results."""
-    import threading
-
-    from neuronxcc.starfish.birsim.sim import simulate
-    shared = {"lock": threading.Lock(), "targets": None}
-    contexts = {}
-    module.ensure_ids()
-
-    def one(core, rv):
-        ctx = contexts[core] = RankContext(core, rv, 2)
-        ctx.lnc_shared = shared
-        return simulate(module, inputs, target=target, trace=trace, ranks=ctx, **kw)
-
-    results = run_ranks(2, one)
-    res = results[0]       # outputs: the shared HBM after the final barrier (the same on both cores)
-    res.total_s = max(r.total_s for r in results)
-    res.lnc_cores = results
-    return res

@@ -99,8 +99,8 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
     ranks: the ``collective.RankContext`` of one rank of a multi-rank run
     (``birsim.ranks.simulate_ranks`` passes it); None = one core."""
     if ranks is None and (getattr(module, "attrs", None) or {}).get("lnc") == 2:
-        from neuronxcc.starfish.birsim.ranks import simulate_lnc     # both physical cores of the pair
-        return simulate_lnc(module, inputs, target=target, trace=trace, poison=poison, custom_op_dir=custom_op_dir,
+        from neuronxcc.starfish.birsim.lnc import simulate_lnc       # both physical cores of the pair
+        return simulate_lnc(simulate, module, inputs, target=target, trace=trace, poison=poison, custom_op_dir=custom_op_dir,
                             custom_op_libs=custom_op_libs, sync=sync, strict=strict, order=order)
     tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
     module.ensure_ids()
