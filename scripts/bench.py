@@ -24,6 +24,9 @@ Sections (the README's "Benchmarks" table is this script's output):
    program; ``scripts/bench_alloc.py``'s synthetic interval sets.
 6. pelican against sympy (``scripts/bench_pelican.py``); the HLO reference
    interpreter against XLA:CPU execution (``scripts/bench_hlo_interp.py``).
+7. Program size (opt-in, ``--scale``): the Llama-3-8B-shaped decode step at 1..32 layers,
+   unrolled and as lax.scan, and the 1- and 32-layer prefill: compile time, peak memory,
+   instructions, NEFF size against XLA:CPU's compile, fitted exponents (``scripts/bench_scale.py``).
 
 Programs come from the test suite's JAX corpus (``tests/support/corpus.py``).
 A layer that cannot handle a program yet gives that program's row as
@@ -54,7 +57,8 @@ QUICK_PROGRAMS = ("layernorm", "mlp_gelu_softmax", "transformer_block", "matmul_
 QUICK_INTERP_PROGRAMS = QUICK_PROGRAMS + ("int_zoo", "conv_relu_maxpool")
 PELICAN_TARGET_OPS = ("construct", "subs", "simplify")   # bench_pelican.py's own target rows
 GOLDENS_OFF = ["--internal-golden-size-budget", "0"]   # compile only: no goldens, so no bir_sim check
-SECTION_KEYS = ("compile", "scaling", "simulator", "codegen", "allocation", "pelican_interp")
+SECTION_KEYS = ("compile", "scaling", "simulator", "codegen", "allocation", "pelican_interp", "program_size")
+OPT_IN = {"program_size": "--scale"}     # sections that run only when asked for (minutes each)
 
 
 def _matmul(x, w):
@@ -692,6 +696,13 @@ class Bench:
                "runs; outputs checked with per-dtype tolerances." % runs)
         self.sections.append(t)
 
+    # -- 7. program size (opt-in) --------------------------------------------------------
+    def section_program_size(self):
+        import bench_scale
+        layers = tuple(int(x) for x in self.opts.scale_layers.split(",") if x) if self.opts.scale_layers \
+            else bench_scale.LAYERS
+        bench_scale.section(self, layers, tuple(n for n in bench_scale.PREFILL_LAYERS if n <= max(layers)))
+
     # -- run ---------------------------------------------------------------------------
     def run(self, keys):
         t0 = time.perf_counter()
@@ -773,6 +784,11 @@ def main(argv=None):
     ap.add_argument("--sections", default=",".join(SECTION_KEYS),
                     help="comma list of sections to run (%s)" % ",".join(SECTION_KEYS))
     ap.add_argument("--programs", default=None, help="comma list of corpus programs (default: all; quick: 4)")
+    ap.add_argument("--scale", action="store_true",
+                    help="also run section 7, program size (Llama-3-8B-shaped decode/prefill up to 32 layers; "
+                         "tens of minutes)")
+    ap.add_argument("--scale-layers", default=None, help="comma list of layer counts for --scale (default: "
+                                                          "1,2,4,8,16,32)")
     ap.add_argument("--repeats", type=int, default=None, help="compile/simulation repeats (median)")
     ap.add_argument("--committed", action="store_true",
                     help="measure the committed HEAD: clone this checkout, build it in place and run there "
@@ -789,6 +805,7 @@ def main(argv=None):
     sys.dont_write_bytecode = False
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     keys = [k for k in opts.sections.split(",") if k]
+    keys = [k for k in keys if k not in OPT_IN or opts.scale]
     unknown = [k for k in keys if k not in SECTION_KEYS]
     if unknown:
         ap.error("unknown section(s): %s" % ", ".join(unknown))
