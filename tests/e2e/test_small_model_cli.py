@@ -21,6 +21,7 @@ def test_small_full_model_runs_race_free_under_strict_birsim(tmp_path):
     r = run_ncc(["compile", "model.pb", "--framework", "XLA", "--target", "trn1", "--output", "model.neff"],
                 cwd=str(tmp_path))
     assert r.returncode == 0 and "Compiler status PASS" in r.stdout, r.stdout + r.stderr
+    assert "Golden check" not in r.stdout + r.stderr      # the bir_sim check ran and was not weak
     np.savez(str(tmp_path / "in.npz"), **{"input%d" % i: np.asarray(a) for i, a in enumerate(args)})
     r = run_tool("birsim", ["model.neff", "--inputs", "in.npz", "--output", "out.npz", "--strict"],
                  cwd=str(tmp_path))
@@ -35,3 +36,16 @@ def test_small_full_model_runs_race_free_under_strict_birsim(tmp_path):
             a = a.view(e.dtype)
         why = mismatch(a, e, row="compiled", dtype="bf16", what="output %d" % i, reference="XLA:CPU")
         assert not why, why
+
+
+def test_pass_says_when_the_golden_check_did_not_run(tmp_path):
+    import jax
+    spec = jax.ShapeDtypeStruct((128, 128), np.float32)
+    pb = jax.jit(lambda a, b: a @ b).lower(spec, spec).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    (tmp_path / "mm.pb").write_bytes(pb)
+    base = ["compile", "mm.pb", "--framework", "XLA", "--target", "trn1", "--output", "mm.neff"]
+    r = run_ncc(base + ["--internal-golden-size-budget", "0"], cwd=str(tmp_path))
+    assert r.returncode == 0 and "Compiler status PASS" in r.stdout, r.stdout + r.stderr
+    assert "Golden check on birsim not run: no goldens" in r.stdout + r.stderr, r.stdout + r.stderr
+    r = run_ncc(base + ["--internal-disable-bir-sim"], cwd=str(tmp_path))
+    assert r.returncode == 0 and "Golden check on birsim not run (disabled)" in r.stdout + r.stderr

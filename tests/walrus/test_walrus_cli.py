@@ -65,7 +65,9 @@ def test_full_pipeline_with_goldens_and_metrics(tmp_path):
     assert all(ml.allocated for ml in out.memlocs.values())
     assert check_no_clobber(out) == []
     met = json.loads((tmp_path / "metrics.json").read_text())
-    assert met["bir_sim"] == "passed"
+    # this random program never writes y (birsim leaves it NaN): matching it proves nothing, and
+    # the check says so instead of "passed"
+    assert met["bir_sim"].startswith("weak: output0 'y' has 16384 non-finite of 16384 values"), met["bir_sim"]
     assert met["instructions"] == len(out.instructions())
     assert met["estimated_time_s"] > 0 and met["sbuf_peak_bytes_per_partition"] > 0
     assert set(met["instructions_per_engine"]) <= {"PE", "ACT", "DVE", "POOL", "SP"}

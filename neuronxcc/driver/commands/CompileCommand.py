@@ -377,6 +377,7 @@ class CompileCommand(CommandInterface):
                 pipeline.runSingleInput(state)
             self.publishOutputs(state, names)
             ok = True
+            self._reportGoldenCheck(state, names)
         except BaseException:
             self._saveTempsAfterFailure(pipeline, state)
             raise
@@ -394,6 +395,30 @@ class CompileCommand(CommandInterface):
             else:
                 self.logger.log(USER if not ok else logging.INFO, "Artifacts stored in: %s", state.workdir,
                                 extra=FILE_ONLY)
+
+    def _reportGoldenCheck(self, state, names):
+        """One USER line when the built-in golden check (walrus bir_sim) did not run or proved
+        little, so that "Compiler status PASS" never stands for a check that did not happen."""
+        if "WalrusDriver" not in names:
+            return
+        import json
+
+        try:
+            with open(state.path(files.METRICS)) as f:
+                status = json.load(f).get("bir_sim")
+        except (OSError, ValueError):
+            status = None
+        if "bir_sim" not in self.walrus_passes:
+            why = "not run (disabled)"
+        elif status is None:
+            why = "not run: no goldens (the program is over the golden size budget, or they were not computed)"
+        elif status.startswith("skipped"):
+            why = "not run: " + status.split(":", 1)[-1].strip()
+        elif status.startswith("weak"):
+            why = "weak: " + status.split(":", 1)[-1].strip()
+        else:
+            return
+        self.logger.log(USER, "Golden check on birsim %s", why)
 
     def _saveTempsAfterFailure(self, pipeline, state):
         for job in pipeline:

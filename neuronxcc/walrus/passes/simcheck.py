@@ -100,6 +100,25 @@ def ill_conditioned(want, spread):
     return (worst, scale) if worst > SPREAD_ILL * scale else None
 
 
+WEAK_SPREAD = 0.25
+
+
+def weak_reason(want, spread):
+    """Why a golden output proves little ('' when it does not): non-finite values, or a spread (its
+    change under a few-ulp input perturbation) that is a large fraction of its magnitude."""
+    w = np.asarray(want)
+    if w.dtype.kind not in "fc":
+        return ""
+    w = w.astype(np.complex128 if w.dtype.kind == "c" else np.float64)
+    bad = int(np.size(w) - np.count_nonzero(np.isfinite(w)))
+    if bad:
+        return "has %d non-finite of %d values at the golden inputs" % (bad, np.size(w))
+    ill = ill_conditioned(want, spread)
+    if ill and ill[0] > WEAK_SPREAD * ill[1]:
+        return "moves by up to %.6g (magnitude %.6g) under a few-ulp input change" % ill
+    return ""
+
+
 def run_birsim(module, inputs, target):
     from neuronxcc.starfish.birsim import run_module
     return run_module(module, inputs, target=target)
@@ -196,8 +215,7 @@ class BirSim(WalrusPass):
                   for a, n in zip(inputs, module.inputs)]
         from neuronxcc.starfish.birsim import simulate
         res = simulate(module, inputs, target=ctx.target)
-        self._compare(module, res.outputs, wants, spreads, "")
-        ctx.metrics["bir_sim"] = "passed"
+        self._passed(ctx, self._compare(module, res.outputs, wants, spreads, ""))
         ctx.metrics["birsim_estimated_time_s"] = float(res.total_s)
         log.info("bir_sim: %d outputs match the goldens (%d instructions executed, birsim time %.3f us)",
                  len(wants), res.instructions, res.total_s * 1e6)
@@ -223,11 +241,12 @@ class BirSim(WalrusPass):
             return out
         ins = [per_rank(inputs, module.inputs, d) for d in range(n)]
         res = simulate_ranks(module, ins, nranks=n, target=ctx.target)
+        weak = []
         for d in range(n):
-            self._compare(module, res.outputs[d], per_rank(wants, module.outputs, d),
-                          per_rank(spreads, module.outputs, d), "rank %d " % d)
+            weak += self._compare(module, res.outputs[d], per_rank(wants, module.outputs, d),
+                                  per_rank(spreads, module.outputs, d), "rank %d " % d)
         s = res.summary()
-        ctx.metrics["bir_sim"] = "passed"
+        self._passed(ctx, weak)
         ctx.metrics["birsim_estimated_time_s"] = float(res.total_s)
         ctx.metrics["birsim_ranks"] = n
         ctx.metrics["birsim_collective_share"] = max(s["collective_share"])
@@ -235,8 +254,21 @@ class BirSim(WalrusPass):
                  "up to %.1f%% of it)", n, len(wants), res.total_s * 1e6, 100 * max(s["collective_share"]))
         return False
 
+    @staticmethod
+    def _passed(ctx, weak):
+        """Record the outcome: 'passed', or 'weak: ...' (matched, but the goldens prove little)."""
+        if weak:
+            ctx.metrics["bir_sim"] = "weak: " + "; ".join(weak[:3]) + ("; ..." if len(weak) > 3 else "")
+            log.warning("bir_sim: the outputs match, but the check is weak: %s", "; ".join(weak))
+        else:
+            ctx.metrics["bir_sim"] = "passed"
+
     def _compare(self, module, outputs, wants, spreads, who):
+        weak = []
         for i, (got, want, name) in enumerate(zip(outputs, wants, module.outputs)):
+            w = weak_reason(want, spreads[i])
+            if w:
+                weak.append("%soutput%d '%s' %s" % (who, i, name, w))
             ill = ill_conditioned(want, spreads[i])
             spread = spreads[i]
             if ill:
@@ -250,3 +282,4 @@ class BirSim(WalrusPass):
                 if ill:
                     msg += "; the output is ill-conditioned at these inputs (spread up to %.6g)" % ill[0]
                 raise errors.NumericalMismatchError("bir_sim: " + msg)
+        return weak
