@@ -53,7 +53,9 @@ class _BufferPool:
     def __init__(self):
         self.free = {}
         self.nbytes = 0
-        self.lock = threading.Lock()
+        # Re-entrant: give() runs from a weakref finalizer, which the garbage collector
+        # may fire inside take() on the same thread (a plain Lock deadlocked there).
+        self.lock = threading.RLock()
 
     def take(self, n):
         if n < self.MIN:
