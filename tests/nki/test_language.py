@@ -321,3 +321,28 @@ def test_partition_start_moved_by_an_iterator_unrolls_that_loop():
     tk = nki.jit(k).trace(a)
     assert not any(n.kind == "loop" and n.trip_count > 1 for n in tk.module.walk())
     np.testing.assert_array_equal(nki.simulate_kernel(k, a), a.reshape(128, 16))
+
+
+def test_if_on_a_loop_iterator_guards_its_block():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            nl.store(out[i], nl.load(a[i]))
+            if i >= 2:
+                t = nl.load(a[i])
+                nl.store(out[i], nl.multiply(t, 10.0))
+        return out
+    a = rand(4, 8, 8)
+    ref = a.copy()
+    ref[2:] *= np.float32(10.0)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), ref)
+
+    def k2(a):
+        for i in nl.affine_range(4):
+            if i >= 2:
+                pass
+            else:
+                pass
+    from neuronxcc.nki import errors as E
+    with pytest.raises(E.err_dynamic_control_flow_not_supported):
+        nki.simulate_kernel(k2, a)

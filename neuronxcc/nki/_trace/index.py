@@ -275,6 +275,11 @@ class Pred:
                 "Control-flow depending on `nl.arange` or `nl.mgrid` is not supported")
         if all(e.is_const() for e, _ in self.atoms):
             return all(_holds(int(e), op) for e, op in self.atoms)
+        from neuronxcc.nki._trace.context import current_or_none
+        ctx = current_or_none()
+        if ctx is not None and not any(v.startswith("r_nki") for e, _ in self.atoms for v in e.free_vars()):
+            from neuronxcc.nki._trace.guards import add_guard
+            return add_guard(ctx, self)
         raise E.err_dynamic_control_flow_not_supported(
             "control flow cannot depend on a loop iterator inside affine_range/sequential_range "
             "(use static_range, or a mask)")

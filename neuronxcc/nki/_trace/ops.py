@@ -90,6 +90,12 @@ def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
     if regs:
         from neuronxcc.nki._trace.registers import load_registers
         load_registers(ctx, engine, list(dsts) + list(srcs))
+    if getattr(ctx, "guards", None):
+        from neuronxcc.nki._trace.guards import active_guard_atoms
+        from neuronxcc.nki._trace.index import Pred as _P
+        extra = active_guard_atoms(ctx)
+        if extra:
+            mask = _P(extra) if mask is None else mask & _P(extra)
     for s in srcs:
         s.buf.uses += 1
         s.buf.read = True
