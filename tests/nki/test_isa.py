@@ -299,3 +299,9 @@ def test_iota_and_affine_select_with_loop_iterators():
     i, p, j = np.mgrid[0:4, 0:64, 0:8]
     np.testing.assert_array_equal(o1, p + 10 * j + 1000 * i)
     np.testing.assert_array_equal(o2, np.where(np.tril(np.ones((64, 64), bool)), a, np.float32(-9.0)))
+
+
+def test_opcode_codes_are_unique():
+    from neuronxcc.starfish.birpy.opcodes import _TABLE
+    codes = [o.code for o in _TABLE]
+    assert len(codes) == len(set(codes))
