@@ -38,9 +38,9 @@ class NkiError(CompilerError):
 
 
 class NkiNotImplementedError(NotBuiltYetError):
-    """A public NKI name whose implementation is not built yet (never a silent wrong result)."""
-
-    code = "NCC_INBY001"
+    """A public NKI name whose implementation is not built yet (never a silent wrong result).
+    Its code (NCC_INBY001) is NotBuiltYetError's, inherited, so a tool's [NCC_INBY001] line still maps to
+    NotBuiltYetError (driver.Job picks the class that defines the code)."""
 
     def __init__(self, api, why=""):
         loc = kernel_location()
