@@ -151,6 +151,32 @@ def source_location(metadata):
     return "%s:%d" % (fname, line) if line else fname
 
 
+def location(instruction, computation=None, source=None):
+    """The one location format of the messages that name an op: ``instruction NAME[ in
+    computation COMP][ at FILE:LINE]``. ``source`` is ``file:line`` text or HLO metadata."""
+    s = "instruction %s" % instruction
+    if computation:
+        s += " in computation %s" % computation
+    src = source if isinstance(source, str) else source_location(source)
+    if src:
+        s += " at %s" % src
+    return s
+
+
+def unsupported(op, where="", why=None, hint=None, cls=None, prefix="Unsupported operator"):
+    """The one "cannot lower / unsupported" error (returned, not raised):
+    ``PREFIX 'OP' (WHERE): WHY; HINT``, WHERE from ``location``; ``cls`` defaults to
+    UnsupportedOperatorError (NCC_EVRF001)."""
+    msg = "%s '%s'" % (prefix, op)
+    if where:
+        msg += " (%s)" % where
+    if why:
+        msg += ": %s" % why
+    if hint:
+        msg += "; %s" % hint
+    return (cls or UnsupportedOperatorError)(msg)
+
+
 class CustomOpError(CompilerError):
     """Custom-op staging/registry errors: library version conflicts, the
     FunctionId cap, functions bound to an unregistered library, a missing

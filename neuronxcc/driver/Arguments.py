@@ -1,9 +1,10 @@
 """Argument definitions and argv handling shared by the driver and its commands.
 
 Owns:
-  * ``InterceptingArgumentParser``: argparse that raises ``InvalidArgumentError``
-    (one NCC_ line, exit 70) instead of printing usage and exiting 2, and that
-    can hide internal flags from ``--help`` (shown by ``--help-hidden``);
+  * ``InterceptingArgumentParser``: the tool shell's parser
+    (``neuronxcc.common.toolshell.ToolParser``: ``InvalidArgumentError``, one NCC_
+    line, exit 70, instead of printing usage and exiting 2) that can also hide
+    internal flags from ``--help`` (shown by ``--help-hidden``);
   * ``splitArgv``: splits a command's argv into positionals, known options and
     unknown options *before* argparse sees it, so that argument order never
     matters (the input may come before or after the flags, ``--pipeline`` may
@@ -20,23 +21,20 @@ import argparse
 import os
 import re
 
-from neuronxcc.errors import InvalidArgumentError
+from neuronxcc.common.toolshell import ToolParser
 
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _NEGNUM = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
-class InterceptingArgumentParser(argparse.ArgumentParser):
-    """argparse that reports errors as InvalidArgumentError and hides internal flags."""
+class InterceptingArgumentParser(ToolParser):
+    """The tool parser (errors are InvalidArgumentError) that hides internal flags."""
 
     def __init__(self, *a, show_hidden=False, **kw):
         kw.setdefault("allow_abbrev", False)
         super().__init__(*a, **kw)
         self.show_hidden = show_hidden
         self.hidden_dests = set()
-
-    def error(self, message):
-        raise InvalidArgumentError("%s: %s" % (self.prog, message))
 
     def add_hidden(self, *names, **kw):
         """An internal flag: parsed like any other, listed only by --help-hidden."""

@@ -17,7 +17,8 @@ normal, signed ints in [-8, 8), unsigned in [0, 16), pred fair coins, and
 parameters that feed gather/scatter/dynamic-slice indices in range for every
 dimension they index; a parameter a model directory binds to one of its
 weights takes that weight. A program whose tensors total more than the size
-budget is skipped: one log line, exit 0, no output file. A program whose
+budget is skipped: one line on stderr saying so, exit 3 (``EXIT_SKIPPED``: no
+goldens, which the caller must not take for success), no output file. A program whose
 while loops together run more than ``--max-while-trips`` trips (a loop that
 never ends on these inputs would otherwise hang the compile) fails with
 EvaluationLimitError naming the loop.
@@ -33,34 +34,33 @@ without it (every rank gets the same array); random inputs are seeded per rank.
 Arrays of types numpy lacks (bf16, f8) are stored by ``np.savez`` as raw bits
 (void dtype); ``read_npz(path, module)`` gives them back typed.
 
-Exit status: 0, or 70 with one ``[NCC_...]`` line on stderr for bad input.
+Exit status: 0; 3 when the size budget skipped the program; 70 with one
+``[NCC_...]`` line on stderr for bad input (bad flags; a missing, empty,
+truncated or non-npz inputs file; a missing input) and nothing written.
 """
-import argparse
 import logging
 import os
 import sys
 
 import numpy as np
 
-from neuronxcc.errors import (CompilerError, CompilerInvalidInputException, HloVerifyError, InputFileError,
-                              InternalCompilerError, TensorTooLargeError)
+from neuronxcc.common import toolshell
+from neuronxcc.errors import HloVerifyError, InputFileError, TensorTooLargeError
 
 log = logging.getLogger("neuronxcc.hlo.infergoldens")
 
+PROG = "xla_infergoldens"
 DEFAULT_SIZE_BUDGET = 512 * 1000 * 1000   # bytes of all tensors of one program
+# Exit status of a run the size budget skipped: not a success (no goldens), not an error either.
+EXIT_SKIPPED = 3
 DEFAULT_MAX_WHILE_TRIPS = 1000 * 1000     # all while-loop trips of one evaluation (~30 us each)
 
 _PASS_THROUGH = {"convert", "reshape", "broadcast", "bitcast", "copy", "transpose", "slice", "concatenate",
                  "reverse", "optimization-barrier"}
 
 
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise CompilerInvalidInputException("xla_infergoldens: %s" % message)
-
-
 def _parser():
-    p = _ArgParser(prog="xla_infergoldens",
+    p = toolshell.ToolParser(prog=PROG,
                    description="Compute golden inputs/outputs of an HLO program with the reference interpreter.")
     p.add_argument("model", metavar="MODEL", help="HLO module: HloModuleProto, HloProto, HLO text or model directory")
     p.add_argument("--output", required=True, metavar="OUT.npz", help="where to write input{i}/output{i}")
@@ -81,26 +81,8 @@ def _parser():
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    try:
-        return _run(_parser().parse_args(argv))
-    except CompilerError as e:
-        log.debug("xla_infergoldens failed", exc_info=True)
-        sys.stderr.write(e.one_line() + "\n")
-        return 70
-    except MemoryError:
-        log.debug("xla_infergoldens failed", exc_info=True)
-        sys.stderr.write("[NCC_EOOM001] xla_infergoldens: out of memory evaluating the program\n")
-        return 70
-    except SystemExit as e:     # --help
-        return e.code if isinstance(e.code, int) else 0
-    except Exception as e:      # a bug: one line on the console, the traceback in the log
-        log.debug("xla_infergoldens failed", exc_info=True)
-        err = InternalCompilerError("xla_infergoldens: %s: %s" % (type(e).__name__, e))
-        sys.stderr.write(err.one_line() + "\n")
-        return 70
+    toolshell.console_logging(sys.stdout)
+    return toolshell.run_main(PROG, lambda a: _run(_parser().parse_args(a)), argv, log, prefix=False)
 
 
 def _run(args):
@@ -121,11 +103,12 @@ def _run_cast(args):
     module = load_module(args.model)
     total = program_bytes(module)
     if total > args.size_budget:
-        log.info("xla_infergoldens: skipping goldens for %s: its tensors total %d bytes, over the size budget "
-                 "of %d bytes (--size-budget)", module.name, total, args.size_budget)
         if os.path.exists(args.output):
             os.remove(args.output)
-        return 0
+        sys.stderr.write("xla_infergoldens: skipped: no goldens for %s: its tensors total %d bytes, over the size "
+                         "budget of %d bytes (--size-budget); nothing written to %s (exit %d)\n"
+                         % (module.name, total, args.size_budget, args.output, EXIT_SKIPPED))
+        return EXIT_SKIPPED
     for s in parameter_leaves(module):
         if s.nbytes() > DEFAULT_MAX_TENSOR_BYTES:
             raise TensorTooLargeError("xla_infergoldens: parameter of shape %s needs %d bytes, more than the %d "
@@ -211,12 +194,9 @@ def read_inputs(path, module, ranks=None):
     """input{i} of IN.npz typed; with RANKS, each with a leading rank axis (added when absent)."""
     shapes = parameter_leaves(module)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise InputFileError("xla_infergoldens: inputs file %s does not exist" % path) from None
-    except Exception as e:
-        raise InputFileError("xla_infergoldens: cannot read inputs file %s: %s" % (path, e)) from None
+        arrays = toolshell.load_npz(path, "inputs file")
+    except InputFileError as e:
+        raise toolshell.named(e, PROG) from None
     inputs = []
     for i, s in enumerate(shapes):
         key = "input%d" % i
@@ -307,15 +287,11 @@ def write_npz(path, inputs, outputs, spreads=None, extra=None):
     d.update(("output%d" % i, np.asarray(a, order="C")) for i, a in enumerate(outputs))  # keeps rank 0
     d.update(("spread%d" % i, np.asarray(a)) for i, a in (spreads or {}).items())
     d.update(extra or {})
-    tmp = path + ".tmp%d" % os.getpid()
     try:
-        with open(tmp, "wb") as f:
+        with toolshell.atomic_output(path, suffix=".npz") as tmp, open(tmp, "wb") as f:
             np.savez(f, **d)
-        os.replace(tmp, path)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise InputFileError("xla_infergoldens: cannot write %s: %s" % (path, e.strerror or e)) from None
+    except InputFileError as e:
+        raise toolshell.named(e, PROG) from None
 
 
 # --- random inputs ----------------------------------------------------------------

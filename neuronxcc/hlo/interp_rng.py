@@ -26,7 +26,7 @@ is (s0, s1 + blocks).
 """
 import numpy as np
 
-from neuronxcc.errors import HloVerifyError, UnsupportedOperatorError
+from neuronxcc.errors import HloVerifyError, location, unsupported
 from neuronxcc.hlo.interp_attrs import str_attr
 from neuronxcc.hlo.interp_base import dims_of, dtype_of, handler
 
@@ -142,9 +142,8 @@ def threefry_bits(state, dtype, dims):
 def h_rng_bit_generator(ev, inst, args):
     alg = str_attr(inst, "algorithm", "rng_default")
     if alg not in PHILOX_ALGORITHMS + THREEFRY_ALGORITHMS:
-        raise UnsupportedOperatorError(
-            "rng-bit-generator with algorithm=%s is not supported (instruction %s); supported: %s"
-            % (alg, inst.name, ", ".join(PHILOX_ALGORITHMS + THREEFRY_ALGORITHMS)))
+        raise unsupported("rng-bit-generator", location(inst.name, source=getattr(inst, "metadata", None)),
+                          why="algorithm=%s (supported: %s)" % (alg, ", ".join(PHILOX_ALGORITHMS + THREEFRY_ALGORITHMS)))
     state_shape, data_shape = inst.shape.tuple_shapes
     dt = dtype_of(data_shape)
     if dt.kind not in "iu":

@@ -11,11 +11,11 @@ longer calls are dropped; the module name, frontend attributes and
 input/output aliasing are kept. ``wrap_neff`` is the library form.
 """
 import logging
-import sys
 
 from neuronxcc.errors import InputFileError
 from neuronxcc.hlo.model import HloComputation, HloInstruction, HloModule
-from neuronxcc.hlo import module_to_proto_bytes, toolmain
+from neuronxcc.common import toolshell
+from neuronxcc.hlo import module_to_proto_bytes
 
 log = logging.getLogger("neuronxcc.hlo.neff_wrapper")
 
@@ -53,7 +53,7 @@ def wrap_neff(module, neff_bytes):
 
 
 def _parser():
-    p = toolmain.ArgParser(prog="hlo-neff-wrapper",
+    p = toolshell.ToolParser(prog="hlo-neff-wrapper",
                            description="Wrap a compiled NEFF into the HLO module as one AwsNeuronNeff custom-call.")
     p.add_argument("model", metavar="MODEL", help="the HLO module the NEFF was compiled from (any form)")
     p.add_argument("--neff", required=True, help="the compiled NEFF")
@@ -67,12 +67,12 @@ def _body(argv):
     module = load_module(args.model)
     neff = read_input_bytes(args.neff)
     wrapped = wrap_neff(module, neff)
-    toolmain.write_atomic(args.output, module_to_proto_bytes(wrapped))
+    toolshell.atomic_write(args.output, module_to_proto_bytes(wrapped))
     log.info("hlo-neff-wrapper: wrapped %d NEFF bytes for %d inputs into %s", len(neff),
              len(wrapped.entry.parameters), args.output)
     return 0
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    return toolmain.run("hlo-neff-wrapper", _body, argv, log)
+    toolshell.console_logging()
+    return toolshell.run_main("hlo-neff-wrapper", _body, argv, log, prefix=False)

@@ -18,7 +18,7 @@ checks it).
 """
 import collections
 
-from neuronxcc.errors import UnsupportedOperatorError, UnknownCustomCallError, source_location
+from neuronxcc.errors import UnknownCustomCallError, location, unsupported
 
 Op = collections.namedtuple("Op", "opcode category handler")
 
@@ -222,19 +222,13 @@ def _custom_call_target(inst):
 
 def unsupported_error(inst, computation=None):
     """The ``UnsupportedOperatorError`` for instruction ``inst`` (not raised)."""
-    opcode = inst.opcode
-    where = source_location(getattr(inst, "metadata", None))
-    cname = getattr(computation, "name", None)
-    inst_desc = "instruction %s" % inst.name + (" in computation %s" % cname if cname else "")
-    loc = " at %s" % where if where else ""
-    if opcode == "custom-call":
-        tgt = _custom_call_target(inst)
-        return UnknownCustomCallError(
-            "Unsupported custom-call target %r (%s)%s; supported targets: %s"
-            % (tgt, inst_desc, loc, ", ".join(CUSTOM_CALL_TARGETS)))
-    return UnsupportedOperatorError(
-        "Unsupported operator %s (%s)%s; run 'neuronx-cc list-operators --framework XLA' "
-        "for the supported operators" % (opcode, inst_desc, loc))
+    where = location(inst.name, getattr(computation, "name", None), getattr(inst, "metadata", None))
+    if inst.opcode == "custom-call":
+        return unsupported(_custom_call_target(inst), where, hint="supported targets: %s"
+                           % ", ".join(CUSTOM_CALL_TARGETS), cls=UnknownCustomCallError,
+                           prefix="Unsupported custom-call target")
+    return unsupported(inst.opcode, where,
+                       hint="run 'neuronx-cc list-operators --framework XLA' for the supported operators")
 
 
 def check_supported(module):
@@ -252,11 +246,9 @@ def check_supported(module):
                 raise unsupported_error(inst, comp)
             if inst.opcode == "rng-bit-generator" and \
                     (inst.attrs or {}).get("algorithm", "rng_default") not in RNG_ALGORITHMS:
-                err = unsupported_error(inst, comp)
-                err.message = err.message.replace("Unsupported operator rng-bit-generator",
-                                                  "Unsupported operator rng-bit-generator with algorithm=%s"
-                                                  % inst.attrs.get("algorithm"))
-                raise err
+                raise unsupported("rng-bit-generator", location(inst.name, comp.name, inst.metadata),
+                                  why="algorithm=%s (supported: %s)" % (inst.attrs.get("algorithm"),
+                                                                       ", ".join(RNG_ALGORITHMS)))
 
 
 def module_computations(module):

@@ -13,14 +13,15 @@ list of known ones.
 import logging
 import sys
 
-from neuronxcc.errors import HloParseError
-from neuronxcc.hlo import module_to_proto_bytes, module_to_text, toolmain
+from neuronxcc.common import toolshell
+from neuronxcc.errors import CompilerInvalidInputException, HloParseError
+from neuronxcc.hlo import module_to_proto_bytes, module_to_text
 
 log = logging.getLogger("neuronxcc.hlo.opt")
 
 
 def _parser():
-    p = toolmain.ArgParser(prog="hlo-opt", description="Run HLO passes over an HLO module.")
+    p = toolshell.ToolParser(prog="hlo-opt", description="Run HLO passes over an HLO module.")
     p.add_argument("input_pos", nargs="?", metavar="INPUT", help="the input module (same as --input)")
     p.add_argument("--input", help="the input module: HloModuleProto, HloProto, HLO text or model directory")
     p.add_argument("--output", help="where to write the result (default: stdout for text)")
@@ -41,7 +42,7 @@ def _body(argv):
         return 0
     src = args.input or args.input_pos
     if not src:
-        raise toolmain.CompilerInvalidInputException("hlo-opt: --input is required")
+        raise CompilerInvalidInputException("hlo-opt: --input is required")
     pipeline = passes.make_pipeline(args.passes.split(",")) if args.passes else []
     import os
     if args.input_type and not os.path.isdir(src):
@@ -57,15 +58,15 @@ def _body(argv):
     else:
         data = module_to_proto_bytes(module)
     if args.output:
-        toolmain.write_atomic(args.output, data)
+        toolshell.atomic_write(args.output, data)
     elif args.output_type == "text":
         sys.stdout.write(data.decode("utf-8"))
     else:
-        raise toolmain.CompilerInvalidInputException("hlo-opt: --output is required for proto output")
+        raise CompilerInvalidInputException("hlo-opt: --output is required for proto output")
     log.info("hlo-opt: ran %d passes (%s changed the module)", len(pipeline), ", ".join(changed) or "none")
     return 0
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    return toolmain.run("hlo-opt", _body, argv, log)
+    toolshell.console_logging()
+    return toolshell.run_main("hlo-opt", _body, argv, log, prefix=False)

@@ -99,37 +99,12 @@ def replace_uses(comp, old, new):
         comp.root = new
 
 
-def reorder(comp):
-    """Restore operands-before-users order after rewrites."""
-    seen, order = set(), []
-    pos = {i: k for k, i in enumerate(comp.instructions)}
-    for start in comp.instructions:
-        if start in seen:
-            continue
-        stack = [(start, 0)]
-        while stack:
-            cur, k = stack.pop()
-            if k == 0:
-                if cur in seen:
-                    continue
-            deps = sorted(set(cur.operands) | set(cur.control_predecessors), key=lambda x: pos.get(x, -1))
-            if k < len(deps):
-                stack.append((cur, k + 1))
-                if deps[k] not in seen:
-                    stack.append((deps[k], 0))
-            elif cur not in seen:
-                seen.add(cur)
-                order.append(cur)
-    comp.instructions = order
-
-
 def _attr_key(v):
     if hasattr(v, "instructions") and hasattr(v, "root"):
         return ("computation", id(v))
     if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
         return tuple(_attr_key(x) for x in v)
     return v
-
 
 
 def scalar_constant_value(instr):

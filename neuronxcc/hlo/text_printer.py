@@ -12,9 +12,6 @@ import numpy as np
 
 from neuronxcc.hlo.model import default_compare_type
 
-_EMPTY = ((), [], None)
-
-
 def c_escape(s):
     """C-escape a str (surrogateescape'd bytes allowed) for a double-quoted HLO string."""
     b = s.encode("utf-8", "surrogateescape") if isinstance(s, str) else bytes(s)
@@ -59,14 +56,6 @@ def _float_text(x, et):
     if s.endswith(".0"):
         s = s[:-2]
     return s
-
-
-def _scalar_text(v, et):
-    if et == "pred":
-        return "true" if bool(v) else "false"
-    if et[0] in "su" and et not in ("f8e4m3fnuz",):
-        return str(int(v))
-    return _float_text(v, et)
 
 
 _NAN_PAYLOAD_BITS = {"f64": 52, "f32": 23, "f16": 10, "bf16": 7, "f8e5m2": 2}

@@ -225,4 +225,10 @@ def read_neff(path, verify_hash=True):
             data = f.read()
     except OSError as e:
         raise NeffFormatError("Cannot read NEFF %s: %s" % (path, e.strerror or e))
-    return read_neff_bytes(data, path=os.fspath(path), verify_hash=verify_hash)
+    try:
+        return read_neff_bytes(data, path=os.fspath(path), verify_hash=verify_hash)
+    except NeffFormatError as e:        # name the file the user gave
+        if os.fspath(path) not in e.message:
+            e.message = "%s: %s" % (os.fspath(path), e.message)
+            e.args = (e.message,)
+        raise

@@ -35,10 +35,10 @@ import io
 import json
 import os
 import re
-import tempfile
 
 import numpy as np
 
+from neuronxcc.common import toolshell
 from neuronxcc.errors import CustomOpError
 from neuronxcc.neff import customop
 from neuronxcc.neff.container import content_uuid, make_tar, pack_neff
@@ -309,25 +309,8 @@ def write_neff_members(output, members, name, fast_loading=False, feature_bits=0
 
 
 def atomic_write(path, data):
-    """Write ``data`` to a temp file next to ``path`` and rename it over ``path``."""
-    path = os.path.abspath(os.fspath(path))
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``data`` to a temp file next to ``path``, flushed to disk, and rename it over ``path``."""
+    toolshell.atomic_write(path, data, fsync=True)
 
 
 def write_neff(output, module, name=None, fast_loading=False, io_transposes=None, custom_op_libs=None,

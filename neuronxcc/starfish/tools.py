@@ -23,25 +23,13 @@ TOOLS = {
     "birsim": ("neuronxcc.starfish.birsim.tool", "main"),
 }
 
-# Tools of the inventory that this package does not ship (the Backend and
-# Watchpoint jobs name them; resolving them fails with "Could not find").
-NOT_SHIPPED = ("nn_executor", "kgraph2dot", "watchpoint_insert")
-
-
 def run_tool(name, argv):
     try:
         modname, fn = TOOLS[name]
     except KeyError:
-        sys.stderr.write("unknown tool %r; known: %s\n" % (name, ", ".join(sorted(TOOLS))))
-        return 2
-    try:
-        mod = importlib.import_module(modname)
-    except ModuleNotFoundError as e:
-        if e.name and (modname == e.name or modname.startswith(e.name + ".")):
-            sys.stderr.write("[INTERNAL_ERROR] [NCC_INBY001] %s: %s is not built yet\n" % (name, modname))
-            return 70
-        raise
-    return getattr(mod, fn)(list(argv))
+        sys.stderr.write("[NCC_EARG002] unknown tool %r; known: %s\n" % (name, ", ".join(sorted(TOOLS))))
+        return 70
+    return getattr(importlib.import_module(modname), fn)(list(argv))
 
 
 def _entry(name):
@@ -66,8 +54,8 @@ birsim_main = _entry("birsim")
 def launcher_main():
     """``starfish/launch.sh`` and ``python -m neuronxcc.starfish.tools``: argv is [prog, TOOL, ARGS...]."""
     if len(sys.argv) < 2:
-        sys.stderr.write("usage: python -m neuronxcc.starfish.tools TOOL [ARGS...]\n")
-        sys.exit(2)
+        sys.stderr.write("[NCC_EARG002] usage: python -m neuronxcc.starfish.tools TOOL [ARGS...]\n")
+        sys.exit(70)
     sys.argv = [sys.argv[1]] + sys.argv[2:]
     sys.exit(run_tool(sys.argv[0], sys.argv[1:]))
 

@@ -12,14 +12,7 @@ not a well-formed BIR module) is a ``BirFormatError`` (NCC_EBIR001, an
 import json
 
 from neuronxcc import errors
-
-
-def birpy():
-    try:
-        from neuronxcc.starfish import birpy as _b
-    except ImportError as e:
-        raise errors.NotBuiltYetError("walrus needs neuronxcc.starfish.birpy, which is not built yet (%s)" % e) from e
-    return _b
+from neuronxcc.starfish import birpy
 
 
 def _input_error(path, e):
@@ -41,9 +34,8 @@ def _naming_file(path, e):
 
 def load_module(path):
     """The birpy Module in BIR JSON file ``path``."""
-    b = birpy()
     try:
-        return b.load(path)
+        return birpy.load(path)
     except errors.CompilerError as e:
         raise _naming_file(path, e)
     except Exception as e:
@@ -52,11 +44,10 @@ def load_module(path):
 
 def read_module_json(path):
     """(JSON dict, birpy Module with ids) of BIR JSON file ``path``; the dict is checked to load."""
-    b = birpy()
     try:
         with open(path) as f:
             obj = json.load(f)
-        m = b.from_json(obj)
+        m = birpy.from_json(obj)
         m.ensure_ids()
     except errors.CompilerError as e:
         raise _naming_file(path, e)
@@ -70,11 +61,13 @@ def _output_error(path, e):
 
 
 def save_module(module, path):
-    b = birpy()
+    """Write ``module`` to ``path`` atomically (nothing half-written on a failure)."""
+    from neuronxcc.common.toolshell import atomic_output
     try:
-        b.save(module, path)
-    except OSError as e:
-        raise _output_error(path, e) from e
+        with atomic_output(path) as tmp:
+            birpy.save(module, tmp)
+    except errors.InputFileError as e:
+        raise errors.InvalidArgumentError("cannot write BIR file '%s': %s" % (path, getattr(e, "reason", e))) from e
 
 
 def save_module_json(obj, path):

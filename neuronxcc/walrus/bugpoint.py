@@ -31,7 +31,8 @@ import sys
 import tempfile
 
 from neuronxcc import errors
-from neuronxcc.walrus.cli import ToolParser, get_target, run_main
+from neuronxcc.common.toolshell import ToolParser, run_main
+from neuronxcc.walrus.cli import get_target
 
 PROG = "walrus_bugpoint_driver"
 

@@ -32,7 +32,7 @@ and iteration F (flattened over that loop and its enclosing loops) uses copy
 F mod K, so two of its accesses conflict only at distances that are
 multiples of K: the distance is K.
 """
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import pattern_extent
 
 DMAX = 4
@@ -54,7 +54,6 @@ class _Instance:
 
     def __init__(self, prog, site, ap, c, tvar, shift, rename_outer, suffix, physical):
         pel = _pel()
-        B = birpy()
         self.isz = B.dtypes.itemsize(ap.dtype)
         self.ext = pattern_extent(ap)
         ml = prog.memlocs.get(ap.target)

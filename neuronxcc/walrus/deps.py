@@ -57,7 +57,7 @@ that value is reached without b's stream making progress (no deadlock).
 """
 import numpy as np
 
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program, tensor_bytes, operands
 
 
@@ -66,7 +66,7 @@ def _dma_queue_default(opcode):
     opcode the BIR table runs on a DMA queue), None for the others."""
     q = _DMA_QUEUE.get(opcode, _DMA_QUEUE)
     if q is _DMA_QUEUE:
-        info = birpy().opcodes.OPCODES.get(opcode)
+        info = B.opcodes.OPCODES.get(opcode)
         q = info.attrs.get("queue", "q0") if info is not None and info.kind == "dma" else None
         _DMA_QUEUE[opcode] = q
     return q
@@ -577,7 +577,6 @@ def insert_cond_guards(module):
     as reading that register, makes the engine wait for the register_load
     that set it and makes the next register_load of it wait for the engine's
     read. Returns the number of nops inserted."""
-    B = birpy()
     n = [0]
 
     def walk(body):
@@ -627,7 +626,6 @@ def balance_ifs(module, signalling):
     whichever branch runs; a queue's nop first waits for the queue's earlier
     signals, see ``materialize``). Returns the number of nops added.
     """
-    B = birpy()
     engine_of = {}
     for ins in _instructions(module.body):
         engine_of.setdefault(stream_of(ins), ins.engine)
@@ -673,7 +671,6 @@ def insert_counters(module):
     engine thus takes part in every While. Returns the number of regions
     counted.
     """
-    B = birpy()
     module.ensure_ids()
     prog = Program(module)
     regions = [li for li in prog.loops if li.kind == "while" and li.last is not None and li.last >= li.first]

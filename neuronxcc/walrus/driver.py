@@ -17,7 +17,8 @@ import sys
 import traceback
 
 from neuronxcc import errors
-from neuronxcc.walrus.cli import ToolParser, get_target, internal
+from neuronxcc.common.toolshell import ToolParser, atomic_output, run_main
+from neuronxcc.walrus.cli import get_target
 
 PROG = "walrus_driver"
 log = logging.getLogger("neuronxcc.walrus")
@@ -106,15 +107,12 @@ def run(args):
     save_module(module, args.output)
     if args.metrics:
         ctx.metrics.setdefault("pass_timings_s", {n: round(t, 6) for n, t, _ in ctx.timings})
-        tmp = args.metrics + ".tmp"
-        with open(tmp, "w") as f:
+        with atomic_output(args.metrics) as tmp, open(tmp, "w") as f:
             json.dump(ctx.metrics, f, indent=1, sort_keys=True)
-        os.replace(tmp, args.metrics)
     return ctx
 
 
-def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _main(argv):
     handlers = []
     try:
         args = _parser().parse_args(argv)
@@ -129,17 +127,21 @@ def main(argv=None):
         run(args)
         return 0
     except errors.CompilerError as e:
-        log.error("%s\n%s", e.one_line(), traceback.format_exc())
-        sys.stderr.write(e.one_line() + "\n")
-        return 70
-    except Exception as e:  # a compiler bug: one line on the console, traceback in the log
-        log.error("internal error\n%s", traceback.format_exc())
-        sys.stderr.write(internal(e, PROG).one_line() + "\n")
-        return 70
+        if handlers:
+            log.error("%s\n%s", e.one_line(), traceback.format_exc())
+        raise
+    except Exception:  # a compiler bug: the traceback in the log, one line on the console
+        if handlers:
+            log.error("internal error\n%s", traceback.format_exc())
+        raise
     finally:
         for h in handlers:
             log.removeHandler(h)
             h.close()
+
+
+def main(argv=None):
+    return run_main(PROG, _main, argv, log, prefix=False)
 
 
 if __name__ == "__main__":

@@ -76,8 +76,8 @@ def _covers_whole(prog, v, ap, site, loop):
     dense = 1
     for step, num in ap.pattern:
         dense *= max(int(num), 0)
-    from neuronxcc.walrus.bir import birpy
-    isz = birpy().dtypes.itemsize(ap.dtype)
+    from neuronxcc.starfish import birpy as B
+    isz = B.dtypes.itemsize(ap.dtype)
     trips = 1
     for li in inner:
         trips *= li.trip or 0

@@ -15,7 +15,7 @@ branches) run a number of times known only at run time; an operand
 whose offset cannot be bounded (registers, unknown loops) touches its whole
 memory location or tensor.
 """
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 
 HBM = "HBM"
 DYNAMIC = ("while", "then", "else")
@@ -87,7 +87,6 @@ class Program:
         self._walk(module.body, (), 0, None)
 
     def _walk(self, body, loops, depth, parent):
-        B = birpy()
         for idx, node in enumerate(body):
             if isinstance(node, B.Instruction):
                 self.sites.append(Site(len(self.sites), node, body, idx, loops))
@@ -154,7 +153,6 @@ class Program:
         ``fixed`` are left symbolic... except that bounds need numbers, so the
         box is then computed per value and callers should not pass ``fixed``.
         """
-        B = birpy()
         isz = B.dtypes.itemsize(ap.dtype)
         ranges = self.var_ranges(loops)
         lo, hi = _elem_range(ap, ranges)
@@ -230,7 +228,6 @@ def pattern_extent(ap):
 
 
 def tensor_bytes(t):
-    B = birpy()
     n = 1
     for d in t.shape:
         n *= int(d)
@@ -266,7 +263,6 @@ def operands(instr):
 
 def iter_instructions(body):
     """All Instruction objects under ``body``, in program order."""
-    B = birpy()
     for node in body:
         if isinstance(node, B.Instruction):
             yield node

@@ -9,7 +9,8 @@
 Both read and write BIR JSON; any error (bad flags, a missing or corrupt input)
 is one ``[NCC_...] <tool>: ...`` line on stderr and exit 70.
 """
-from neuronxcc.walrus.cli import ToolParser, get_target, run_main
+from neuronxcc.common.toolshell import ToolParser, run_main
+from neuronxcc.walrus.cli import get_target
 
 COLORING = "coloring_allocator_with_loop"
 FULL_UNROLL = "full_unroll"

@@ -6,9 +6,6 @@ tolerances, exact for integers and bool).
 Programs the Penguin backend cannot lower yet must fail the compile cleanly:
 exit 70 and one ``[NCC_...]`` line naming the op and the HLO instruction.
 """
-import os
-
-import numpy as np
 import pytest
 
 from neuronxcc.common.tolerances import assert_close

@@ -83,8 +83,9 @@ def test_over_budget_is_skipped(tmp_path):
     out = tmp_path / "g.npz"
     out.write_bytes(b"stale")
     r = run_tool("xla_infergoldens", [model, "--output", str(out), "--size-budget", "1000"])
-    assert r.returncode == 0, r.stderr
-    assert "skipping" in (r.stdout + r.stderr) and "size budget" in (r.stdout + r.stderr)
+    assert r.returncode == 3, r.stderr           # EXIT_SKIPPED: no goldens, and not a success
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "skipped" in lines[0] and "size budget" in lines[0] and str(out) in lines[0], lines
     assert not out.exists()
 
 

@@ -78,7 +78,7 @@ def test_tool_through_launcher(tmp_path):
 
 @pytest.mark.parametrize("setup,code", [
     ("missing_neff", "NCC_EINP001"), ("empty_neff", "NCC_EINP001"), ("bad_model", "NCC_EHLO001"),
-    ("no_args", "NCC_EARG001"),
+    ("no_args", "NCC_EARG002"),
 ])
 def test_errors_are_one_line(tmp_path, capsys, setup, code):
     (tmp_path / "m.hlo").write_text(TORCH_XLA_STYLE)

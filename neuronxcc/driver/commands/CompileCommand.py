@@ -312,10 +312,8 @@ class CompileCommand(CommandInterface):
     # -- running -----------------------------------------------------------------------
     def stageInput(self, state):
         """Write the input as ``model.hlo_module.pb`` (HloModuleProto bytes) into the work dir."""
-        from neuronxcc.driver.Libraries import require
 
-        load_module = require("neuronxcc.hlo", "load_module", who="compile")
-        module_to_proto_bytes = require("neuronxcc.hlo", "module_to_proto_bytes", who="compile")
+        from neuronxcc.hlo import load_module, module_to_proto_bytes
         module = load_module(state.input_path)
         checkIntegerDowncast(module, state.args)
         if getattr(state.args, "internal_num_ranks", None):
@@ -449,10 +447,9 @@ class CompileCommand(CommandInterface):
         from neuronxcc.driver.Job import Job
 
         target = Job.getAbsPath(path) if not os.path.isabs(path) else path
-        tmp = "%s.tmp-%d" % (target, os.getpid())
-        with open(tmp, "w") as f:
+        from neuronxcc.common.toolshell import atomic_output
+        with atomic_output(target) as tmp, open(tmp, "w") as f:
             json.dump(doc, f, indent=1, sort_keys=True)
-        os.replace(tmp, target)
 
     def run(self, argv, logfile=None):
         try:

@@ -19,9 +19,8 @@ class ListOperatorsCommand(CommandInterface):
         p = InterceptingArgumentParser(prog="neuronx-cc list-operators", description=self.getDescription())
         p.add_argument("--framework", type=str.upper, choices=("XLA",), default="XLA")
         p.parse_args(argv)
-        from neuronxcc.driver.Libraries import require
 
-        supported_opcodes = require("neuronxcc.hlo.ops", "supported_opcodes", who="list-operators")
+        from neuronxcc.hlo.ops import supported_opcodes
         for name in supported_opcodes():
             print(name)
         return 0

@@ -27,9 +27,8 @@ class NeffInfoCommand(CommandInterface):
             raise InputFileError("%s is a directory, not a NEFF file" % args.neff)
         if not os.path.isfile(args.neff):
             raise InputFileError("NEFF file not found: %s" % args.neff)
-        from neuronxcc.driver.Libraries import require
 
-        format_neff_info = require("neuronxcc.neff.info", "format_neff_info", who="neff-info")
+        from neuronxcc.neff.info import format_neff_info
         text = format_neff_info(args.neff)
         print(text.rstrip("\n"))
         return 0

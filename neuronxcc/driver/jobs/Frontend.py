@@ -27,10 +27,9 @@ def stageBuiltinCustomOps():
 
 class Frontend(Job):
     def runSingleInput(self, state):
-        from neuronxcc.driver.Libraries import require
 
         self.requireFile(files.PENGUIN, "HLOToTensorizer")
-        run_frontend = require("neuronxcc.starfish.penguin.frontend", "run_frontend", who="Frontend")
+        from neuronxcc.starfish.penguin.frontend import run_frontend
         libs = stageBuiltinCustomOps()
         self.log("staged %d builtin custom-op librar%s" % (len(libs), "y" if len(libs) == 1 else "ies"))
         os.makedirs(files.SG_DIR, exist_ok=True)

@@ -20,11 +20,10 @@ class Kelper(Job):
         return os.path.splitext(os.path.basename(out))[0] or "file"
 
     def runSingleInput(self, state):
-        from neuronxcc.driver.Libraries import require
 
         self.requireFile(files.WALRUS_BIR, "WalrusDriver")
-        load = require("neuronxcc.starfish.birpy", "load", who="Kelper")
-        write_neff = require("neuronxcc.neff", "write_neff", who="Kelper")
+        from neuronxcc.starfish.birpy import load
+        from neuronxcc.neff import write_neff
         module = load(files.WALRUS_BIR)
         io_transposes = None
         if os.path.isfile(files.IO_TRANSPOSES):

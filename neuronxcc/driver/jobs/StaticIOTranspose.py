@@ -8,10 +8,8 @@ from neuronxcc.driver.Job import Job
 
 class StaticIOTranspose(Job):
     def runSingleInput(self, state):
-        from neuronxcc.driver.Libraries import require
 
         self.requireFile(files.BIR, "Frontend")
-        write_io_transposes = require("neuronxcc.starfish.penguin.io_transpose", "write_io_transposes",
-                                      who="StaticIOTranspose")
+        from neuronxcc.starfish.penguin.io_transpose import write_io_transposes
         write_io_transposes(files.BIR, files.IO_TRANSPOSES)
         self.requireFile(files.IO_TRANSPOSES, "write_io_transposes")

@@ -4,18 +4,19 @@
 
 The tool runs the HLO reference interpreter on seeded inputs and writes
 ``input{i}``/``output{i}`` arrays. When the program is over the size budget it
-exits 0 and writes nothing: that is not a failure, the walrus ``bir_sim``
-check is then skipped. Any other failure fails the compile.
+writes nothing, says so and exits 3 (``infergoldens.EXIT_SKIPPED``): that is
+not a failure, the walrus ``bir_sim`` check is then skipped. Any other
+non-zero exit fails the compile; exit 0 without the file is an error too.
 
 InferGoldens is the framework-neutral name the pipeline uses when the
 framework is not XLA; both run the same tool on the staged HLO module.
 """
-import os
 
 from neuronxcc.driver import CompileState as files
 from neuronxcc.driver.Job import Job
 
 DEFAULT_GOLDEN_SIZE_BUDGET = 64 * 1024 * 1024  # bytes of inputs + outputs + intermediates
+EXIT_SKIPPED = 3    # xla_infergoldens: over the size budget, nothing written (neuronxcc.hlo.infergoldens)
 
 
 class InferGoldens(Job):
@@ -35,10 +36,14 @@ class InferGoldens(Job):
         cast = policy(state.args)
         if cast.matmult:           # the goldens follow the precision the compiled program uses
             cmd += ["--auto-cast", cast.mode, "--auto-cast-type", cast.type_flag]
-        self.shellCommand(cmd)
-        if not os.path.isfile(files.GOLDENS):
+        rc, out, err = self.shellCommand(cmd, propagate_exit=False)
+        if rc == EXIT_SKIPPED:
             self.log("xla_infergoldens wrote no %s: the program is over the golden size budget (%d bytes)"
                      % (files.GOLDENS, budget), level=20)
+            return
+        if rc != 0:
+            self.raiseForExit(rc, (out or "") + "\n" + (err or ""))
+        self.requireFile(files.GOLDENS, "xla_infergoldens")
 
 
 class XLAInferGoldens(InferGoldens):

@@ -5,8 +5,12 @@
 
 IN.npz holds ``input{i}`` in parameter order; OUT.npz gets ``output{i}`` in
 flattened result order. ``--trace`` writes Chrome trace-event JSON (one track
-per engine and DMA queue). Exit 0 on success; 70 with one ``[NCC_...]`` line
-on stderr on any compiler error (bad NEFF, bad inputs, a simulation fault).
+per engine and DMA queue). Each input must have the shape and the element type
+of its parameter (bf16/fp8 as raw 2/1-byte void, as ``np.savez`` stores them;
+numpy bool for a bool input). Exit 0 on success; 70 with one ``[NCC_...]``
+line on stderr on any error (bad flags, a bad NEFF, a missing, empty,
+truncated or non-npz inputs file, a missing input, a wrong shape or dtype, a
+simulation fault); no output file is written then.
 
 A multi-rank program (compiled for N ranks, or ``--ranks N``) runs on N
 simulated NeuronCores (``birsim.ranks``): every ``input{i}`` has a leading
@@ -14,20 +18,22 @@ rank axis of N (an array without it goes to every rank), every ``output{i}``
 gets one (index = global rank), the trace has one process per core, and the
 summary adds the collective time and share per rank.
 """
-import argparse
+import contextlib
 import json
-import os
 import sys
 
 import numpy as np
 
-from neuronxcc.errors import CompilerError, InputFileError, InternalCompilerError
+from neuronxcc.common.toolshell import ToolParser, atomic_output, load_npz, require_file, run_main
+from neuronxcc.errors import InputFileError
 
 __all__ = ["main"]
 
+PROG = "birsim"
+
 
 def _parser():
-    p = argparse.ArgumentParser(prog="birsim", description="Run the BIR program of a NEFF on the BIR simulator.")
+    p = ToolParser(prog=PROG, description="Run the BIR program of a NEFF on the BIR simulator.")
     p.add_argument("neff", help="the NEFF file")
     p.add_argument("--inputs", help="npz with input0, input1, ... (parameter order)")
     p.add_argument("--output", required=True, help="npz to write output0, output1, ... (flattened result order)")
@@ -44,45 +50,65 @@ def _parser():
     return p
 
 
-def _load_inputs(path):
-    if path is None:
-        return {}
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise InputFileError("cannot read inputs %s: %s" % (path, e))
+def check_inputs(given, module, perms, path):
+    """The arrays of ``given`` (input{i}) for ``module``'s inputs, each checked against its
+    parameter's logical shape and element type; InputFileError naming the input otherwise."""
+    from neuronxcc.starfish.birpy import dtypes as _dt
+    out = []
+    n = len(module.inputs)
+    for i, name in enumerate(module.inputs):
+        key = "input%d" % i
+        if key not in given:
+            raise InputFileError("inputs file %s has no %s (the program takes %d input%s: %s)"
+                                 % (path, key, n, "" if n == 1 else "s", ", ".join("input%d" % k for k in range(n))))
+        t = module.tensors[name]
+        shape = list(t.shape)
+        perm = perms.get(("input", name))
+        if perm:                                     # stored = logical.transpose(perm)
+            logical = [0] * len(shape)
+            for k, p in enumerate(perm):
+                logical[p] = shape[k]
+            shape = logical
+        a = np.asarray(given[key])
+        want = _dt.np_dtype(t.dtype)
+        if a.dtype.kind == "V" and a.dtype.itemsize == want.itemsize:
+            a = a.view(want)                         # bf16/fp8 come back from .npz as raw void
+        elif t.dtype == "bool" and a.dtype == np.bool_:
+            a = a.astype(want)
+        if a.dtype != want:
+            raise InputFileError("inputs file %s: %s has dtype %s; input %d ('%s') takes %s"
+                                 % (path, key, a.dtype, i, name, t.dtype))
+        if list(a.shape) != shape:
+            raise InputFileError("inputs file %s: %s has shape %s; input %d ('%s') takes %s"
+                                 % (path, key, list(a.shape), i, name, shape))
+        out.append(a)
+    return out
 
 
 def run(args):
     from neuronxcc.neff import read_neff
-    from neuronxcc.starfish.birsim.sim import simulate_neff
+    from neuronxcc.starfish.birsim.sim import io_permutations, simulate_neff
 
-    if not os.path.isfile(args.neff):
-        raise InputFileError("NEFF file %s does not exist" % args.neff)
-    given = _load_inputs(args.inputs)
+    require_file(args.neff, "NEFF file")
     neff = read_neff(args.neff)
     module = neff.module
+    given = load_npz(args.inputs) if args.inputs is not None else {}
     from neuronxcc.starfish.birsim.ranks import module_ranks, run_tool_ranks
     if (args.ranks or 1) > 1 or module_ranks(module) > 1:
         return run_tool_ranks(args, neff, given)
-    inputs = []
-    for i, name in enumerate(module.inputs):
-        key = "input%d" % i
-        if key not in given:
-            raise InputFileError("inputs file has no %s (the program takes %d inputs)" % (key, len(module.inputs)))
-        inputs.append(given[key])
+    inputs = check_inputs(given, module, io_permutations(neff), args.inputs)
     res = simulate_neff(neff, inputs, target=args.target, trace=bool(args.trace), sync=args.sync,
                         strict=args.strict, order=args.order)
-    tmp_out = args.output + ".tmp.npz"
-    np.savez(tmp_out, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
-    os.replace(tmp_out, args.output)
-    if args.trace:
-        res.write_trace(args.trace)
     s = res.summary()
-    if args.summary:
-        with open(args.summary, "w") as f:
-            json.dump(s, f, indent=1)
+    with contextlib.ExitStack() as stack:           # every file renamed into place only when all are written
+        tmp = stack.enter_context(atomic_output(args.output, suffix=".npz"))
+        with open(tmp, "wb") as f:
+            np.savez(f, **{"output%d" % i: o for i, o in enumerate(res.outputs)})
+        if args.trace:
+            res.write_trace(stack.enter_context(atomic_output(args.trace)))
+        if args.summary:
+            with open(stack.enter_context(atomic_output(args.summary)), "w") as f:
+                json.dump(s, f, indent=1)
     sys.stdout.write("birsim: %d instructions, estimated %.3f us%s\n" % (
         s["instructions"], s["total_s"] * 1e6, ", %d semaphore races" % len(s["races"]) if s["races"] else ""))
     if s["utilisation"]:
@@ -92,16 +118,7 @@ def run(args):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except CompilerError as e:
-        sys.stderr.write(e.one_line() + "\n")
-        return 70
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        err = InternalCompilerError("birsim failed: %s: %s" % (type(e).__name__, e))
-        sys.stderr.write(err.one_line() + "\n")
-        return 70
+    return run_main(PROG, lambda a: run(_parser().parse_args(a)), argv)
 
 
 if __name__ == "__main__":

@@ -28,15 +28,11 @@ from neuronxcc.starfish import birpy
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.emit import Emitter, pel
 from neuronxcc.starfish.penguin.expr import Node, apply_view, count_ops, leaves
-from neuronxcc.starfish.penguin.tiles import IOTA_BASE, LoweringError, onchip_dtype
+from neuronxcc.starfish.penguin.tiles import IOTA_BASE, cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
 
 MAX_FUSED_OPS = 32
 USER_LEVEL = 35            # the driver's USER log level (between WARNING and ERROR)
-
-
-def _op_error(op, why):
-    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
 
 
 class Codegen:
@@ -330,7 +326,7 @@ class Codegen:
                 return
         handler = getattr(self.k, "op_" + kind.replace("-", "_"), None)
         if handler is None:
-            raise _op_error(op, "no Penguin kernel for this op")
+            raise cannot_lower(op, "no Penguin kernel for this op")
         res = handler(op, args, outs)
         for o, r in zip(outs, res):
             self.env[o.name] = r
@@ -380,7 +376,7 @@ class Codegen:
         if r is None:
             r = apply_view(self.materialise(x, allow_views=False), fn)
         if r is None:
-            raise _op_error(op, "cannot express the view")
+            raise cannot_lower(op, "cannot express the view")
         if isinstance(r, View) and r.dtype != out.dtype:
             r = r.with_dtype(out.dtype)
         return r

@@ -27,7 +27,7 @@ rank (module attrs ``rank_id_tensor``, ``rank_space``).
 import numpy as np
 
 from neuronxcc.collectives import groups as _g
-from neuronxcc.errors import UnsupportedOperatorError, source_location
+from neuronxcc.errors import location, unsupported
 
 __all__ = ["HLO_OPCODES", "convert", "CollectiveMixin", "PENGUIN_KINDS"]
 
@@ -45,12 +45,11 @@ RANK_ID_TENSOR = "rank_id"
 
 
 def _where(inst):
-    loc = source_location(getattr(inst, "metadata", None))
-    return "instruction %s%s" % (inst.name, " at %s" % loc if loc else "")
+    return location(inst.name, source=getattr(inst, "metadata", None))
 
 
 def _refuse(inst, why):
-    return UnsupportedOperatorError("Operator '%s' is not supported (%s): %s" % (inst.opcode, _where(inst), why))
+    return unsupported(inst.opcode, _where(inst), why)
 
 
 def rank_space_of(module):

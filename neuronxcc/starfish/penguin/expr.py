@@ -87,7 +87,3 @@ def count_ops(x, seen=None):
         return 0
     seen.add(id(x))
     return 1 + sum(count_ops(a, seen) for a in x.args)
-
-
-def is_lazy(x):
-    return isinstance(x, Node)

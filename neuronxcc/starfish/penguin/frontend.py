@@ -11,6 +11,7 @@ their one line and exits 70); nothing is written on failure.
 import logging
 import os
 
+from neuronxcc.common.toolshell import atomic_output
 from neuronxcc.starfish import birpy
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.codegen import lower_graph
@@ -28,9 +29,8 @@ def run_frontend(penguin_path, sg_dir, target="trn1", custom_op_libs=(), options
     birpy.verify(module, target)
     os.makedirs(sg_dir, exist_ok=True)
     out = os.path.join(sg_dir, "bir.json")
-    tmp = out + ".tmp"
-    birpy.save(module, tmp)
-    os.replace(tmp, out)
+    with atomic_output(out) as tmp:
+        birpy.save(module, tmp)
     log.info("Frontend: %d instructions, %d memlocs, %d HBM tensors -> %s", len(module.instructions()),
              len(module.memlocs), len(module.tensors), out)
     return out

@@ -29,15 +29,15 @@ What it does, in order:
 Exit status: 0 on success, 70 on a compile error (one ``[NCC_...]`` line on
 stderr, the traceback goes to the log only).
 """
-import argparse
 import logging
 import sys
 
 import numpy as np
 
 from neuronxcc.common import dtypes as _dtypes
+from neuronxcc.common.toolshell import ToolParser, atomic_output, run_main
 from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLargeError,
-                              UnsupportedOperatorError, source_location)
+                              UnsupportedOperatorError, location, unsupported as _unsupported)
 from neuronxcc.hlo import ops as hlo_ops
 from neuronxcc.starfish.penguin import collectives as _collectives
 from neuronxcc.starfish.penguin import ir
@@ -107,16 +107,11 @@ def _loc(inst):
 
 
 def _where(inst):
-    s = "instruction %s" % inst.name
-    src = source_location(getattr(inst, "metadata", None))
-    return s + (" at %s" % src if src else "")
+    return location(inst.name, source=getattr(inst, "metadata", None))
 
 
 def unsupported(inst, why=None):
-    msg = "Operator '%s' is not supported (%s)" % (inst.opcode, _where(inst))
-    if why:
-        msg += ": " + why
-    return UnsupportedOperatorError(msg)
+    return _unsupported(inst.opcode, _where(inst), why)
 
 
 class Converter:
@@ -568,10 +563,6 @@ def _called(inst):
     return comps[0] if comps else None
 
 
-def _is_comp(v):
-    return hasattr(v, "instructions") and hasattr(v, "root")
-
-
 def _plain(v):
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
@@ -759,29 +750,25 @@ def hlo_to_penguin(module, target="trn1"):
     return g
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="hlo2penguin", description="Lower an HLO module to a Penguin IR file.")
+def _main(argv):
+    ap = ToolParser(prog="hlo2penguin", description="Lower an HLO module to a Penguin IR file.")
     ap.add_argument("model", help="HLO module (HloModuleProto, HloProto, HLO text or model directory)")
     ap.add_argument("--output", "-o", default="penguin.json")
     ap.add_argument("--target", default="trn1")
     ap.add_argument("--options", default="", help="hlo2tensorizer options (accepted, recorded)")
     args = ap.parse_args(argv)
-    try:
-        from neuronxcc.hlo import load_module
-        module = load_module(args.model)
-        g = hlo_to_penguin(module, args.target)
-        g.attrs["target"] = args.target
-        g.attrs["options"] = args.options
-        ir.save(g, args.output)
-    except CompilerError as e:
-        log.debug("hlo2penguin failed", exc_info=True)
-        sys.stderr.write(e.one_line() + "\n")
-        return 70
-    except Exception as e:  # never a traceback on the console
-        log.debug("hlo2penguin crashed", exc_info=True)
-        sys.stderr.write(InternalCompilerError("hlo2penguin: %s: %s" % (type(e).__name__, e)).one_line() + "\n")
-        return 70
+    from neuronxcc.hlo import load_module
+    module = load_module(args.model)
+    g = hlo_to_penguin(module, args.target)
+    g.attrs["target"] = args.target
+    g.attrs["options"] = args.options
+    with atomic_output(args.output) as tmp:
+        ir.save(g, tmp)
     return 0
+
+
+def main(argv=None):
+    return run_main("hlo2penguin", _main, argv, log, prefix=False)
 
 
 if __name__ == "__main__":

@@ -20,15 +20,11 @@ import numpy as np
 
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import Node, apply_view
-from neuronxcc.starfish.penguin.tiles import LoweringError, onchip_dtype
+from neuronxcc.starfish.penguin.tiles import LoweringError, cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
 
 MAX_WINDOW = 8192           # elements of one scatter window (four on-chip buffers of it)
 COMBINE = {"add": "add", "mul": "mult", "max": "max", "min": "min"}
-
-
-def _err(op, why):
-    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
 
 
 class IndexingMixin:
@@ -94,7 +90,7 @@ class IndexingMixin:
         idx_batch = [k for k in range(len(I.shape)) if k != ivd]
         window_dims = [k for k in range(len(O.shape)) if k not in collapsed and k not in obd]
         if len(window_dims) != len(offset_dims):
-            raise _err(op, "unexpected gather dimension numbers")
+            raise cannot_lower(op, "unexpected gather dimension numbers")
         if any(out.shape[k] == 0 for k in range(len(out.shape))):
             return [out]
         em = self.em
@@ -164,13 +160,13 @@ class IndexingMixin:
     # -- scatter -----------------------------------------------------------------------------
     def op_scatter(self, op, args, outs):
         if len(outs) != 1:
-            raise _err(op, "variadic scatter")
+            raise cannot_lower(op, "variadic scatter")
         d = op.attrs["dims"]
         if d.get("input_batching_dims"):
-            raise _err(op, "scatter with batching dims")
+            raise cannot_lower(op, "scatter with batching dims")
         kind = op.attrs.get("update_kind")
         if kind != "replace" and kind not in COMBINE:
-            raise _err(op, "scatter combiner '%s'" % kind)
+            raise cannot_lower(op, "scatter combiner '%s'" % kind)
         x, idx, upd = args
         out = self.cg.target_for(outs[0].name)
         self.elementwise(x, out)
@@ -194,7 +190,7 @@ class IndexingMixin:
             wsize[od] = U.shape[ud]
         W = int(np.prod([U.shape[k] for k in uwd])) if uwd else 1
         if W > MAX_WINDOW:
-            raise _err(op, "scatter window of %d elements" % W)
+            raise cannot_lower(op, "scatter window of %d elements" % W)
         if any(n == 0 for n in U.shape):
             return [out]
         em = self.em

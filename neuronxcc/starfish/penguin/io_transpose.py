@@ -14,8 +14,8 @@ An empty ``transposes`` list means every variable is stored exactly as the
 HLO shape says.
 """
 import json
-import os
 
+from neuronxcc.common.toolshell import atomic_output
 from neuronxcc.starfish import birpy
 
 
@@ -30,8 +30,6 @@ def io_transposes(module):
 def write_io_transposes(bir_path, out_path):
     module = birpy.load(bir_path, body=False)     # the attrs are all it reads
     doc = {"version": 1, "transposes": io_transposes(module)}
-    tmp = out_path + ".tmp"
-    with open(tmp, "w") as fh:
+    with atomic_output(out_path) as tmp, open(tmp, "w") as fh:
         json.dump(doc, fh, indent=1)
-    os.replace(tmp, out_path)
     return out_path

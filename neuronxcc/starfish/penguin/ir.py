@@ -28,6 +28,7 @@ import json
 import numpy as np
 
 from neuronxcc.common import dtypes as _dtypes
+from neuronxcc.errors import location
 
 FORMAT = "neuronxcc-penguin"
 VERSION = 1
@@ -56,6 +57,12 @@ OP_KINDS = ELEMENTWISE | VIEWS | STRUCTURAL | COLLECTIVES
 # Penguin dtypes: the BIR types, what the lowering accepts, and complex64 (a value the converter
 # names before it refuses it)
 _DTYPES = frozenset([d.name for d in _dtypes.DTYPES if d.code is not None or d.lowered] + ["complex64"])
+
+
+def where(loc):
+    """An op's ``loc`` dict ({'hlo', 'source_file', 'source_line'}) in the one location format."""
+    loc = loc or {}
+    return location(loc.get("hlo", "?"), source=loc)
 
 
 def np_dtype(name):
@@ -119,12 +126,7 @@ class Op:
 
     def where(self):
         """'instruction NAME at FILE:LINE' for error messages."""
-        s = "instruction %s" % self.loc.get("hlo", "?")
-        f = self.loc.get("source_file")
-        if f:
-            line = self.loc.get("source_line") or 0
-            s += " at %s:%d" % (f, line) if line else " at %s" % f
-        return s
+        return where(self.loc)
 
     def __repr__(self):
         return "%s = %s(%s)" % (",".join(self.outputs), self.kind, ",".join(self.inputs))

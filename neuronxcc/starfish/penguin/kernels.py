@@ -22,7 +22,7 @@ can double-buffer it; sizes stay within the SBUF budget.
 """
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
-from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, TV, LoweringError, Space, TileEval, onchip_dtype
+from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View, collapse
 from neuronxcc.starfish.birpy import dtypes as bdt
 
@@ -38,10 +38,6 @@ STREAM_M_MAX = 8        # rows of the "few rows x large weight" (decode) matmul 
 PSUM_CHUNK_COLS = 2048  # output columns per streamed-weight chunk: four PSUM banks of 512 fp32
 
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
-
-
-def _err(op, why):
-    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
 
 
 class Kernels:
@@ -139,10 +135,10 @@ class Kernels:
         elif n == 2 and red in ("argmax", "argmin", "argmax_nonan", "argmin_nonan"):
             pass
         else:
-            raise _err(op, "reduction with reducer '%s' over %d operands" % (red, n))
+            raise cannot_lower(op, "reduction with reducer '%s' over %d operands" % (red, n))
         for init in inits:
             if not isinstance(init, Splat):
-                raise _err(op, "reduction with a non-constant initial value")
+                raise cannot_lower(op, "reduction with a non-constant initial value")
         targets = [self.cg.target_for(o.name) for o in outs]
         self.reduce_into(vals, inits, dims, red, targets, op)
         return [View.contiguous(t.base, o.dtype, o.shape) for t, o in zip(targets, outs)]
@@ -177,7 +173,7 @@ class Kernels:
         vals = [apply_view(v, lambda w: w.reshape(full)) for v in vals]
         targets = [t.reshape(kshape) for t in targets]
         if any(v is None for v in vals) or any(t is None for t in targets):
-            raise _err(op, "internal: reduce view collapse failed")
+            raise cannot_lower(op, "internal: reduce view collapse failed")
         if self._two_stage(vals, inits, red, targets, kshape, rshape, op):
             return
         K = len(kshape)

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from neuronxcc.common import dtypes as _dtypes
-from neuronxcc.errors import UnsupportedOperatorError
+from neuronxcc.errors import UnsupportedOperatorError, unsupported
 from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.expr import Node
@@ -56,14 +56,13 @@ class LoweringError(UnsupportedOperatorError):
     code = "NCC_EPEN001"
 
 
+def cannot_lower(op, why):
+    """The LoweringError for Penguin op ``op`` (NCC_EPEN001), in the one "unsupported" format."""
+    return unsupported(op.kind, op.where(), why, cls=LoweringError, prefix="Cannot lower")
+
+
 def unsupported_node(node, why):
-    where = ""
-    if node.loc:
-        where = " (instruction %s" % node.loc.get("hlo", "?")
-        if node.loc.get("source_file"):
-            where += " at %s:%s" % (node.loc["source_file"], node.loc.get("source_line", 0))
-        where += ")"
-    return LoweringError("Cannot lower '%s'%s yet: %s" % (node.op, where, why))
+    return unsupported(node.op, ir.where(node.loc) if node.loc else "", why, cls=LoweringError, prefix="Cannot lower")
 
 
 def onchip_dtype(dtype):

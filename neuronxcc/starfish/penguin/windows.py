@@ -17,7 +17,7 @@ import itertools
 
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import Node, apply_view
-from neuronxcc.starfish.penguin.tiles import IOTA_BASE, LoweringError, onchip_dtype
+from neuronxcc.starfish.penguin.tiles import IOTA_BASE, cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
 
 MAX_WINDOW_POSITIONS = 64
@@ -26,20 +26,16 @@ REDUCER_OP = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply
 SORT_MAX_ROW = 8192           # three [P, n] fp32/int32 buffers stay well inside one SBUF partition
 
 
-def _err(op, why):
-    return LoweringError("Cannot lower '%s' (%s) yet: %s" % (op.kind, op.where(), why))
-
-
 class WindowMixin:
     # -- reduce-window -------------------------------------------------------------------
     def op_reduce_window(self, op, args, outs):
         if len(outs) != 1:
-            raise _err(op, "variadic reduce-window")
+            raise cannot_lower(op, "variadic reduce-window")
         x, init = args
         red = op.attrs.get("reducer")
         w = op.attrs["window"]
         if red not in REDUCER_OP or not isinstance(init, Splat):
-            raise _err(op, "reduce-window with reducer '%s'" % red)
+            raise cannot_lower(op, "reduce-window with reducer '%s'" % red)
         o = outs[0]
         r = len(x.shape)
         cum = self._cumsum_axis(w, x.shape, red)
@@ -49,12 +45,12 @@ class WindowMixin:
                 return [self.cumsum(x, axis, reverse, o, init)]
             return [self.scan(x, axis, reverse, o, init, red)]
         if any(b != 1 for b in w["base_dilation"]):
-            raise _err(op, "reduce-window with base dilation")
+            raise cannot_lower(op, "reduce-window with base dilation")
         positions = 1
         for s in w["size"]:
             positions *= s
         if positions > MAX_WINDOW_POSITIONS:
-            raise _err(op, "reduce-window with %d window positions" % positions)
+            raise cannot_lower(op, "reduce-window with %d window positions" % positions)
         padded = x
         if any(w["pad_lo"]) or any(w["pad_hi"]):
             shape = tuple(n + lo + hi for n, lo, hi in zip(x.shape, w["pad_lo"], w["pad_hi"]))
@@ -211,7 +207,7 @@ class WindowMixin:
         fgc, bgc = a.get("feature_group_count", 1), a.get("batch_group_count", 1)
         ns = len(d["in_spatial"])
         if ns == 0:
-            raise _err(op, "convolution without spatial dimensions")
+            raise cannot_lower(op, "convolution without spatial dimensions")
         X = self.cg.materialise(x)
         Kv = self.cg.materialise(k)
         if X.base.startswith("__"):
@@ -222,7 +218,7 @@ class WindowMixin:
         cout = Kv.shape[d["k_out"]]
         depthwise = fgc > 1 and fgc == cin == cout and Kv.shape[d["k_in"]] == 1
         if bgc != 1 and fgc != 1:
-            raise _err(op, "grouped convolution (feature_group_count=%d, batch_group_count=%d)" % (fgc, bgc))
+            raise cannot_lower(op, "grouped convolution (feature_group_count=%d, batch_group_count=%d)" % (fgc, bgc))
         Xp = self._conv_input(X, d, w)
         Kp = Kv.transpose(list(d["k_spatial"]) + [d["k_in"], d["k_out"]])
         out = self.cg.target_for(o.name)
@@ -232,7 +228,7 @@ class WindowMixin:
         if depthwise:
             # out[b, o.., c] = sum_w xpad[b, o*s + w*dil, c] * K[w, 0, c]: one fused DVE chain
             if len(positions) > MAX_WINDOW_POSITIONS:
-                raise _err(op, "depthwise convolution with %d window positions" % len(positions))
+                raise cannot_lower(op, "depthwise convolution with %d window positions" % len(positions))
             acc = None
             for pos in positions:
                 L = self._window_view(Xp, pos, w, osz)
@@ -282,9 +278,9 @@ class WindowMixin:
         if not isinstance(init, Splat) or any(w["pad_lo"]) or any(w["pad_hi"]) or \
                 list(w["stride"]) != list(w["size"]) or any(v != 1 for v in w["window_dilation"]) or \
                 any(v != 1 for v in w["base_dilation"]):
-            raise _err(op, "select-and-scatter other than non-overlapping unpadded windows")
+            raise cannot_lower(op, "select-and-scatter other than non-overlapping unpadded windows")
         if len(list(itertools.product(*[range(s) for s in w["size"]]))) > MAX_WINDOW_POSITIONS:
-            raise _err(op, "select-and-scatter window too large")
+            raise cannot_lower(op, "select-and-scatter window too large")
         out = self.cg.target_for(o.name)
         r = len(x.shape)
         covered = [n * s for n, s in zip(src.shape, w["stride"])]
@@ -338,7 +334,7 @@ class WindowMixin:
         """Run a custom op over row tiles; returns (values view, indices view) of shape (rows, k)."""
         em = self.em
         if n > SORT_MAX_ROW:
-            raise _err(op, "sort/top-k rows of %d elements" % n)
+            raise cannot_lower(op, "sort/top-k rows of %d elements" % n)
         tv = em.tensor("sorted", "scratch", dtypes[0], (rows, k))
         ti = em.tensor("sortidx", "scratch", "int32", (rows, k))
         V = View.contiguous(tv, dtypes[0], (rows, k))
@@ -368,7 +364,7 @@ class WindowMixin:
         nk = op.attrs.get("num_keys", 1)
         desc = op.attrs.get("descending", False)
         if nk > 2 or (nk == 2 and desc):
-            raise _err(op, "sort on %d keys%s" % (nk, " descending" if desc else ""))
+            raise cannot_lower(op, "sort on %d keys%s" % (nk, " descending" if desc else ""))
         keys = args[0]
         src, perm, rows, n = self._rows_view(keys, d)
         inv = [perm.index(k) for k in range(len(perm))]
@@ -423,7 +419,7 @@ class WindowMixin:
         x = args[0]
         k = int(op.attrs["k"])
         if not op.attrs.get("largest", True):
-            raise _err(op, "top-k of the smallest elements")
+            raise cannot_lower(op, "top-k of the smallest elements")
         d = len(x.shape) - 1
         src, perm, rows, n = self._rows_view(x, d)
         V, I = self._custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)

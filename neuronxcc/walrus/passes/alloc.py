@@ -38,7 +38,7 @@ import numpy as np
 
 from neuronxcc import errors
 from neuronxcc.walrus import _alloc, liveness
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.program import Program
 from neuronxcc.walrus.registry import WalrusPass, register
@@ -125,7 +125,6 @@ def _oom(prog, memory, vals, failed, target, why):
 
 def spill_value(module, prog, v, temps):
     """Move memloc ``v`` to HBM scratch with reload/store DMAs around each use."""
-    B = birpy()
     scratch = v.name + ".spill"
     k = 0
     while scratch in module.tensors or scratch in module.memlocs:

@@ -28,7 +28,7 @@ SBUF separately) and rotates nothing in a memory where that fails.
 import logging
 
 from neuronxcc.walrus import liveness
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.carried import ROTATIONS
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
@@ -63,7 +63,6 @@ def _stride(v, memory, target):
 
 def candidates(prog, values, target):
     """[(value, loop, enclosing loops, stride)] of the values that can rotate."""
-    B = birpy()
     out = []
     for v in values.values():
         li = v.private
@@ -121,7 +120,6 @@ def rotate(module, ctx, copies=COPIES):
         else:
             log.info("vn_splitter: %s: %d rotations would not fit; none done", memory, len(mc))
     pel = _pel()
-    B = birpy()
     for v, li, encl, stride in chosen:
         sel = flat_index(encl) % copies
         for _, _, ap in v.sites:

@@ -21,7 +21,7 @@ target's partitions, dims of at most 65535 elements.
 """
 import logging
 
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import block_kind
 from neuronxcc.walrus.registry import WalrusPass, register
 
@@ -169,7 +169,6 @@ def try_merge(i1, i2, module, target):
                 continue
             if ns.num_partitions is not None and ns.num_partitions > target.num_partitions:
                 continue
-            B = birpy()
             return B.Instruction("dma_copy", i1.engine, [nd], [ns], dict(i1.attrs), name=i1.name)
     return None
 

@@ -5,14 +5,13 @@ checks: every memloc allocated inside its memory, PSUM values inside one bank.
 import logging
 
 from neuronxcc import errors
-from neuronxcc.walrus.bir import birpy
+from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.registry import WalrusPass, register
 
 log = logging.getLogger("neuronxcc.walrus")
 
 
 def verify_module(module, ctx):
-    B = birpy()
     B.verify(module, ctx.target.name)
     for ml in module.memlocs.values():
         if not ml.allocated:

@@ -60,8 +60,8 @@ def writeSnapshot(state, name):
         "jobs": list(getattr(state.command, "pipeline", None) or []),
         "walrus_passes": state.walrus_passes,
     }
-    tmp = name + ".tmp"
-    with tarfile.open(tmp, "w:gz") as tar:
+    from neuronxcc.common.toolshell import atomic_output
+    with atomic_output(name) as tmp, tarfile.open(tmp, "w:gz") as tar:
         data = json.dumps(manifest, indent=2).encode()
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(data)
@@ -72,7 +72,6 @@ def writeSnapshot(state, name):
 
         if os.path.isfile(MODEL):
             tar.add(MODEL, arcname=MODEL)
-    os.replace(tmp, name)
     return name
 
 

@@ -1,0 +1,163 @@
+"""The shell every tool's ``main(argv) -> int`` runs in: parser, exit contract, atomic writes.
+
+* ``ToolParser``: argparse whose usage errors (unknown flag, missing or bad value) raise
+  ``InvalidArgumentError("<prog>: ...")`` instead of printing usage and exiting 2.
+* ``run_main(prog, body, argv, log)``: runs ``body(argv) -> status``. A ``CompilerError`` is one
+  ``[NCC_...] <prog>: ...`` line on stderr and exit 70; a bug is one ``[INTERNAL_ERROR]`` line and
+  exit 70; out of memory is ``[NCC_EOOM001]``; ``--help`` exits 0. The traceback always goes to
+  ``log`` (debug level: the tool's log file or the driver's log), never to the console.
+* ``atomic_write(path, data)`` / ``atomic_output(path)``: write through a temp file in the same
+  directory and rename, so a failed tool leaves no half-written output.
+* ``require_file(path, what)``: the InputFileError for a missing or empty input, naming it.
+* ``load_npz(path, what)``: the arrays of an .npz; an empty, truncated or non-npz file is one
+  InputFileError naming it.
+
+Invariant: every line a tool prints for an error starts with its code and then the tool's own
+name, never another tool's; no traceback reaches the console.
+"""
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import zipfile
+
+import numpy as np
+
+from neuronxcc import errors
+
+__all__ = ["ToolParser", "run_main", "named", "internal", "atomic_write", "atomic_output", "require_file",
+           "console_logging", "load_npz"]
+
+_log = logging.getLogger("neuronxcc.tools")
+
+
+class ToolParser(argparse.ArgumentParser):
+    """argparse, but a usage error raises InvalidArgumentError prefixed with ``prog``."""
+
+    def error(self, message):
+        raise errors.InvalidArgumentError("%s: %s" % (self.prog, message))
+
+
+def named(err, prog):
+    """``err`` with its message prefixed by ``prog:`` (once)."""
+    if not err.message.startswith(prog + ":"):
+        err.message = "%s: %s" % (prog, err.message)
+        err.args = (err.message,)
+    return err
+
+
+def internal(exc, prog):
+    """A non-compiler exception (a bug) as the InternalCompilerError the console shows."""
+    return errors.InternalCompilerError("%s: %s: %s" % (prog, type(exc).__name__, exc))
+
+
+def run_main(prog, body, argv=None, log=None, prefix=True):
+    """Run ``body(argv) -> status`` as tool ``prog``: errors -> one stderr line, exit 70.
+
+    ``prefix``: a compiler error's message gets ``prog:`` in front (once); the HLO tools, whose
+    lines the driver relays as its own, pass False and name the tool where it helps."""
+    log = log or _log
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        status = body(argv)
+        return 0 if status is None else status
+    except errors.CompilerError as e:
+        log.debug("%s failed", prog, exc_info=True)
+        sys.stderr.write((named(e, prog) if prefix else e).one_line() + "\n")
+        return 70
+    except SystemExit as e:  # --help, --version
+        return e.code if isinstance(e.code, int) else 0
+    except MemoryError:
+        log.debug("%s failed", prog, exc_info=True)
+        sys.stderr.write(errors.TensorTooLargeError("%s: out of memory" % prog).one_line() + "\n")
+        return 70
+    except Exception as e:  # a bug: one line on the console, the traceback in the log
+        log.debug("%s: internal error", prog, exc_info=True)
+        sys.stderr.write(internal(e, prog).one_line() + "\n")
+        return 70
+
+
+@contextlib.contextmanager
+def atomic_output(path, suffix=".tmp"):
+    """``with atomic_output(path) as tmp:`` write the file ``tmp`` (in the same directory); it
+    replaces ``path`` only when the block succeeds, else it is removed. The file gets the mode a
+    plain ``open`` would give it (0666 less the umask)."""
+    path = os.path.abspath(os.fspath(path))
+    d = os.path.dirname(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=suffix, dir=d)
+    except OSError as e:
+        raise _write_error(path, e) from None
+    os.close(fd)
+    done = False
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        done = True
+    except OSError as e:
+        raise _write_error(path, e) from None
+    finally:
+        if not done and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _write_error(path, e):
+    err = errors.InputFileError("cannot write %s: %s" % (path, e.strerror or e))
+    err.reason = e.strerror or str(e)
+    return err
+
+
+def atomic_write(path, data, fsync=False):
+    """Write ``data`` (bytes or str) to ``path`` through a temp file in the same directory, then
+    rename (``fsync``: flushed to disk before the rename)."""
+    with atomic_output(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def console_logging(stream=None):
+    """Log INFO and up to ``stream`` (default stderr: stdout may carry the tool's output) unless
+    logging is already configured (a tool run in-process by the driver logs to its log)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=stream or sys.stderr)
+
+
+def require_file(path, what="input"):
+    """InputFileError naming ``what`` and ``path`` when it is missing, not a file, or empty."""
+    if not os.path.exists(path):
+        raise errors.InputFileError("%s %s does not exist" % (what, path))
+    if not os.path.isfile(path):
+        raise errors.InputFileError("%s %s is not a file" % (what, path))
+    if os.path.getsize(path) == 0:
+        raise errors.InputFileError("%s %s is empty" % (what, path))
+    return path
+
+
+def load_npz(path, what="inputs file"):
+    """{name: array} of the .npz at ``path``; InputFileError naming ``what`` and ``path`` when it is
+    missing, empty, truncated, a single .npy array, or not an .npz archive at all."""
+    require_file(path, what)
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise errors.InputFileError("%s %s is not a readable .npz archive (%s)" % (what, path, _why(e))) from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise errors.InputFileError("%s %s holds one .npy array, not an .npz archive of named arrays"
+                                    % (what, path))
+    try:
+        with z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise errors.InputFileError("%s %s is truncated or corrupt (%s)" % (what, path, _why(e))) from None
+
+
+def _why(e):
+    return str(e).split("\n")[0] or type(e).__name__
