@@ -3,16 +3,17 @@
 What it builds:
   * every ``.pyx`` under ``neuronxcc/`` (the typed-Cython hot paths: pelican,
     birsim, allocators, schedulers, dependence analysis);
-  * every ``.py`` module under ``neuronxcc/driver/`` compiled by Cython, laid
-    out like the original wheel (the ``.py`` sources are not shipped for them);
+  * every ``.py`` module under ``neuronxcc/driver/`` and ``neuronxcc/starfish/penguin/``
+    compiled by Cython, laid out like the original wheel (the ``.py`` sources are not
+    shipped for them);
   * the eight builtin custom-op CPU libraries
     ``neuronxcc/data/custom_op/libbuiltincustomop_cpu{0..7}.so`` from the C
     sources in ``csrc/custom_op/`` (one per GpSimd CPU, ``-DNCC_CPU_ID=i``).
 
 Builds run in parallel (``build_ext --parallel`` defaults to the core count).
 ``build_ext --inplace`` (the developer build) compiles the ``.pyx`` hot paths
-and the custom-op libraries only; the driver stays pure Python in a checkout
-so edits take effect without a rebuild.
+and the custom-op libraries only; the driver and penguin stay pure Python in a
+checkout so edits take effect without a rebuild.
 """
 import glob
 import os
@@ -36,16 +37,22 @@ def _pyx_sources():
     return sorted(glob.glob(os.path.join(HERE, "neuronxcc", "**", "*.pyx"), recursive=True))
 
 
-def _driver_py_sources():
+# Pure-Python packages compiled by Cython at install, as the original wheel ships them
+# (driver/, driver/jobs/, starfish/penguin/ as extensions); a checkout keeps them editable.
+COMPILED_PACKAGES = (("neuronxcc", "driver"), ("neuronxcc", "starfish", "penguin"))
+
+
+def _compiled_py_sources():
     out = []
-    for path in sorted(glob.glob(os.path.join(HERE, "neuronxcc", "driver", "**", "*.py"), recursive=True)):
-        if os.path.basename(path) == "__init__.py":
-            continue
-        out.append(path)
+    for pkg in COMPILED_PACKAGES:
+        for path in sorted(glob.glob(os.path.join(HERE, *pkg, "**", "*.py"), recursive=True)):
+            if os.path.basename(path) == "__init__.py":
+                continue
+            out.append(path)
     return out
 
 
-DRIVER_COMPILED = {_module_name(p) for p in _driver_py_sources()}
+PY_COMPILED = {_module_name(p) for p in _compiled_py_sources()}
 
 
 def _numpy_include():
@@ -54,7 +61,7 @@ def _numpy_include():
     return numpy.get_include()
 
 
-def _cython_extensions(include_driver):
+def _cython_extensions(include_py):
     from Cython.Build import cythonize
 
     exts = []
@@ -63,9 +70,9 @@ def _cython_extensions(include_driver):
                               include_dirs=[_numpy_include()],
                               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                               extra_compile_args=["-O2"]))
-    if include_driver:
-        for path in _driver_py_sources():
-            # The driver is glue, not a hot path: -O1 keeps the build fast.
+    if include_py:
+        for path in _compiled_py_sources():
+            # Glue and the middle-end's Python, not the typed hot paths: -O1 keeps the build fast.
             exts.append(Extension(_module_name(path), [os.path.relpath(path, HERE)],
                                   extra_compile_args=["-O1"]))
     if not exts:
@@ -93,8 +100,8 @@ class BuildExt(build_ext):
     def finalize_options(self):
         super().finalize_options()
         if self.inplace:
-            # Developer build: keep the driver as plain Python in the checkout.
-            self.extensions = [e for e in self.extensions if e.name not in DRIVER_COMPILED]
+            # Developer build: keep the driver and penguin as plain Python in the checkout.
+            self.extensions = [e for e in self.extensions if e.name not in PY_COMPILED]
         only = [p for p in os.environ.get("NCC_BUILD_ONLY", "").split(",") if p]
         if only:
             # scripts/dev_build.py: build a subset (so parallel work does not collide).
@@ -133,12 +140,12 @@ class BuildExt(build_ext):
 
 
 class BuildPy(build_py):
-    """Ship compiled driver modules as extensions only, like the original wheel."""
+    """Ship the compiled driver and penguin modules as extensions only, like the original wheel."""
 
     def find_package_modules(self, package, package_dir):
         mods = super().find_package_modules(package, package_dir)
         return [(pkg, mod, path) for (pkg, mod, path) in mods
-                if "%s.%s" % (pkg, mod) not in DRIVER_COMPILED]
+                if "%s.%s" % (pkg, mod) not in PY_COMPILED]
 
     def run(self):
         super().run()
@@ -151,13 +158,13 @@ class BuildPy(build_py):
                 os.chmod(dst, 0o755)
 
 
-def _include_driver():
+def _include_compiled_py():
     # ``setup.py build_ext --inplace`` is the developer build.
     return "--inplace" not in sys.argv and "-i" not in sys.argv
 
 
 setup(
-    ext_modules=_cython_extensions(_include_driver()) + _custom_op_extensions(),
+    ext_modules=_cython_extensions(_include_compiled_py()) + _custom_op_extensions(),
     cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
     packages=[p.replace(os.sep, ".") for p in
               sorted({os.path.relpath(os.path.dirname(f), HERE)

@@ -35,5 +35,9 @@ def test_every_tool_is_an_executable_in_starfish_bin():
 
 def test_tool_launcher_works_with_minimal_path():
     r = run_tool("walrus_driver", ["--help"], env={"PATH": "/usr/bin:/bin"})
-    assert r.returncode in (0, 70), r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "usage: walrus_driver" in r.stdout and "--walrus-passes" in r.stdout
+    assert r.stderr == ""
+    r = run_tool("walrus_driver", ["--no-such-flag"], env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 70 and r.stderr.startswith("[NCC_EARG002] walrus_driver: ") and "--no-such-flag" in r.stderr
     assert "Traceback" not in r.stderr

@@ -33,29 +33,39 @@ def test_cibuildwheel_builds_cp310_to_cp313_manylinux():
     assert "manylinux" in cfg.get("manylinux-x86_64-image", "manylinux")
 
 
-def test_console_scripts_point_at_the_driver_and_the_tools():
+def test_console_scripts_are_the_tool_table():
+    """pyproject's scripts are exactly neuronx-cc plus one per row of the tool table, each naming
+    the table's entry point for it, which exists and reaches the row's main."""
     scripts = _load()["project"]["scripts"]
-    assert scripts["neuronx-cc"] == "neuronxcc.driver.CommandDriver:main"
-    from neuronxcc.starfish.tools import TOOLS
+    assert scripts.pop("neuronx-cc") == "neuronxcc.driver.CommandDriver:main"
+    from neuronxcc.starfish import tools
 
-    inventory = {"hlo2penguin", "xla_infergoldens", "hlo-opt", "hlo-neff-wrapper", "snapshot-unpack",
-                 "walrus_bugpoint_driver", "coloring_allocator_with_loop", "full_unroll", "walrus_driver", "birsim"}
-    assert inventory <= set(scripts) and inventory <= set(TOOLS)
-    assert TOOLS["snapshot-unpack"] == ("neuronxcc.driver.jobs.support.Snapshot", "unpack_main")
+    assert set(scripts) == set(tools.TOOLS)
+    for name, target in scripts.items():
+        mod, fn = target.split(":")
+        assert mod == "neuronxcc.starfish.tools" and fn == name.replace("-", "_") + "_main", target
+        assert callable(getattr(tools, fn)), target
+    assert tools.TOOLS["snapshot-unpack"] == ("neuronxcc.driver.jobs.support.Snapshot", "unpack_main")
+    import importlib
+    for name, (mod, fn) in tools.TOOLS.items():
+        assert callable(getattr(importlib.import_module(mod), fn)), name
 
 
-def test_every_driver_module_is_compiled_at_install():
-    """setup.py compiles every neuronxcc/driver/**/*.py except __init__ with Cython."""
+@pytest.mark.parametrize("package, at_least", [(("driver",), 25), (("starfish", "penguin"), 15)])
+def test_every_compiled_module_is_an_extension_when_installed(package, at_least):
+    """setup.py compiles every .py of neuronxcc/driver and neuronxcc/starfish/penguin except
+    __init__ with Cython; an installed package ships them as extensions only."""
     if not os.path.isfile(os.path.join(ROOT, "setup.py")):
         pytest.skip("setup.py not available")
-    import neuronxcc.driver
+    import importlib
 
-    src = os.path.join(ROOT, "neuronxcc", "driver")
+    pkg = importlib.import_module(".".join(("neuronxcc",) + package))
+    src = os.path.join(ROOT, "neuronxcc", *package)
     mods = []
     for d, _, fs in os.walk(src):
         mods += [os.path.join(d, f) for f in fs if f.endswith(".py") and f != "__init__.py"]
-    assert len(mods) >= 25
-    installed = os.path.dirname(neuronxcc.driver.__file__)
+    assert len(mods) >= at_least
+    installed = os.path.dirname(pkg.__file__)
     if os.path.realpath(installed) != os.path.realpath(src):
         # testing an installed package: each module must be an extension, not a .py
         for path in mods:
@@ -64,3 +74,9 @@ def test_every_driver_module_is_compiled_at_install():
             assert not os.path.exists(base + ".py"), rel
             assert any(f.startswith(os.path.basename(rel) + ".") and f.endswith(".so")
                        for f in os.listdir(os.path.dirname(base))), rel
+    else:
+        # a checkout: plain Python, editable without a rebuild
+        for path in mods:
+            base = os.path.splitext(path)[0]
+            assert not any(f.startswith(os.path.basename(base) + ".") and f.endswith(".so")
+                           for f in os.listdir(os.path.dirname(base))), path

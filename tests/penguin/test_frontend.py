@@ -23,9 +23,19 @@ def test_run_frontend_writes_unallocated_bir_and_io_transposes(tmp_path):
         assert ml.partitions <= 128
         assert ml.bytes_per_partition <= (2048 if ml.memory == "PSUM" else 64 * 1024)
     assert all(i.name for i in m.instructions())          # every instruction names its HLO op
+    # Penguin codegen stores every I/O tensor in its HLO shape, row-major: so no transposes
+    assert [m.tensors[n].shape for n in m.inputs] == [(130, 40), (40, 20)]
+    assert [m.tensors[n].shape for n in m.outputs] == [(130, 20), ()] or \
+        [m.tensors[n].shape for n in m.outputs] == [(130, 20), (1,)]
     write_io_transposes(out, str(tmp_path / "io_transposes.json"))
     doc = json.load(open(tmp_path / "io_transposes.json"))
     assert doc == {"version": 1, "transposes": []}
+    # a module that records a layout change gets it written, entry for entry
+    entry = {"name": "input1", "kind": "input", "shape": [40, 20], "permutation": [1, 0]}
+    m.attrs["io_transposes"] = [entry]
+    birpy.save(m, str(tmp_path / "t.json"))
+    write_io_transposes(str(tmp_path / "t.json"), str(tmp_path / "io2.json"))
+    assert json.load(open(tmp_path / "io2.json")) == {"version": 1, "transposes": [entry]}
 
 
 def test_lowering_gap_is_a_one_line_error_naming_the_instruction(tmp_path):
