@@ -152,11 +152,11 @@ def test_infergoldens_over_budget_says_so_and_is_not_success(tmp_path, capsys):
 @pytest.mark.parametrize("tool, argv", [
     ("hlo2penguin", ["{model}", "--bogus"]),
     ("hlo-opt", ["{model}", "--bogus"]),
-    ("hlo-neff-wrapper", ["{model}", "--bogus"]),
+    ("hlo-neff-wrapper", ["{model}", "--neff", "x.neff", "--output", "o.pb", "--bogus"]),
     ("walrus_driver", ["--bogus"]),
-    ("full_unroll", ["--bogus"]),
-    ("coloring_allocator_with_loop", ["--bogus"]),
-    ("walrus_bugpoint_driver", ["--bogus"]),
+    ("full_unroll", ["in.json", "--output", "o.json", "--bogus"]),
+    ("coloring_allocator_with_loop", ["in.json", "--output", "o.json", "--bogus"]),
+    ("walrus_bugpoint_driver", ["in.json", "--predicate", "verifier", "--bogus"]),
 ])
 def test_unknown_flags_exit_70(tool, argv, tmp_path, capsys):
     model = tmp_path / "m.hlo"

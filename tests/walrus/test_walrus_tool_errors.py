@@ -94,9 +94,8 @@ def test_usage_errors_name_the_tool(tool, tmp_path, capsys):
         line = _one_line(capsys.readouterr().err, tool)
         assert needle in line, (case, line)
     # --help is still argparse's usage, under the tool's own name
-    with pytest.raises(SystemExit) as e:
-        run_in_process(tool, ["--help"])
-    assert e.value.code == 0 and capsys.readouterr().out.startswith("usage: %s " % tool)
+    assert run_in_process(tool, ["--help"]) == 0        # the tool shell returns argparse's exit status
+    assert capsys.readouterr().out.startswith("usage: %s " % tool)
 
 
 @pytest.mark.parametrize("tool", TOOLS + ("walrus_driver",))
