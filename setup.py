@@ -149,6 +149,12 @@ class BuildPy(build_py):
 
     def run(self):
         super().run()
+        # A build/lib left by an earlier build (when penguin still shipped as .py) must not put
+        # those sources back into the wheel next to their extensions.
+        for mod in PY_COMPILED:
+            stale = os.path.join(self.build_lib, *mod.split(".")) + ".py"
+            if os.path.exists(stale):
+                os.remove(stale)
         # setuptools copies package data without its mode: the starfish tools
         # must stay executable in the wheel.
         tools = glob.glob(os.path.join(HERE, "neuronxcc", "starfish", "bin", "**"), recursive=True)

@@ -41,7 +41,7 @@ def test_bench_measures_and_checks_one_program(tmp_path):
     assert out.read_text() == r.stdout
     data = json.loads(js.read_text())
     by_key = {s["key"]: s for s in data["sections"]}
-    assert sorted(by_key) == ["compile", "simulator"]
+    assert {"compile", "simulator"} <= set(by_key) and not {"scaling", "codegen", "allocation"} & set(by_key)
 
     comp = [d for d in by_key["compile"]["data"] if d.get("name") == PROGRAM]
     assert len(comp) == 1 and "fails" not in comp[0], by_key["compile"]["rows"]

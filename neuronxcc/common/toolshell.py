@@ -23,8 +23,6 @@ import sys
 import tempfile
 import zipfile
 
-import numpy as np
-
 from neuronxcc import errors
 
 __all__ = ["ToolParser", "run_main", "named", "internal", "atomic_write", "atomic_output", "require_file",
@@ -80,15 +78,18 @@ def run_main(prog, body, argv=None, log=None, prefix=True):
 
 
 @contextlib.contextmanager
-def atomic_output(path, suffix=".tmp"):
+def atomic_output(path, suffix=".tmp", user_error=True):
     """``with atomic_output(path) as tmp:`` write the file ``tmp`` (in the same directory); it
     replaces ``path`` only when the block succeeds, else it is removed. The file gets the mode a
-    plain ``open`` would give it (0666 less the umask)."""
+    plain ``open`` would give it (0666 less the umask). An OSError is an InputFileError naming
+    ``path`` (``user_error=False``: the OSError itself, for callers that word it themselves)."""
     path = os.path.abspath(os.fspath(path))
     d = os.path.dirname(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=suffix, dir=d)
     except OSError as e:
+        if not user_error:
+            raise
         raise _write_error(path, e) from None
     os.close(fd)
     done = False
@@ -100,6 +101,8 @@ def atomic_output(path, suffix=".tmp"):
         os.replace(tmp, path)
         done = True
     except OSError as e:
+        if not user_error:
+            raise
         raise _write_error(path, e) from None
     finally:
         if not done and os.path.exists(tmp):
@@ -112,10 +115,10 @@ def _write_error(path, e):
     return err
 
 
-def atomic_write(path, data, fsync=False):
+def atomic_write(path, data, fsync=False, user_error=True):
     """Write ``data`` (bytes or str) to ``path`` through a temp file in the same directory, then
-    rename (``fsync``: flushed to disk before the rename)."""
-    with atomic_output(path) as tmp:
+    rename (``fsync``: flushed to disk before the rename; ``user_error`` as in atomic_output)."""
+    with atomic_output(path, user_error=user_error) as tmp:
         with open(tmp, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             if fsync:
@@ -144,6 +147,8 @@ def require_file(path, what="input"):
 def load_npz(path, what="inputs file"):
     """{name: array} of the .npz at ``path``; InputFileError naming ``what`` and ``path`` when it is
     missing, empty, truncated, a single .npy array, or not an .npz archive at all."""
+    import numpy as np      # not at module level: the driver imports this shell and must start cheaply
+
     require_file(path, what)
     try:
         z = np.load(path, allow_pickle=False)

@@ -310,7 +310,7 @@ def write_neff_members(output, members, name, fast_loading=False, feature_bits=0
 
 def atomic_write(path, data):
     """Write ``data`` to a temp file next to ``path``, flushed to disk, and rename it over ``path``."""
-    toolshell.atomic_write(path, data, fsync=True)
+    toolshell.atomic_write(path, data, fsync=True, user_error=False)     # callers word the OSError
 
 
 def write_neff(output, module, name=None, fast_loading=False, io_transposes=None, custom_op_libs=None,

@@ -158,13 +158,13 @@ def accesses(prog, physical=True, aps=None):
 def _indexed(ins):
     if ins.opcode not in ("dma_gather", "dma_scatter"):
         return None
-    return birpy().opcodes.indexed_operand(ins)
+    return B.opcodes.indexed_operand(ins)
 
 
 def _widen(prog, ap, key, blo, bhi, lo, hi, physical):
     """The byte range of a gather/scatter's indexed operand: its box moved by every element
     delta in [lo, hi] the run-time index may give, inside its memloc or tensor."""
-    isz = birpy().dtypes.itemsize(ap.dtype)
+    isz = B.dtypes.itemsize(ap.dtype)
     ml = prog.memlocs.get(ap.target)
     if ml is not None:
         start = int(ml.byte_offset) if physical and ml.byte_offset is not None and key == ml.memory else 0
