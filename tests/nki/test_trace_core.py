@@ -263,3 +263,16 @@ def test_traced_kernel_json_round_trip():
     assert back.module.outputs == tk.module.outputs
     with pytest.raises(E.NkiFormatError):
         TracedKernel.from_json({"format": "klir"})
+
+
+def test_profile_writes_neff_and_perfetto_trace(tmp_path):
+    import json
+    a, b = rand(128, 64), rand(128, 64)
+    k = nki.profile(add_kernel.func, working_directory=str(tmp_path), save_neff_name="k.neff",
+                    save_trace_name="k.json")
+    np.testing.assert_array_equal(k(a, b), a + b)
+    assert (tmp_path / "k.neff").stat().st_size > 1024
+    trace = json.loads((tmp_path / "k.json").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    assert any(e.get("ph") == "X" for e in events)
+    assert k.benchmark_result.nc_latency.get_latency_percentile(99) > 0
