@@ -14,6 +14,7 @@ computations); they cast their result to the instruction's dtype.
 """
 import math
 
+import ml_dtypes
 import numpy as np
 
 from neuronxcc.errors import HloVerifyError
@@ -411,6 +412,10 @@ def h_clamp(ev, inst, args):
 # --- conversions ----------------------------------------------------------------
 
 
+_NARROW_INTS = frozenset(np.dtype(getattr(ml_dtypes, n)) for n in ("int4", "uint4", "int2", "uint2")
+                         if hasattr(ml_dtypes, n))
+
+
 def convert(x, dt):
     """XLA convert of array ``x`` to dtype ``dt``."""
     x = np.asarray(x)
@@ -419,8 +424,9 @@ def convert(x, dt):
         return x
     if dt == np.bool_:
         return np.asarray(x != 0) if not is_low_float(src) else np.asarray(x.astype(np.float32) != 0)
-    if is_float(src) and dt.kind in "iu":
-        info = np.iinfo(dt)
+    if is_float(src) and (dt.kind in "iu" or dt in _NARROW_INTS):
+        # saturating, NaN -> 0 (XLA:CPU's float -> int, sub-byte integers included)
+        info = np.iinfo(dt) if dt.kind in "iu" else ml_dtypes.iinfo(dt)
         t = np.trunc(x.astype(np.float64))
         t = np.where(np.isnan(t), 0, t)
         hi_f = float(info.max)

@@ -182,7 +182,6 @@ NOT_LOWERED = collections.OrderedDict([
     ("real", "complex numbers have no on-chip dtype"),
     ("imag", "complex numbers have no on-chip dtype"),
     ("fft", "no FFT kernel"),
-    ("rng-bit-generator", "no random-number kernel"),
 ])
 
 

@@ -155,3 +155,61 @@ def test_select_and_scatter_with_min_select_and_max_scatter():
     x = f32(10, 10)
     s = f32(5, 5)
     check_text(MIN_POOL_GRAD, [x, s])
+
+
+def test_scatter_any_combiner_and_variadic():
+    """A scatter combiner built from elementwise ops (logaddexp) and a variadic scatter (values
+    and their counts updated by one index array), written as HLO, against numpy."""
+    x = f32(20, 6)
+    cnt = np.zeros((20, 6), np.float32)
+    idx = R.integers(0, 20, (9, 1)).astype(np.int32)
+    idx[3] = idx[0]                                   # a repeated index combines twice
+    upd = f32(9, 6)
+    # jax.lax has no public scatter with a custom combiner: the HLO is written out here
+    text = """HloModule scatter_general
+lae {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  mx = f32[] maximum(a, b)
+  d = f32[] subtract(a, b)
+  ad = f32[] abs(d)
+  nad = f32[] negate(ad)
+  e = f32[] exponential(nad)
+  l = f32[] log-plus-one(e)
+  ROOT r = f32[] add(mx, l)
+}
+sum_count {
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  b = f32[] parameter(2)
+  d = f32[] parameter(3)
+  s = f32[] add(a, b)
+  one = f32[] constant(1)
+  n = f32[] add(c, one)
+  ROOT t = (f32[], f32[]) tuple(s, n)
+}
+ENTRY main {
+  x = f32[20,6] parameter(0)
+  cnt = f32[20,6] parameter(1)
+  idx = s32[9,1] parameter(2)
+  upd = f32[9,6] parameter(3)
+  l = f32[20,6] scatter(x, idx, upd), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=lae
+  v = (f32[20,6], f32[20,6]) scatter(x, cnt, idx, upd, upd), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=sum_count
+  v0 = f32[20,6] get-tuple-element(v), index=0
+  v1 = f32[20,6] get-tuple-element(v), index=1
+  ROOT t = (f32[20,6], f32[20,6], f32[20,6]) tuple(l, v0, v1)
+}"""
+    lae = x.astype(np.float64).copy()
+    s, c = x.astype(np.float64).copy(), cnt.astype(np.float64).copy()
+    for k, i in enumerate(idx[:, 0]):
+        lae[i] = np.logaddexp(lae[i], upd[k])
+        s[i] += upd[k]
+        c[i] += 1
+    check_text(text, [x, cnt, idx, upd], expected=[lae, s, c])
+
+
+def test_scatter_apply_combiner_from_jax():
+    """x.at[i].apply(f): jax's scatter whose combiner computes f of the old value, on XLA:CPU."""
+    x = f32(12, 5)
+    i = np.array([1, 4, 4, 9], np.int32)
+    check(lambda x, i: (x.at[i].apply(lambda v: jnp.tanh(v) * 2.0 + 1.0), x.at[i].multiply(1.5)), x, i)

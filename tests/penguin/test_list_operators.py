@@ -99,6 +99,8 @@ BODIES = {
                        "  ROOT r = f32[8] add(p, b)"),
     "partition-id": ("", "i = u32[] partition-id()\n  f = f32[] convert(i)\n  b = f32[8] broadcast(f), "
                          "dimensions={}\n  ROOT r = f32[8] add(p, b)"),
+    "rng-bit-generator": ("", "k = u64[2] constant({1, 2})\n  r = (u64[2], u32[8]) rng-bit-generator(k), "
+                              "algorithm=rng_default\n  ROOT b = u32[8] get-tuple-element(r), index=1"),
     "call": (NEG, "ROOT r = f32[8] call(p), to_apply=neg_f"),
     "fusion": (NEG, "ROOT r = f32[8] fusion(p), kind=kLoop, calls=neg_f"),
     "while": (COND + BODY, "z = s32[] constant(0)\n  t = (s32[], f32[8]) tuple(z, p)\n"

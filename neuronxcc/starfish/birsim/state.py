@@ -173,8 +173,9 @@ class MachineState:
         if tuple(arr.shape) != tuple(t.shape):
             raise BirSimError("input %s has shape %s; the program expects %s" % (name, arr.shape, list(t.shape)))
         want = _dt.np_dtype(t.dtype)
-        if arr.dtype.kind == "V" and arr.dtype.itemsize == want.itemsize:
+        if arr.dtype.type is np.void and arr.dtype.itemsize == want.itemsize:
             arr = arr.view(want)       # bf16/fp8 arrays come back from .npz as raw void
+        # (ml_dtypes' own types are kind 'V' too but convert by value: an int4 array into int8 storage)
         try:
             arr = np.ascontiguousarray(arr.astype(want, copy=False))
         except (TypeError, ValueError) as e:

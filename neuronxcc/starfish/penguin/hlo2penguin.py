@@ -40,12 +40,22 @@ from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLar
                               UnsupportedOperatorError, location, unsupported as _unsupported)
 from neuronxcc.hlo import ops as hlo_ops
 from neuronxcc.starfish.penguin import collectives as _collectives
-from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin import bits, ir
 
 log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
 
 # HLO element type -> Penguin dtype, for the types this lowering accepts (the registry's ``lowered``)
 HLO_TO_DTYPE = {d.hlo: d.name for d in _dtypes.DTYPES if d.lowered}
+# Sub-byte integers are stored one per byte (the value, as ml_dtypes holds it in numpy); every op that
+# computes one (arithmetic, convert) wraps its result to the type's width (NARROW_INT: bits, signed).
+HLO_TO_DTYPE.update({"s4": "int8", "u4": "uint8", "s2": "int8", "u2": "uint8"})
+NARROW_INT = bits.NARROW_INT
+# ops that only move narrow values (no wrap needed after them)
+_MOVES = frozenset(["parameter", "constant", "broadcast", "reshape", "bitcast", "transpose", "slice", "reverse",
+                    "concatenate", "pad", "copy", "dynamic-slice", "dynamic-update-slice", "gather", "select",
+                    "tuple", "get-tuple-element", "call", "fusion", "while", "conditional", "sort",
+                    "opt-barrier", "optimization-barrier", "after-all", "add-dependency", "custom-call", "iota",
+                    "maximum", "minimum", "clamp", "abs", "compare"])
 # Element types the interpreter knows and the device cannot hold, with the reason the refusal names.
 NOT_LOWERED_TYPES = {"c64": "complex numbers have no on-chip dtype",
                      "c128": "complex numbers have no on-chip dtype"}
@@ -194,6 +204,8 @@ class Converter:
                 raise unsupported(inst, NOT_LOWERED.get(inst.opcode))
             try:
                 env[id(inst)] = self._convert(g, inst, env)
+                if inst.shape.is_array and inst.shape.element_type in NARROW_INT and inst.opcode not in _MOVES:
+                    env[id(inst)] = bits.wrap_narrow(g, inst, env[id(inst)])
             except CompilerError:
                 raise
             except Exception as e:  # a bug here must still name the instruction
@@ -231,8 +243,17 @@ class Converter:
             from neuronxcc.starfish.penguin.apply import apply_computation
             dims = tuple(inst.shape.dims)
             return apply_computation(self, g, _called(inst), ins, dims, loc, inst.name)[0]
+        if op == "rng-bit-generator":
+            from neuronxcc.starfish.penguin import rng
+            return rng.lower(self, g, inst, env, loc)
+        if op == "bitcast-convert" and inst.shape.is_array and \
+                ir.dtype_size(penguin_dtype(inst.shape)) != ir.dtype_size(penguin_dtype(inst.operands[0].shape)):
+            return bits.bitcast_convert_width(g, inst, ins[0], loc)
+        if op == "convert" and inst.shape.element_type in NARROW_INT and \
+                not inst.operands[0].shape.element_type in NARROW_INT:
+            return bits.convert_to_narrow(g, inst, ins[0], loc)
         if op == "bitcast" and inst.shape.is_array:
-            return self._bitcast(g, inst, ins[0], loc)
+            return bits.bitcast(g, inst, ins[0], loc)
         if op in ("reduce", "reduce-window", "select-and-scatter"):
             res = self._convert_reduction(g, inst, ins, loc)
             if res is not None:
@@ -259,29 +280,6 @@ class Converter:
         if op == "conditional":      # tuple branch operands: flattened, as the branch regions' inputs are
             ins = self._flatten(ins)
         return g.add_op(self._kind(inst), ins, [(inst.name, dims, dtype)], attrs, loc)[0]
-
-    def _bitcast(self, g, inst, x, loc):
-        """bitcast reinterprets the operand's bytes: its elements in physical (layout) order are the
-        result's elements in the result's physical order, each element's bits reinterpreted."""
-        src, dst = inst.operands[0].shape, inst.shape
-        v = g.values[x]
-        dtype = penguin_dtype(dst)
-        if ir.dtype_size(dtype) != ir.dtype_size(v.dtype):
-            raise unsupported(inst, "bitcast between element types of different widths (%s to %s)"
-                              % (src.element_type, dst.element_type))
-        m_src, m_dst = _major_to_minor(src), _major_to_minor(dst)
-        if m_src != list(range(len(m_src))):
-            x = g.add_op("transpose", [x], [(inst.name + ".phys", tuple(src.dims[d] for d in m_src), v.dtype)],
-                         {"permutation": m_src}, loc)[0]
-        pdims = tuple(dst.dims[d] for d in m_dst)
-        if g.values[x].shape != pdims:
-            x = g.add_op("reshape", [x], [(inst.name + ".flat", pdims, v.dtype)], {}, loc)[0]
-        if dtype != v.dtype:
-            x = g.add_op("bitcast-convert", [x], [(inst.name + ".bits", pdims, dtype)], {}, loc)[0]
-        if m_dst != list(range(len(m_dst))):
-            inv = [int(k) for k in np.argsort(m_dst)]
-            x = g.add_op("transpose", [x], [(inst.name, tuple(dst.dims), dtype)], {"permutation": inv}, loc)[0]
-        return x
 
     def _convert_reduction(self, g, inst, ins, loc):
         """A reduction the kernels do not run as it is, lowered by its computation (reductions.py)."""
@@ -330,7 +328,7 @@ class Converter:
         if narrow is None or v.dtype == narrow:
             return x
         if narrow == "?":
-            return _reduce_precision_bits(g, x, e, m, loc, name)
+            return bits.reduce_precision_bits(g, x, e, m, loc, name)
         sh, dt = v.shape, v.dtype
         t = g.add_op("convert", [x], [(name + ".narrow", sh, narrow)], {}, loc)[0]
         y = g.add_op("convert", [t], [(name + ".wide", sh, dt)], {}, loc)[0]
@@ -415,6 +413,15 @@ class Converter:
             a["dims"] = A.scatter_dims(inst)
             a["reducer"] = reducer_kind(_called(inst))
             a["update_kind"] = _scatter_update_kind(_called(inst))
+            from neuronxcc.starfish.penguin.indexing import COMBINE
+            nops = len(inst.operands) // 2
+            if g is not None and (nops > 1 or a["update_kind"] not in COMBINE and a["update_kind"] != "replace"):
+                from neuronxcc.starfish.penguin.apply import applicable
+                comb = _called(inst)
+                why = applicable(comb)
+                if why:
+                    raise unsupported(inst, "the scatter combiner %s: %s" % (comb.name, why))
+                a["combiner"] = self.convert_region(comb, comb.name)
         elif op == "while":
             cond = inst.attrs["condition"]
             body = inst.attrs["body"]
@@ -506,53 +513,6 @@ class Converter:
         if op in ("broadcast", "transpose", "reverse", "slice", "compare", "concatenate"):
             return self._attrs(None, inst)
         return {}
-
-
-def _reduce_precision_bits(g, x, e, m, loc, name):
-    """XLA's reduce-precision on the bits of an f32 (narrower floats widened first): round the
-    mantissa to ``m`` bits (to nearest even), then clamp the exponent to ``e`` bits (overflow to
-    signed infinity, underflow to signed zero); NaNs pass through. int32 arithmetic wraps only on
-    NaN bit patterns, which the last select discards."""
-    v = g.values[x]
-    sh, dt = v.shape, v.dtype
-
-    def op(kind, ins, dtype="int32", attrs=None, suffix=""):
-        return g.add_op(kind, ins, [(name + "." + (suffix or kind), sh, dtype)], attrs or {}, loc)[0]
-
-    def c(value, dtype="int32"):
-        return op("constant", [], dtype, {"value": value}, "c")
-
-    def i32(u):          # a 32-bit pattern as the int32 constant with those bits
-        return c(u - (1 << 32) if u >= 1 << 31 else u)
-
-    f = x if dt == "float32" else op("convert", [x], "float32")
-    bits = op("bitcast-convert", [f])
-    if m < 23:
-        shift = 23 - m
-        last = 1 << shift
-        lastbit = op("shift-right-logical", [op("and", [bits, i32(last)]), c(shift)])
-        biased = op("add", [op("add", [bits, lastbit]), c((last >> 1) - 1)])
-        bits = op("and", [biased, i32(0xFFFFFFFF & ~(last - 1))])
-    if e < 8:
-        red_bias = (1 << (e - 1)) - 1
-        expo = op("and", [bits, i32(0x7F800000)])
-        sign = op("and", [bits, i32(0x80000000)])
-        inf = op("or", [sign, i32(0x7F800000)])
-        over = op("compare", [expo, c((127 + red_bias) << 23)], "bool", {"direction": "GT"})
-        under = op("compare", [expo, c((127 - red_bias) << 23)], "bool", {"direction": "LE"})
-        bits = op("select", [over, inf, op("select", [under, sign, bits])])
-    y = op("bitcast-convert", [bits], "float32", suffix="f32")
-    nan = op("compare", [f, f], "bool", {"direction": "NE"}, "nan")
-    y = op("select", [nan, f, y], "float32", suffix="keep")
-    if dt != "float32":
-        y = op("convert", [y], dt, suffix="out")
-    return y
-
-
-def _major_to_minor(shape):
-    """The logical dimensions of an array shape from the most to the least significant in memory."""
-    lay = shape.layout if shape.layout is not None else tuple(range(len(shape.dims) - 1, -1, -1))
-    return [int(d) for d in reversed(lay)]
 
 
 def _called(inst):

@@ -11,10 +11,12 @@ access patterns, so no address is ever computed on the host.
   update into the register-offset sub-view of the result.
 * gather: a loop over the batch positions of the result; per position the
   start vector is loaded into registers and one HBM->HBM DMA moves the slice.
-* scatter: the operand is copied into the result, then a loop over the
+* scatter: the operands are copied into the results, then a loop over the
   update positions; ``replace`` is one DMA per window, combining scatters
-  (add/mul/max/min) read-modify-write the window through SBUF. Windows are
-  clamped into bounds (XLA would skip out-of-bounds windows).
+  read-modify-write the windows through SBUF, with an ALU op (add/mul/max/min)
+  or the combiner computation itself (any elementwise computation, variadic
+  scatters too) evaluated on the window tiles. Out-of-bounds windows are
+  written back unchanged (XLA skips them).
 """
 import numpy as np
 
@@ -159,25 +161,34 @@ class IndexingMixin:
 
     # -- scatter -----------------------------------------------------------------------------
     def op_scatter(self, op, args, outs):
-        if len(outs) != 1:
-            raise cannot_lower(op, "variadic scatter")
+        """Scatter of N operands (variadic) sharing one index array; the combiner is replace, an ALU
+        op (COMBINE) or any computation of elementwise ops (attrs["combiner"], a Penguin region over
+        scalars evaluated on the window tiles)."""
+        n = len(outs)
         d = op.attrs["dims"]
         if d.get("input_batching_dims"):
             raise cannot_lower(op, "scatter with batching dims")
         kind = op.attrs.get("update_kind")
-        if kind != "replace" and kind not in COMBINE:
+        region = op.attrs.get("combiner")
+        if region is None and (kind != "replace" and kind not in COMBINE or n != 1):
             raise cannot_lower(op, "scatter combiner '%s'" % kind)
-        x, idx, upd = args
-        out = self.cg.target_for(outs[0].name)
-        self.elementwise(x, out)
+        xs, idx, upds = args[:n], args[n], args[n + 1:]
+        targets = [self.cg.target_for(o.name) for o in outs]
+        for x, t in zip(xs, targets):
+            self.elementwise(x, t)
+        out = targets[0]
         if idx.dtype != "int32":
             idx = Node("convert", [idx], {}, "int32", idx.shape)
         I = self.cg.materialise(idx)
-        U = self.cg.materialise(upd)
         if I.base.startswith("__"):
             I = self.cg.materialise(idx, allow_views=False)
-        if U.base.startswith("__"):
-            U = self.cg.materialise(upd, allow_views=False)
+        Us = []
+        for upd in upds:
+            U = self.cg.materialise(upd)
+            if U.base.startswith("__"):
+                U = self.cg.materialise(upd, allow_views=False)
+            Us.append(U)
+        U = Us[0]
         uwd = list(d["update_window_dims"])
         iwd = list(d["inserted_window_dims"])
         sdod = list(d["scatter_dims_to_operand_dims"])
@@ -189,14 +200,14 @@ class IndexingMixin:
         for od, ud in zip(win_operand_dims, uwd):
             wsize[od] = U.shape[ud]
         W = int(np.prod([U.shape[k] for k in uwd])) if uwd else 1
-        if W > MAX_WINDOW:
+        if W > MAX_WINDOW // max(1, n):
             raise cannot_lower(op, "scatter window of %d elements" % W)
-        if any(n == 0 for n in U.shape):
-            return [out]
+        if any(nn == 0 for nn in U.shape):
+            return targets
         em = self.em
         P = self.P
         axes = [Axis(U.shape[k], 1, "s") for k in upd_scatter]
-        odt = onchip_dtype(out.dtype)
+        odts = [onchip_dtype(t.dtype) for t in targets]
         # XLA skips update windows that fall out of bounds: one vectorised in-bounds flag per
         # update position, tested with If inside the loop
         bshape = tuple(I.shape[k] for k in idx_batch)
@@ -227,42 +238,83 @@ class IndexingMixin:
                 if ivd < len(I.shape):
                     ioff = ioff + j * I.strides[ivd]
                 regs.append(self.register_from(I, 0, out.shape[od] - wsize[od], offset=ioff))
-            dst_off = P.const(out.offset)
-            for od, r in zip(sdod, regs):
-                dst_off = dst_off + r * out.strides[od]
-            src_off = P.const(U.offset)
-            for us, s0 in zip(upd_scatter, starts):
-                src_off = src_off + s0 * U.strides[us]
-            dst_pat = [[out.strides[k], wsize[k]] for k in win_operand_dims] or [[1, 1]]
-            src_pat = [[U.strides[k], U.shape[k]] for k in uwd] or [[1, 1]]
-            if kind == "replace" and flags is None:
-                em.dma(em.hbm(out.base, dst_off, dst_pat), em.hbm(U.base, src_off, src_pat))
+            dst_offs, srcs = [], []
+            for t, Uk in zip(targets, Us):
+                dst_off = P.const(t.offset)
+                for od, r in zip(sdod, regs):
+                    dst_off = dst_off + r * t.strides[od]
+                src_off = P.const(Uk.offset)
+                for us, s0 in zip(upd_scatter, starts):
+                    src_off = src_off + s0 * Uk.strides[us]
+                dst_offs.append((dst_off, [[t.strides[k], wsize[k]] for k in win_operand_dims] or [[1, 1]]))
+                srcs.append((src_off, [[Uk.strides[k], Uk.shape[k]] for k in uwd] or [[1, 1]]))
+            if kind == "replace" and flags is None and region is None:
+                em.dma(em.hbm(out.base, *dst_offs[0]), em.hbm(U.base, *srcs[0]))
                 return
-            # read-modify-write of the window; an out-of-bounds position writes its window back unchanged
-            a = em.sbuf("sca", 1, W, odt)
-            b = em.sbuf("scb", 1, W, odt)
-            a_ap = em.chip(a, odt, 1, [[1, W]])
-            b_ap = em.chip(b, odt, 1, [[1, W]])
-            em.dma(a_ap, em.hbm(out.base, dst_off, dst_pat))
-            em.dma(b_ap, em.hbm(U.base, src_off, src_pat))
-            eng = "POOL" if odt.startswith("int") or odt.startswith("uint") else "DVE"
-            if kind == "replace":
-                c_ap = b_ap
+            # read-modify-write of the windows; an out-of-bounds position writes its window back unchanged
+            a_aps, b_aps = [], []
+            for t, Uk, odt, (doff, dpat), (soff, spat) in zip(targets, Us, odts, dst_offs, srcs):
+                a_ap = em.chip(em.sbuf("sca", 1, W, odt), odt, 1, [[1, W]])
+                b_ap = em.chip(em.sbuf("scb", 1, W, odt), odt, 1, [[1, W]])
+                em.dma(a_ap, em.hbm(t.base, doff, dpat))
+                em.dma(b_ap, em.hbm(Uk.base, soff, spat))
+                a_aps.append(a_ap)
+                b_aps.append(b_ap)
+            if region is not None:
+                c_aps = self._combine_region(region, a_aps, b_aps, odts, W, op)
+            elif kind == "replace":
+                c_aps = b_aps
             else:
-                c_ap = em.chip(em.sbuf("scc", 1, W, odt), odt, 1, [[1, W]])
-                em.inst("tensor_tensor", eng, [c_ap], [a_ap, b_ap], op=COMBINE[kind])
+                eng = "POOL" if odts[0].startswith("int") or odts[0].startswith("uint") else "DVE"
+                c_aps = [em.chip(em.sbuf("scc", 1, W, odts[0]), odts[0], 1, [[1, W]])]
+                em.inst("tensor_tensor", eng, c_aps, [a_aps[0], b_aps[0]], op=COMBINE[kind])
+            f_ap = None
             if flags is not None:
                 foff = P.const(flags.offset)
                 for k, s0 in enumerate(starts):
                     foff = foff + s0 * flags.strides[k]
                 f_ap = em.chip(em.sbuf("scf", 1, W, "int32"), "int32", 1, [[1, W]])
                 em.dma(f_ap, em.hbm(flags.base, foff, [[0, W]]))
-                em.inst("select", eng, [a_ap], [f_ap, c_ap, a_ap])
-                c_ap = a_ap
-            em.dma(em.hbm(out.base, dst_off, dst_pat), c_ap)
+            for t, odt, a_ap, c_ap, (doff, dpat) in zip(targets, odts, a_aps, c_aps, dst_offs):
+                if f_ap is not None:
+                    eng = "POOL" if odt.startswith("int") or odt.startswith("uint") else "DVE"
+                    em.inst("select", eng, [a_ap], [f_ap, c_ap, a_ap])
+                    c_ap = a_ap
+                em.dma(em.hbm(t.base, doff, dpat), c_ap)
 
         em.nest(axes, body)
-        return [out]
+        return targets
+
+    def _combine_region(self, region, a_aps, b_aps, odts, W, op):
+        """The scatter combiner (a Penguin region over scalars: old values, then updates) evaluated
+        on [1, W] window tiles; returns one access pattern per result."""
+        from neuronxcc.starfish.penguin import ir
+        from neuronxcc.starfish.penguin.tiles import TV, Space, TileEval
+        P = self.P
+        te = TileEval(self.cg, Space(0, 1, [P.const(0), P.const(0)], [1, W]))
+        shape = (1, W)
+        env = {}
+        for k, (name, ap, dt) in enumerate(zip(region.inputs, a_aps + b_aps, odts + odts)):
+            leaf = View("__scatter%d" % k, region.values[name].dtype, shape, [0, 0], 0)
+            te.memo[te.key(leaf)] = TV("tile", dt, ap=ap)
+            env[name] = leaf
+        for rop in region.ops:
+            o = region.values[rop.outputs[0]]
+            if rop.kind == "constant" and "value" in rop.attrs:
+                env[o.name] = Splat(rop.attrs["value"], o.dtype, shape)
+            elif rop.kind in ir.ELEMENTWISE:
+                env[o.name] = Node(rop.kind, [env[i] for i in rop.inputs], rop.attrs, o.dtype, shape, rop.loc)
+            elif rop.kind in ir.VIEWS:
+                env[o.name] = env[rop.inputs[0]]
+            else:
+                raise cannot_lower(op, "scatter combiner using %s" % rop.kind)
+        res = []
+        for name, dt in zip(region.outputs, odts):
+            tv = te.value(env[name])
+            if tv.dtype != dt:
+                tv = te.cast(tv, dt)
+            res.append(te.materialise(tv).ap)
+        return res
 
 
 def _has_iota(x):
