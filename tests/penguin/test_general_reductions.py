@@ -213,3 +213,19 @@ def test_scatter_apply_combiner_from_jax():
     x = f32(12, 5)
     i = np.array([1, 4, 4, 9], np.int32)
     check(lambda x, i: (x.at[i].apply(lambda v: jnp.tanh(v) * 2.0 + 1.0), x.at[i].multiply(1.5)), x, i)
+
+
+def test_variadic_reduce_window_argmax_pool():
+    """A (value, index) reduce-window: the max and where it is, per 2x2 window, on XLA:CPU."""
+    x = f32(6, 8)
+    idx = np.arange(48, dtype=np.int32).reshape(6, 8)
+
+    def pick(a, b):
+        (av, ai), (bv, bi) = a, b
+        take = (av > bv) | ((av == bv) & (ai < bi))
+        return jnp.where(take, av, bv), jnp.where(take, ai, bi)
+
+    def f(x, idx):
+        return lax.reduce_window((x, idx), (np.float32(-np.inf), np.int32(2 ** 31 - 1)), pick, (2, 2), (2, 2),
+                                 "VALID")
+    check(f, x, idx)
