@@ -21,5 +21,5 @@ def check_text(text, inputs, expected=None):
     exp = expected if expected is not None else evaluate(module, inputs)
     assert len(outs) == len(exp), (len(outs), len(exp))
     for k, (a, e) in enumerate(zip(outs, exp)):
-        assert_close(a, np.asarray(e), "output%d" % k)
+        assert_close(a, np.asarray(e), "output%d" % k, row="compiled")
     return outs, bir

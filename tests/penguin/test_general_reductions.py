@@ -205,7 +205,7 @@ ENTRY main {
         lae[i] = np.logaddexp(lae[i], upd[k])
         s[i] += upd[k]
         c[i] += 1
-    check_text(text, [x, cnt, idx, upd], expected=[lae, s, c])
+    check_text(text, [x, cnt, idx, upd], expected=[v.astype(np.float32) for v in (lae, s, c)])
 
 
 def test_scatter_apply_combiner_from_jax():

@@ -413,9 +413,9 @@ class Converter:
             a["dims"] = A.scatter_dims(inst)
             a["reducer"] = reducer_kind(_called(inst))
             a["update_kind"] = _scatter_update_kind(_called(inst))
-            from neuronxcc.starfish.penguin.indexing import COMBINE
+            from neuronxcc.starfish.penguin.reductions import ALU_KINDS   # the scatter kernel's ALU combiners
             nops = len(inst.operands) // 2
-            if g is not None and (nops > 1 or a["update_kind"] not in COMBINE and a["update_kind"] != "replace"):
+            if g is not None and (nops > 1 or a["update_kind"] not in ALU_KINDS and a["update_kind"] != "replace"):
                 from neuronxcc.starfish.penguin.apply import applicable
                 comb = _called(inst)
                 why = applicable(comb)
