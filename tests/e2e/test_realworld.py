@@ -19,9 +19,10 @@ needs a tolerance looser than that module's. Small programs are grouped
 
 Known gaps are not tested here (they were reported, not skipped): argmax/argmin
 ignore NaN and compare int32 through float32; sort/argsort/top_k of int32/uint32
-keys beyond 2**24 go through float32; reduce/reduce-window with logaddexp, xor
-or other custom reducers, rng-bit-generator, fft, complex and LAPACK custom
-calls are rejected with NCC_EPEN001/NCC_EVRF001.
+keys beyond 2**24 go through float32; fft, complex and LAPACK custom calls are
+rejected with NCC_EPEN001/NCC_EVRF001 (custom reducers, rng-bit-generator and
+batch-norm compile: tests/penguin/test_general_reductions.py, test_rng.py,
+test_batchnorm.py, tests/e2e/test_breadth_cli.py).
 """
 import json
 import os

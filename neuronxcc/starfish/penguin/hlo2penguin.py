@@ -46,9 +46,10 @@ log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
 
 # HLO element type -> Penguin dtype, for the types this lowering accepts (the registry's ``lowered``)
 HLO_TO_DTYPE = {d.hlo: d.name for d in _dtypes.DTYPES if d.lowered}
-# Sub-byte integers are stored one per byte (the value, as ml_dtypes holds it in numpy); every op that
-# computes one (arithmetic, convert) wraps its result to the type's width (NARROW_INT: bits, signed).
-HLO_TO_DTYPE.update({"s4": "int8", "u4": "uint8", "s2": "int8", "u2": "uint8"})
+# Sub-byte integers are stored one per byte (the value, as ml_dtypes holds it in numpy): their Penguin
+# dtype is the storage byte; every op that computes one (arithmetic, convert) wraps its result to the
+# type's width (NARROW_INT: bits, signed).
+NARROW_STORAGE = {"s4": "int8", "u4": "uint8", "s2": "int8", "u2": "uint8"}
 NARROW_INT = bits.NARROW_INT
 # ops that only move narrow values (no wrap needed after them)
 _MOVES = frozenset(["parameter", "constant", "broadcast", "reshape", "bitcast", "transpose", "slice", "reverse",
@@ -85,7 +86,7 @@ def nki_kernel_attrs(inst):
 def penguin_dtype(shape):
     et = shape.element_type
     try:
-        return HLO_TO_DTYPE[et]
+        return NARROW_STORAGE.get(et) or HLO_TO_DTYPE[et]
     except KeyError:
         raise UnsupportedOperatorError("element type %s is not supported" % et)
 
@@ -687,10 +688,11 @@ def check_element_types(module):
     for comp in hlo_ops.module_computations(module):
         for inst in comp.instructions:
             for et in _leaf_types(inst.shape):
-                if et not in HLO_TO_DTYPE and et not in ("token", "opaque"):
+                if et not in HLO_TO_DTYPE and et not in NARROW_STORAGE and et not in ("token", "opaque"):
                     why = NOT_LOWERED_TYPES.get(et, "element type %s has no on-chip dtype" % et)
                     raise unsupported(inst, "its result has element type %s: %s; supported element types: %s"
-                                      % (et, why, ", ".join(HLO_TO_DTYPE)))
+                                      % (et, why, ", ".join(list(HLO_TO_DTYPE) + [t for t in NARROW_STORAGE
+                                                                                 if t not in HLO_TO_DTYPE])))
 
 
 def _leaf_types(shape):
