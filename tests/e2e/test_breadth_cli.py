@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from neuronxcc.hlo.tolerances import mismatch
+from neuronxcc.common.tolerances import mismatch
 from support.cli import run_ncc
 
 TORCH_LN = """or_f {
