@@ -11,18 +11,9 @@ from jax import lax
 
 from neuronxcc.common.tolerances import mismatch
 from support.cli import run_ncc
+from support.hlo_reducers import torch_bool_reducer
 
-TORCH_LN = """or_f {
-  a = pred[] parameter(0)
-  b = pred[] parameter(1)
-  f = pred[] constant(false)
-  na = pred[] compare(a, f), direction=NE
-  nb = pred[] compare(b, f), direction=NE
-  o = pred[] or(na, nb)
-  t = pred[] constant(true)
-  ROOT r = pred[] select(o, t, f)
-}
-
+TORCH_LN = torch_bool_reducer("or_f", "or") + """
 ENTRY SyncTensorsGraph.42 {
   x = f32[1,96,48] parameter(0)
   dy = f32[1,96,48] parameter(1)

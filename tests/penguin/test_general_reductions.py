@@ -9,6 +9,7 @@ from jax import lax
 
 from hlo_text_helpers import check_text
 from penguin_helpers import check
+from support.hlo_reducers import torch_bool_reducer
 
 R = np.random.default_rng(11)
 
@@ -46,28 +47,7 @@ def test_variadic_min_with_index_and_nonconstant_init():
     check(f, x, idx, np.float32(0.0))
 
 
-TORCH_ALL = """HloModule all
-and_f {
-  a = pred[] parameter(0)
-  b = pred[] parameter(1)
-  f = pred[] constant(false)
-  na = pred[] compare(a, f), direction=NE
-  nb = pred[] compare(b, f), direction=NE
-  o = pred[] and(na, nb)
-  t = pred[] constant(true)
-  ROOT r = pred[] select(o, t, f)
-}
-or_f {
-  a = pred[] parameter(0)
-  b = pred[] parameter(1)
-  f = pred[] constant(false)
-  na = pred[] compare(a, f), direction=NE
-  nb = pred[] compare(b, f), direction=NE
-  o = pred[] or(na, nb)
-  t = pred[] constant(true)
-  ROOT r = pred[] select(o, t, f)
-}
-ENTRY main {
+TORCH_ALL = "HloModule all\n" + torch_bool_reducer("and_f", "and") + torch_bool_reducer("or_f", "or") + """ENTRY main {
   x = f32[30,50] parameter(0)
   z = f32[] constant(1.5)
   zb = f32[30,50] broadcast(z), dimensions={}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from hlo_text_helpers import check_text, compile_text
+from support.hlo_reducers import logaddexp_reducer
 
 R = np.random.default_rng(3)
 
@@ -49,19 +50,7 @@ def test_fusion_call_and_add_dependency_inlined():
     np.testing.assert_allclose(outs[1], (np.exp(a) + b).sum(1), rtol=1e-4)
 
 
-MAP = """HloModule m
-logaddexp {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  mx = f32[] maximum(x, y)
-  d = f32[] subtract(x, y)
-  ad = f32[] abs(d)
-  nad = f32[] negate(ad)
-  e = f32[] exponential(nad)
-  l = f32[] log-plus-one(e)
-  ROOT r = f32[] add(mx, l)
-}
-ENTRY main {
+MAP = "HloModule m\n" + logaddexp_reducer("logaddexp") + """ENTRY main {
   a = f32[64,20] parameter(0)
   b = f32[64,20] parameter(1)
   ROOT m = f32[64,20] map(a, b), dimensions={0,1}, to_apply=logaddexp
