@@ -36,6 +36,7 @@ RED_FREE = 1024
 PMAX = 128
 STREAM_M_MAX = 8        # rows of the "few rows x large weight" (decode) matmul that streams its weight
 PSUM_CHUNK_COLS = 2048  # output columns per streamed-weight chunk: four PSUM banks of 512 fp32
+RHS_T_CHUNK_BYTES = 16 * 1024   # bytes per partition of one natural (untransposed) moving-side load
 
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
 
@@ -464,6 +465,12 @@ class Kernels:
                 nfull, rem = divmod(K, TK)
                 rr = em.sbuf("rhs_res", TK, (nfull + (1 if rem else 0)) * nn, cdt)
                 sk_r, sn_r = R.strides[nb], R.strides[nb + 1]
+                if sk_r == 1 and sn_r != 1 and nn > 1:
+                    # R^T lies row-major (K contiguous): a transposing DMA would move one element
+                    # per descriptor; load it as it lies and transpose it on the PE instead
+                    self._rhs_transposed(R, nb, offs, bs, n0, nn, K, TK, rr, cdt)
+                    res.append(rr)
+                    continue
                 if nfull:
                     # one DMA writes the whole resident tile, so walrus sees it defined afresh in each
                     # N iteration and double-buffers it (the next N tile loads during this one's M loop)
@@ -599,6 +606,50 @@ class Kernels:
             else:
                 em.inst("tensor_copy", "DVE", [dst], [src])
         return st
+
+    def _rhs_transposed(self, R, nb, offs, bs, n0, nn, K, TK, rr, cdt):
+        """Resident moving side rr[k, t*nn + n] = R[t*TK + k, n0 + n] when R is contiguous along K:
+        blocks of <= 128 N rows are loaded as they lie ([rows, K chunk], one descriptor per row),
+        transposed on the PE tile by tile into one PSUM bank and evicted into rr."""
+        em = self.em
+        P = self.P
+        sn_r = R.strides[nb + 1]
+        ntiles = -(-K // TK)
+        chunk = max(1, (RHS_T_CHUNK_BYTES // bdt.itemsize(cdt)) // TK)     # K tiles per natural load
+        per = max(1, (em.tm.psum_bank_bytes // 4) // PMAX)                  # transposes per PSUM bank
+        for b0 in range(0, nn, PMAX):
+            bn = min(PMAX, nn - b0)
+            for t0 in range(0, ntiles, chunk):
+                tc = min(chunk, ntiles - t0)
+                kc = min(K, (t0 + tc) * TK) - t0 * TK
+                nat = em.sbuf("rhs_nat", bn, kc, cdt)
+                em.dma(em.chip(nat, cdt, bn, [[1, kc]]),
+                       em.hbm(R.base, offs(R, bs + [P.const(t0 * TK), n0 + b0]), [[sn_r, bn], [1, kc]]))
+                for j0 in range(0, tc, per):
+                    c = min(per, tc - j0)
+                    ps = em.psum("psT", TK, c * bn)
+                    kn_last = min(TK, K - (t0 + j0 + c - 1) * TK)
+                    for j in range(c):
+                        kn = min(TK, K - (t0 + j0 + j) * TK)
+                        em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, bn]], offset=j * bn)],
+                                [em.chip(nat, cdt, bn, [[1, kn]], offset=(j0 + j) * TK)])
+                    # full tiles share one eviction; a short last tile (K % TK rows) goes alone
+                    full = c if kn_last == TK else c - 1
+                    for (a, n_, kn) in ((0, full, TK), (full, c - full, kn_last)):
+                        if n_ <= 0:
+                            continue
+                        dst = em.chip(rr, cdt, kn, [[nn, n_], [1, bn]], offset=(t0 + j0 + a) * nn + b0)
+                        src = em.chip(ps, "float32", kn, [[bn, n_], [1, bn]], offset=a * bn)
+                        self._evict_copy(dst, src)
+
+    def _evict_copy(self, dst, src):
+        """PSUM -> SBUF copy on ACT or DVE, whichever has less queued."""
+        em = self.em
+        load = em.engine_load
+        if load["ACT"] <= load["DVE"] * 1.12 / 1.4:
+            em.inst("activation", "ACT", [dst], [src], func="identity")
+        else:
+            em.inst("tensor_copy", "DVE", [dst], [src])
 
     def _res_budget(self):
         """SBUF bytes per partition for resident matmul operands: what is left of the usable SBUF

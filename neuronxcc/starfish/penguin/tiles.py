@@ -168,8 +168,16 @@ class TileEval:
         if v.base == IOTA_BASE:
             return self.load_iota(v)
         t = self.em.m.tensors[v.base]
+        pat = self.leaf_pattern(v)
+        if self._col_load(pat) and v.dtype == t.dtype:
+            # broadcast along the free axis: one element per partition, a [P,1] column (a stride-0
+            # DMA pattern would move one element per descriptor)
+            out = self.new_col(t.dtype, "ld")
+            self.em.dma(out.ap, self.em.hbm(v.base, self.leaf_offset(v), [pat[0], [1, 1]]))
+            self.nloads += 1
+            return out
         out = self.new_tile(v.dtype if v.dtype == t.dtype else t.dtype, "ld")
-        src = self.em.hbm(v.base, self.leaf_offset(v), self.leaf_pattern(v))
+        src = self.em.hbm(v.base, self.leaf_offset(v), pat)
         # independent loads of one tile go to different DMA queues (Emitter.dma rotates them)
         self.em.dma(out.ap, src)
         self.nloads += 1
@@ -184,6 +192,10 @@ class TileEval:
             out = self.new_tile("int32", "iota")
             self.em.inst("iota", "POOL", [out.ap], [], pattern=[pat[1]], offset=int(off),
                          channel_multiplier=pat[0][0])
+        elif self._col_load(pat):
+            base = self.cg.arange_table(v)
+            out = self.new_col("int32", "iota")
+            self.em.dma(out.ap, self.em.hbm(base, off, [pat[0], [1, 1]]))
         else:
             base = self.cg.arange_table(v)
             out = self.new_tile("int32", "iota")
@@ -191,6 +203,10 @@ class TileEval:
         if v.dtype != "int32":
             return self.cast(out, v.dtype)
         return out
+
+    def _col_load(self, pat):
+        """A tile pattern that repeats one element along the free axis (stride 0) on several partitions."""
+        return pat[1][0] == 0 and pat[1][1] > 1 and pat[0][1] > 1 and pat[0][0] != 0
 
     # -- evaluation ------------------------------------------------------------------
     def key(self, x):
