@@ -37,7 +37,7 @@ class Buf:
     """A storage object (see module doc). ``memory``: HBM | SBUF | PSUM."""
 
     __slots__ = ("name", "memory", "shape", "dtype", "pdim", "kind", "producer", "uses", "param_index",
-                 "written", "read", "level", "alloc", "data")
+                 "written", "read", "level", "alloc", "data", "origin")
 
     def __init__(self, name, memory, shape, dtype, pdim=0, kind="scratch"):
         self.name = name
@@ -54,6 +54,7 @@ class Buf:
         self.level = 0
         self.alloc = None             # direct allocation (ncc.sbuf.mod_alloc ...) or None
         self.data = None              # const HBM data
+        self.origin = None            # (body list, item before the allocation) where it was created
 
     @property
     def onchip(self):
@@ -173,10 +174,21 @@ class TraceContext:
     def new_buf(self, prefix, memory, shape, dtype, pdim=0, kind="tile"):
         b = Buf(self.fresh(prefix), memory, shape, dtype, pdim, kind)
         b.level = len(self.loops)
+        body = self._stack[-1]
+        b.origin = (body, body[-1] if body else None)
         self.bufs[b.name] = b
         return b
 
     # -- emission ----------------------------------------------------------------
+    def emit_at_origin(self, buf, inst):
+        """Insert INST where BUF was created (after the instructions traced before it, in its body)."""
+        body, anchor = buf.origin
+        at = 0
+        if anchor is not None:
+            at = next(i for i, x in enumerate(body) if x is anchor) + 1
+        body.insert(at, inst)
+        return inst
+
     def emit(self, inst):
         self._stack[-1].append(inst)
         return inst

@@ -239,12 +239,15 @@ class Lowerer:
         for var in intervals:
             if var not in present and var in pred.axes:
                 pos[var] = pred.axes[var] - len(pred.shape)     # axis counted from the right
+        # by position only on operands spanning the mask's index space: an operand of lower rank (a
+        # reduction's result) has lost axes, and right-aligning would mask its partition axis instead
+        mrank = len(pred.shape)
         for g in groups:
             lo, hi = None, None
             for k, r in g:
                 var = views[k][2][r][3]
                 rank = len(views[k][2])
-                cands = [var] + [v for v, off in pos.items() if rank + off == r]
+                cands = [var] + [v for v, off in pos.items() if rank + off == r and rank >= mrank]
                 for var in cands:
                     if var in intervals:
                         a, b = intervals[var]
@@ -259,7 +262,7 @@ class Lowerer:
             for r, a in enumerate(v[2]):
                 if (k, r) in done:
                     continue
-                cands = [a[3]] + [var for var, off in pos.items() if len(v[2]) + off == r]
+                cands = [a[3]] + [var for var, off in pos.items() if len(v[2]) + off == r and len(v[2]) >= mrank]
                 for var in cands:
                     if var in intervals:
                         lo, hi = intervals[var]

@@ -283,6 +283,12 @@ def update_inplace(view, other, op):
                 and view.dtype == np.dtype(np.float32) and tuple(view.shape) == tuple(other.shape):
             p.dsts[0] = view
             p.attrs["psum_zero"] = False
+            if not view.buf.written and view.buf.origin is not None:
+                # the first accumulation into a PSUM tensor nothing wrote (nl.ndarray) starts from zero,
+                # as the accumulation group's first matmul overwrites on the device: zero it where created
+                acc = view.buf
+                flat = Tensor(acc, acc.dtype, 0, 0, [Axis(acc.partitions, 1, 0), Axis(acc.free_elems, 0, 1)])
+                ctx.emit_at_origin(acc, TInst("memset", "DVE", [flat], [], {"value": 0.0}, None, None, p.loc))
             view.buf.written = True
             view.buf.read = True
             ctx.bufs.pop(b.name, None)

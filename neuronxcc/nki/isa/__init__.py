@@ -105,13 +105,24 @@ def _scalar_or_col(v, data, api, param):
     return 0.0, v
 
 
+def _in_sbuf(t):
+    """T, or for a PSUM tile its copy in SBUF (VectorE, same dtype): the TensorE and GpSimd read SBUF, and
+    kernels pass PSUM results straight on (nki-samples' flash_attn_bwd: an nc_transpose result as a matmul
+    operand, a score tile into affine_select), which the original accepts."""
+    if t.buf.memory != "PSUM":
+        return t
+    from neuronxcc.nki.language._math import copy as _copy
+    return _copy(t, t.dtype)
+
+
 # -- TensorE -----------------------------------------------------------------------------------------
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, **kwargs):
     """stationary.T @ moving on TensorE into a new PSUM fp32 tile (shape (M,) + moving.shape[1:]).
     perf_mode='double_row*' (v3 fp8): operands [K, 2, M] / [K, 2, N] contract over K and the pair."""
-    _ops.tile_operand(stationary, "nc_matmul", "stationary", ("SBUF",))
-    _ops.tile_operand(moving, "nc_matmul", "moving", ("SBUF",))
+    _ops.tile_operand(stationary, "nc_matmul", "stationary", ("SBUF", "PSUM"))
+    _ops.tile_operand(moving, "nc_matmul", "moving", ("SBUF", "PSUM"))
+    stationary, moving = _in_sbuf(stationary), _in_sbuf(moving)
     pm = kwargs.get("perf_mode")
     if pm is not None and "double_row" in str(pm):
         if len(stationary.shape) != 3 or len(moving.shape) != 3 or stationary.shape[1] != 2 or moving.shape[1] != 2:
@@ -446,7 +457,8 @@ _CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     """on_true_tile where the affine predicate holds, else on_false_value (GpSimd); a predicate that
     depends on loop iterators compares the static part with the run-time part (iota, compare, select)."""
-    _ops.tile_operand(on_true_tile, "affine_select", "on_true_tile", ("SBUF",))
+    _ops.tile_operand(on_true_tile, "affine_select", "on_true_tile", ("SBUF", "PSUM"))
+    on_true_tile = _in_sbuf(on_true_tile)
     if not isinstance(pred, _Pred) or len(pred.atoms) != 1:
         raise _E.err_invalid_argument("affine_select needs one affine comparison as pred")
     e, op = pred.atoms[0]
