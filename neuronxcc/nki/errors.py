@@ -74,6 +74,7 @@ _NAMES = [
     "err_while_loop_requires_unconditional_entry",
     # not in the public list, used for rules the list does not name
     "err_insufficient_rank", "err_unsupported_dtype", "err_invalid_argument", "err_psum_tile_too_large",
+    "err_framework_not_installed",
 ]
 
 _g = globals()

@@ -90,7 +90,7 @@ class Buf:
 
 
 class TInst:
-    __slots__ = ("opcode", "engine", "dsts", "srcs", "attrs", "mask", "links", "loc", "parent")
+    __slots__ = ("opcode", "engine", "dsts", "srcs", "attrs", "mask", "links", "loc", "parent", "guard", "gkey")
 
     def __init__(self, opcode, engine, dsts, srcs, attrs, mask, links, loc):
         self.opcode = opcode
@@ -102,6 +102,8 @@ class TInst:
         self.links = links
         self.loc = loc
         self.parent = None
+        self.guard = None           # a rewrite.Cond over loop variables (if/else on an iterator) or None
+        self.gkey = ()              # identity of the guard blocks it was traced in (see ops.same_guard)
 
     kind = "inst"
 

@@ -123,10 +123,12 @@ class Lowerer:
             if n.kind == "loop":
                 self._mask_deps(var, n.body, acc)
             else:
-                if n.mask is not None:
-                    for e, op in n.mask.atoms:
-                        if var in e.free_vars():
-                            acc.append((n, e, op))
+                atoms = list(n.mask.atoms) if n.mask is not None else []
+                if n.guard is not None:
+                    atoms += n.guard.atoms()
+                for e, op in atoms:
+                    if var in e.free_vars():
+                        acc.append((n, e, op))
                 for op in n.operands:
                     if not isinstance(op.p0, int) and var in op.p0.free_vars():
                         acc.append((n, op.p0, None))       # a partition start moved by the iterator: unroll
@@ -191,7 +193,18 @@ class Lowerer:
         return (name, lo, hi)
 
     # -- instructions ----------------------------------------------------------------
+    def _guard_holds(self, ti):
+        def atom(e, op):
+            e = e.subs(self.fixed) if self.fixed else e
+            if not e.is_const():
+                _raise(E.err_dynamic_control_flow_not_supported,
+                       "the condition %s %s 0 uses loop variables that are not static here" % (e, op), ti.loc)
+            return holds(int(e), op)
+        return ti.guard.evaluate(atom)
+
     def inst(self, ti):
+        if ti.guard is not None and not self._guard_holds(ti):
+            return None
         ops = ti.operands
         views = [[op.p0, op.off, [[a.size, a.pstep, a.fstep, a.var] for a in op.axes]] for op in ops]
         intervals = {}

@@ -78,6 +78,10 @@ def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
     """Record one instruction; returns the TInst."""
     from neuronxcc.nki._trace.index import Pred
     ctx = current()
+    guard = None
+    if mask is not None and type(mask).__name__ == "Cond":
+        from neuronxcc.nki._trace.rewrite import as_guard
+        guard, mask = as_guard(mask), None         # `or` / `not` of iterator comparisons: a guard formula
     if mask is not None and not isinstance(mask, Pred):
         if isinstance(mask, (bool, np.bool_)):
             if mask:
@@ -102,8 +106,18 @@ def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
     for d in dsts:
         d.buf.written = True
     inst = TInst(opcode, engine, dsts, srcs, attrs or {}, mask, links, E.kernel_location())
+    guards = list(getattr(ctx, "cond_guards", None) or ()) + ([guard] if guard is not None else [])
+    inst.gkey = tuple(id(g) for g in guards)
+    if guards:
+        from neuronxcc.nki._trace.rewrite import Cond
+        inst.guard = guards[0] if len(guards) == 1 else Cond("and", guards)
     ctx.emit(inst)
     return inst
+
+
+def same_guard(ctx, p):
+    """True if instruction P was traced under exactly the guards active now (so it may be retargeted)."""
+    return p.gkey == tuple(id(g) for g in (getattr(ctx, "cond_guards", None) or ()))
 
 
 def next_queue():
@@ -217,6 +231,8 @@ def _retarget(dst, value):
     p = b.producer
     if p is None or b.uses or ctx.last is not p or not value.is_whole() or value.dtype != dst.dtype:
         return False
+    if not same_guard(ctx, p):
+        return False
     if b.kind != "tile" or tuple(value.shape) != tuple(dst.shape):
         return False
     if p.dsts[0].buf is not b:
@@ -280,6 +296,7 @@ def update_inplace(view, other, op):
         b = other.buf
         p = b.producer
         if p is not None and p.opcode == "matmul" and not b.uses and ctx.last is p and other.is_whole() \
+                and same_guard(ctx, p) \
                 and view.dtype == np.dtype(np.float32) and tuple(view.shape) == tuple(other.shape):
             p.dsts[0] = view
             p.attrs["psum_zero"] = False

@@ -127,8 +127,9 @@ def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
             pos.append(call_args[pname])
     for k, g in enumerate(grid):
         ctx.loop_vars["pid%d" % k] = (0, g - 1) if g > 0 else None
+    from neuronxcc.nki._trace.rewrite import rewritten
     with ctx:
-        ret = func(*pos, **kw)
+        ret = rewritten(func)(*pos, **kw)
     if grid:
         body = ctx.body
         for k in range(len(grid) - 1, -1, -1):

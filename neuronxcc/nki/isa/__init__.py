@@ -582,7 +582,8 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
         dsts.append(dst_idx)
         attrs["with_index"] = True
     nd = len(dsts)
-    links = [[(k, 0) for k in range(nd + 2)]]
+    # partitions are shared by all operands; a mask on data's free axes cuts the output the same way
+    links = [[(k, 0) for k in range(nd + 2)]] + [[(0, r), (nd, r)] for r in range(1, len(data.shape))]
     inst = _ops.emit("match_replace8", "DVE", dsts, [data, vals], attrs, mask, links)
     return _ops.mark_producer(out, inst)
 
