@@ -41,8 +41,17 @@ def test_row_major_matmul_transposes_on_the_pe(dt):
     assert res.counts["pe_transposes"] >= (n // 128) ** 2 and res.counts["matmuls"] >= (n // 128) ** 2
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 512, 4096), (4, 1024, 6144)])
-def test_decode_matmul_streams_the_weight_in_large_runs(m, k, n):
+def _executions(nodes, mult=1):
+    """(instruction, times it executes) over NODES, loops expanded by their trip counts."""
+    for n in nodes:
+        if n.kind == "inst":
+            yield n, mult
+        else:
+            yield from _executions(n.body, mult * getattr(n, "trip_count", 1))
+
+
+@pytest.mark.parametrize("m,k,n", [(4, 1024, 6144)])
+def test_few_rows_matmul_streams_the_weight_in_large_runs(m, k, n):
     # a few rows times a large weight: the weight is read once, 128 rows of >= 4 KiB per DMA
     s = [jax.ShapeDtypeStruct((m, k), jnp.bfloat16), jax.ShapeDtypeStruct((k, n), jnp.bfloat16)]
     mod = bir_of(lambda x, w: x @ w, *s)
@@ -54,3 +63,40 @@ def test_decode_matmul_streams_the_weight_in_large_runs(m, k, n):
     rng = np.random.default_rng(2)
     x, w = [(rng.standard_normal(a.shape) / 8).astype(ml_dtypes.bfloat16) for a in s]
     assert_close(simulate(mod, [x, w]).outputs[0], jax_outputs(lambda x, w: x @ w, x, w)[0], "x @ w")
+
+
+@pytest.mark.parametrize("k,n,dt,epilogue", [(512, 4096, "bfloat16", False), (4096, 4096, "bfloat16", False),
+                                             (2048, 14336, "bfloat16", True), (1024, 2048, "float32", True)])
+def test_decode_matvec_streams_the_weight_once_in_long_runs_over_balanced_queues(k, n, dt, epilogue):
+    # one row times a large weight (the decode step): the weight is the PE's stationary side, so
+    # a weight DMA is whole rows: one contiguous run of >= 16 KiB (>= 28 KiB at Llama's FFN width)
+    # per partition, 128 per DMA; every weight byte crosses HBM once; the K loop's weight DMAs
+    # alternate between two queues with equal bytes; every 128x128 weight tile is one matmul
+    d = getattr(jnp, dt)
+    isz = np.dtype(ml_dtypes.bfloat16 if dt == "bfloat16" else np.float32).itemsize
+    s = [jax.ShapeDtypeStruct((1, k), d), jax.ShapeDtypeStruct((k, n), d)]
+    s += [jax.ShapeDtypeStruct((n,), d)] if epilogue else []
+
+    def f(x, w, *b):
+        return jax.nn.silu(x @ w + b[0]) if b else x @ w
+    mod = bir_of(f, *s)
+    per_queue, nbytes_all, ndma = {}, 0, 0
+    for i, times in _executions(mod.body):
+        if i.opcode == "dma_copy" and i.srcs[0].target == "input1":
+            nbytes, runs, _, _ = dma_shape(i, mod, TM)
+            assert runs == 128 and nbytes / runs >= min(16384, k * n * isz // 128), (nbytes, runs)
+            if n * isz >= 16384:
+                assert nbytes / runs >= n * isz
+            per_queue[i.attrs["queue"]] = per_queue.get(i.attrs["queue"], 0) + nbytes * times
+            nbytes_all += nbytes * times
+            ndma += times
+    assert nbytes_all == k * n * isz
+    assert ndma <= max(1, k * n * isz // (128 * 16384))
+    if ndma >= 3:
+        assert len(per_queue) >= 2 and max(per_queue.values()) <= 0.5 * nbytes_all, per_queue
+    mms = sum(t for i, t in _executions(mod.body) if i.opcode == "matmul")
+    assert mms == (k // 128) * (n // 128)
+    rng = np.random.default_rng(2)
+    npdt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.float32
+    args = [(rng.standard_normal(a.shape) / 8).astype(npdt) for a in s]
+    assert_close(simulate(mod, args).outputs[0], jax_outputs(f, *args)[0], "f")

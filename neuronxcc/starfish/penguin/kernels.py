@@ -20,6 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
+from neuronxcc.starfish.penguin import matvec
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -34,8 +35,6 @@ LT_GROUP_CYCLES = 8192          # PE cycles one streamed L^T DMA should feed (am
 MM_MIN_N = 64           # narrowest resident N tile worth it (the PE's moving side below 64 wastes cycles)
 RED_FREE = 1024
 PMAX = 128
-STREAM_M_MAX = 8        # rows of the "few rows x large weight" (decode) matmul that streams its weight
-PSUM_CHUNK_COLS = 2048  # output columns per streamed-weight chunk: four PSUM banks of 512 fp32
 RHS_T_CHUNK_BYTES = 16 * 1024   # bytes per partition of one natural (untransposed) moving-side load
 
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
@@ -440,9 +439,8 @@ class Kernels:
             cdt = self.cg.cast.dtype       # --auto-cast: the operand DMAs write the narrow type
             self.cg.cast.count("matmult")
         isz = bdt.itemsize(cdt)
-        if M <= STREAM_M_MAX and nb == 0 and len(terms) == 1 and N >= 2 * PSUM_CHUNK_COLS and \
-                terms[0][2] % PMAX == 0 and terms[0][2] >= 2 * PMAX:
-            return self._matmul_weights_streamed(terms[0], O, M, N, epilogue, cdt)
+        if matvec.wants_stream(M, nb, terms, N) and matvec.stream(self, terms[0], O, M, N, epilogue, cdt):
+            return
         kcols = sum(-(-K // _k_tile(K)) for L, R, K in terms)
         ncmax = self._res_budget() // max(1, kcols * isz)
         if ncmax < min(N, MM_MIN_N):
@@ -527,53 +525,6 @@ class Kernels:
 
         axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(N, TN, "n")]
         em.nest(axes, body_n)
-
-    def _matmul_weights_streamed(self, term, O, M, N, epilogue, cdt):
-        """A few rows (decode: M <= STREAM_M_MAX) times a large weight: nothing is reused, so the
-        weight streams through SBUF once at the DMA engines' rate in large contiguous pieces.
-
-        The contraction is laid out K-permuted: K tile j holds rows {p*KT + j : p < 128} (KT = K/128),
-        so partition p of one weight DMA is row p*KT + j over a chunk of PSUM_CHUNK_COLS columns (one
-        contiguous run of 2-4 KiB and more per partition, 128 runs per DMA), and the stationary side
-        for tile j is column j of L laid out [128 partitions, KT, M] (partition p: L[m, p*KT:(p+1)*KT],
-        contiguous when M = 1). Each K step feeds up to four PSUM banks (one matmul each); the K
-        loop accumulates; the chunk is evicted once."""
-        L, R, K = term
-        em = self.em
-        P = self.P
-        offs = _offs(P)
-        KT = K // PMAX
-        sk_l, sm_l = L.strides[1], L.strides[0]
-        sk_r, sn_r = R.strides[0], R.strides[1]
-        xs = em.sbuf("lhsT", PMAX, KT * M, cdt)
-        em.dma(em.chip(xs, cdt, PMAX, [[1, KT * M]]),
-               em.hbm(L.base, offs(L, [P.const(0), P.const(0)]), [[KT * sk_l, PMAX], [sk_l, KT], [sm_l, M]]))
-        self.cg.mm_streamed = getattr(self.cg, "mm_streamed", 0) + 1
-
-        def chunk(starts, sizes):
-            n0, nn = starts[0], sizes[0]
-            banks = [(b, min(512, nn - b)) for b in range(0, nn, 512)]
-            ps = [em.psum("ps", M, bw) for _, bw in banks]
-            first = [True]
-
-            def kstep(j):
-                w = em.sbuf("wstream", PMAX, nn, cdt)
-                em.dma(em.chip(w, cdt, PMAX, [[1, nn]]),
-                       em.hbm(R.base, offs(R, [j, n0]), [[KT * sk_r, PMAX], [sn_r, nn]]))
-                for (b0, bw), pb in zip(banks, ps):
-                    em.inst("matmul", "PE", [em.chip(pb, "float32", M, [[1, bw]])],
-                            [em.chip(xs, cdt, PMAX, [[1, M]], offset=j * M),
-                             em.chip(w, cdt, PMAX, [[1, bw]], offset=b0)], psum_zero=first[0])
-                first[0] = False
-
-            kstep(P.const(0))
-            kv = em.fresh("k")
-            with em.b.loop(kv, 1, KT, 1) as iv:
-                kstep(iv)
-            for (b0, bw), pb in zip(banks, ps):
-                self._mm_evict(O, 0, [], P.const(0), n0 + b0, M, bw, em.chip(pb, "float32", M, [[1, bw]]), epilogue)
-
-        em.nest([Axis(N, choose_tile(N, PSUM_CHUNK_COLS), "n")], chunk)
 
     def _lhsT(self, L, nb, off, kn, g, mn, cdt):
         """The stationary side of g consecutive K tiles: an SBUF tile [kn, g*mn] whose column block j

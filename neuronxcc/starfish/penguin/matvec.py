@@ -1,0 +1,200 @@
+"""Few-row matmuls against a large weight (the decode step): the weight streams once.
+
+Owns: ``out[m, n] = sum_k x[m, k] W[k, n]`` for M <= ``STREAM_M_MAX`` rows and a
+weight that nothing reuses, so the kernel's speed is the weight's bytes at the DMA
+engines' rate. Two layouts, chosen by ``stream(...)``:
+
+* ``weights_stationary`` (M = 1, N a multiple of 128, W row-major): the weight is
+  the PE's stationary side and the vector the moving side. The contraction is
+  K-permuted: K tile j holds rows {p*KT + j : p < 128} (KT = K/128), so partition
+  p of one weight DMA is g consecutive rows p*KT + s*g .. p*KT + s*g + g - 1 over
+  all N columns: ONE contiguous run of g*N elements per partition (tens of KiB),
+  128 runs per DMA. The output is N-permuted: N tile t is columns
+  {i*NT + t : i < 128} (NT = N/128), read from the weight tile with step NT, so
+  PSUM holds y as [128 partitions, NT] with partition i = y[i*NT : (i+1)*NT]: the
+  whole output fits one PSUM bank (NT <= 512), accumulates over the K loop, is
+  evicted once and stored as 128 contiguous runs. The DMA steps of the K loop go
+  to ``WS_UNROLL`` different queues (the loop body holds that many DMAs), and walrus
+  rotates each step's buffer, so 2 x WS_UNROLL weight tiles are in flight.
+* ``moving`` (the fallback: 1 < M <= STREAM_M_MAX, a column-major weight, or N too
+  wide for one buffer): the vector is stationary and PSUM_CHUNK_COLS columns of the
+  weight stream as the moving side (runs of PSUM_CHUNK_COLS elements).
+
+PE time (weights stationary): 64 cycles (the matmul II floor) per 128 x 128 weight
+tile, against the tile's 32 KiB at the DMA rate (about 340 PE cycles): the PE is
+never the bottleneck.
+"""
+from neuronxcc.starfish.birpy import dtypes as bdt
+from neuronxcc.starfish.penguin.emit import Axis, choose_tile
+from neuronxcc.starfish.penguin.expr import apply_view
+
+PMAX = 128
+STREAM_M_MAX = 8        # rows of the "few rows x large weight" (decode) matmul that streams its weight
+PSUM_CHUNK_COLS = 2048  # moving layout: output columns per chunk (four PSUM banks of 512 fp32)
+WS_BUF_BYTES = 32 * 1024    # weights stationary: bytes per partition of one weight DMA (g rows x N)
+WS_UNROLL = 2           # weight DMAs (on different queues) per K-loop body
+WS_MIN_WEIGHT_BYTES = 1 << 20   # below this a weight is not worth a streaming kernel of its own
+
+
+def wants_stream(M, nb, terms, N):
+    """True when the matmul is a few rows times a large weight (use ``stream``)."""
+    if M > STREAM_M_MAX or nb != 0 or len(terms) != 1:
+        return False
+    K = terms[0][2]
+    if K % PMAX or K < 2 * PMAX:
+        return False
+    return N >= 2 * PSUM_CHUNK_COLS or (M == 1 and N % PMAX == 0 and
+                                        K * N * bdt.itemsize(terms[0][1].dtype) >= WS_MIN_WEIGHT_BYTES)
+
+
+def stream(kern, term, O, M, N, epilogue, cdt):
+    """Emit the streamed-weight matmul (see module doc) through Kernels KERN; False (nothing
+    emitted) when neither layout applies and the caller's general kernel should run."""
+    plan = _ws_plan(term, O, M, N, epilogue, cdt)
+    if plan is not None:
+        _weights_stationary(kern, term, O, N, cdt, plan)
+        return True
+    if N < 2 * PSUM_CHUNK_COLS:
+        return False
+    _moving(kern, term, O, M, N, epilogue, cdt)
+    return True
+
+
+def _ws_plan(term, O, M, N, epilogue, cdt):
+    """(g, O2, epilogue2) for the weights-stationary layout, or None when it does not apply."""
+    L, R, K = term
+    if M != 1 or N % PMAX or N // PMAX > 512 or R.strides[1] != 1:
+        return None
+    isz = bdt.itemsize(cdt)
+    if N * isz > WS_BUF_BYTES:
+        return None
+    KT = K // PMAX
+    g = max(d for d in range(1, KT + 1) if KT % d == 0 and d * N * isz <= WS_BUF_BYTES)
+    NT = N // PMAX
+    O2 = O.reshape((PMAX, NT))
+    if O2 is None:
+        return None
+    epi2 = None
+    if epilogue is not None:
+        expr, leaf, dt = epilogue
+        memo = {}
+        e2 = apply_view(expr, lambda w: w.reshape((PMAX, NT)), memo)
+        l2 = memo.get(id(leaf))
+        if e2 is None or l2 is None:
+            return None
+        epi2 = (e2, l2, dt)
+    return g, O2, epi2
+
+
+def _weights_stationary(kern, term, O, N, cdt, plan):
+    L, R, K = term
+    g, O2, epi2 = plan
+    em = kern.em
+    P = kern.P
+    KT, NT = K // PMAX, N // PMAX
+    sk_l = L.strides[1]
+    sk_r = R.strides[0]
+    offs = _offs(P)
+    S = KT // g
+    rest = S - 1
+    U = WS_UNROLL if rest >= WS_UNROLL else 1
+    npair, left = divmod(rest, U)
+    queues = [em.next_queue() for _ in range(U)]
+    # queue of each step, so that every queue carries the same number of steps: the peeled first
+    # step and the loop's last body slot share a queue, the left-over steps take the first ones
+    q_first = queues[-1]
+
+    def load(s, queue):
+        """DMA step s: rows p*KT + s*g + r (r < g) of every partition: one run of g*N per partition."""
+        w = em.sbuf("wstream", PMAX, g * N, cdt)
+        em.dma(em.chip(w, cdt, PMAX, [[1, g * N]]),
+               em.hbm(R.base, offs(R, [s * g, P.const(0)]), [[KT * sk_r, PMAX], [sk_r, g], [1, N]]), queue=queue)
+        return w
+
+    def mms(w, s, first):
+        """g x NT matmuls: weight tile (K tile s*g + r, N tile t) against the vector's column."""
+        for r in range(g):
+            tv = em.fresh("t")
+            with em.b.loop(tv, 0, NT, 1) as t:
+                em.inst("matmul", "PE", [em.chip(ps, "float32", PMAX, [[1, 1]], offset=t)],
+                        [em.chip(w, cdt, PMAX, [[NT, PMAX]], offset=t + r * N),
+                         em.chip(xs, cdt, PMAX, [[1, 1]], offset=s * g + r)],
+                        psum_zero=first and r == 0)
+
+    # the first weight DMA goes out before the vector's (which waits for the producer of x)
+    w0 = load(P.const(0), q_first)
+    # the vector, K-permuted: partition p holds x[p*KT : (p+1)*KT] (one contiguous run each)
+    xs = em.sbuf("xvec", PMAX, KT, cdt)
+    em.dma(em.chip(xs, cdt, PMAX, [[1, KT]]),
+           em.hbm(L.base, offs(L, [P.const(0), P.const(0)]), [[KT * sk_l, PMAX], [sk_l, KT]]))
+    ps = em.psum("ps", PMAX, NT)
+    kern.cg.mm_streamed = getattr(kern.cg, "mm_streamed", 0) + 1
+    mms(w0, P.const(0), True)
+    if npair == 1:
+        for u in range(U):
+            mms(load(P.const(1 + u), queues[u]), P.const(1 + u), False)
+    elif npair > 1:
+        sv = em.fresh("k")
+        with em.b.loop(sv, 0, npair, 1) as iv:
+            for u in range(U):
+                s = iv * U + (1 + u)
+                mms(load(s, queues[u]), s, False)
+    for u in range(left):
+        s = P.const(1 + npair * U + u)
+        mms(load(s, queues[u]), s, False)
+    kern._mm_evict(O2, 0, [], P.const(0), P.const(0), PMAX, NT, em.chip(ps, "float32", PMAX, [[1, NT]]), epi2)
+
+
+def _moving(kern, term, O, M, N, epilogue, cdt):
+    """The vector stationary, the weight moving (the contraction K-permuted as above, so partition
+    p of one weight DMA is row p*KT + j over a chunk of PSUM_CHUNK_COLS columns: one contiguous run
+    of 2-4 KiB and more per partition, 128 runs per DMA). The stationary side for tile j is column
+    j of L laid out [128 partitions, KT, M]. Each K step feeds up to four PSUM banks (one matmul
+    each); the K loop accumulates; the chunk is evicted once."""
+    L, R, K = term
+    em = kern.em
+    P = kern.P
+    offs = _offs(P)
+    KT = K // PMAX
+    sk_l, sm_l = L.strides[1], L.strides[0]
+    sk_r, sn_r = R.strides[0], R.strides[1]
+    xs = em.sbuf("lhsT", PMAX, KT * M, cdt)
+    em.dma(em.chip(xs, cdt, PMAX, [[1, KT * M]]),
+           em.hbm(L.base, offs(L, [P.const(0), P.const(0)]), [[KT * sk_l, PMAX], [sk_l, KT], [sm_l, M]]))
+    kern.cg.mm_streamed = getattr(kern.cg, "mm_streamed", 0) + 1
+
+    def chunk(starts, sizes):
+        n0, nn = starts[0], sizes[0]
+        banks = [(b, min(512, nn - b)) for b in range(0, nn, 512)]
+        ps = [em.psum("ps", M, bw) for _, bw in banks]
+        first = [True]
+
+        def kstep(j):
+            w = em.sbuf("wstream", PMAX, nn, cdt)
+            em.dma(em.chip(w, cdt, PMAX, [[1, nn]]),
+                   em.hbm(R.base, offs(R, [j, n0]), [[KT * sk_r, PMAX], [sn_r, nn]]))
+            for (b0, bw), pb in zip(banks, ps):
+                em.inst("matmul", "PE", [em.chip(pb, "float32", M, [[1, bw]])],
+                        [em.chip(xs, cdt, PMAX, [[1, M]], offset=j * M),
+                         em.chip(w, cdt, PMAX, [[1, bw]], offset=b0)], psum_zero=first[0])
+            first[0] = False
+
+        kstep(P.const(0))
+        kv = em.fresh("k")
+        with em.b.loop(kv, 1, KT, 1) as iv:
+            kstep(iv)
+        for (b0, bw), pb in zip(banks, ps):
+            kern._mm_evict(O, 0, [], P.const(0), n0 + b0, M, bw, em.chip(pb, "float32", M, [[1, bw]]), epilogue)
+
+    em.nest([Axis(N, choose_tile(N, PSUM_CHUNK_COLS), "n")], chunk)
+
+
+def _offs(P):
+    """offs(view, idx) -> the HBM element offset (pelican Expr) of view[idx]."""
+    def offs(view, idx_exprs):
+        e = P.const(view.offset) if isinstance(view.offset, int) else view.offset
+        for ex, st in zip(idx_exprs, view.strides):
+            if st:
+                e = e + ex * st
+        return e
+    return offs
