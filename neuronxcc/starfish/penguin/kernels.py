@@ -459,25 +459,7 @@ class Kernels:
             n0, nn = starts[nb], sizes[nb]
             res = []
             for L, R, K in terms:
-                TK = _k_tile(K)
-                nfull, rem = divmod(K, TK)
-                rr = em.sbuf("rhs_res", TK, (nfull + (1 if rem else 0)) * nn, cdt)
-                sk_r, sn_r = R.strides[nb], R.strides[nb + 1]
-                if sk_r == 1 and sn_r != 1 and nn > 1:
-                    # R^T lies row-major (K contiguous): a transposing DMA would move one element
-                    # per descriptor; load it as it lies and transpose it on the PE instead
-                    self._rhs_transposed(R, nb, offs, bs, n0, nn, K, TK, rr, cdt)
-                    res.append(rr)
-                    continue
-                if nfull:
-                    # one DMA writes the whole resident tile, so walrus sees it defined afresh in each
-                    # N iteration and double-buffers it (the next N tile loads during this one's M loop)
-                    em.dma(em.chip(rr, cdt, TK, [[1, nfull * nn]]),
-                           em.hbm(R.base, offs(R, bs + [P.const(0), n0]), [[sk_r, TK], [TK * sk_r, nfull], [sn_r, nn]]))
-                if rem:
-                    em.dma(em.chip(rr, cdt, rem, [[1, nn]], offset=nfull * nn),
-                           em.hbm(R.base, offs(R, bs + [P.const(nfull * TK), n0]), [[sk_r, rem], [sn_r, nn]]))
-                res.append(rr)
+                res.append(self.load_resident(R, nb, bs, n0, nn, K, cdt))
             em.nest([Axis(M, TM, "m")], lambda st, sz: body_m(st, sz, res), starts, sizes)
 
         def body_m(starts, sizes, res):
@@ -558,6 +540,31 @@ class Kernels:
                 em.inst("tensor_copy", "DVE", [dst], [src])
         return st
 
+    def load_resident(self, R, nb, bs, n0, nn, K, cdt):
+        """The moving side R[b, :, n0:n0+nn] (all of K) in one SBUF tile rr[k, t*nn + n] =
+        R[t*TK + k, n0 + n] (TK = _k_tile(K)), loaded so that no DMA moves one element per descriptor."""
+        em = self.em
+        P = self.P
+        offs = _offs(P)
+        TK = _k_tile(K)
+        nfull, rem = divmod(K, TK)
+        rr = em.sbuf("rhs_res", TK, (nfull + (1 if rem else 0)) * nn, cdt)
+        sk_r, sn_r = R.strides[nb], R.strides[nb + 1]
+        if sk_r == 1 and sn_r != 1 and nn > 1:
+            # R^T lies row-major (K contiguous): a transposing DMA would move one element per
+            # descriptor; load it as it lies and transpose it on the PE instead
+            self._rhs_transposed(R, nb, offs, bs, n0, nn, K, TK, rr, cdt)
+            return rr
+        if nfull:
+            # one DMA writes the whole resident tile, so walrus sees it defined afresh in each
+            # N iteration and double-buffers it (the next N tile loads during this one's M loop)
+            em.dma(em.chip(rr, cdt, TK, [[1, nfull * nn]]),
+                   em.hbm(R.base, offs(R, bs + [P.const(0), n0]), [[sk_r, TK], [TK * sk_r, nfull], [sn_r, nn]]))
+        if rem:
+            em.dma(em.chip(rr, cdt, rem, [[1, nn]], offset=nfull * nn),
+                   em.hbm(R.base, offs(R, bs + [P.const(nfull * TK), n0]), [[sk_r, rem], [sn_r, nn]]))
+        return rr
+
     def _rhs_transposed(self, R, nb, offs, bs, n0, nn, K, TK, rr, cdt):
         """Resident moving side rr[k, t*nn + n] = R[t*TK + k, n0 + n] when R is contiguous along K:
         blocks of <= 128 N rows are loaded as they lie ([rows, K chunk], one descriptor per row),
@@ -568,6 +575,9 @@ class Kernels:
         ntiles = -(-K // TK)
         chunk = max(1, (RHS_T_CHUNK_BYTES // bdt.itemsize(cdt)) // TK)     # K tiles per natural load
         per = max(1, (em.tm.psum_bank_bytes // 4) // PMAX)                  # transposes per PSUM bank
+        # two PSUM banks used in turn (a fresh one per group would let the scheduler keep many live)
+        banks = [em.psum("psT", TK, per * PMAX) for _ in range(2)]
+        ngroup = 0
         for b0 in range(0, nn, PMAX):
             bn = min(PMAX, nn - b0)
             for t0 in range(0, ntiles, chunk):
@@ -578,7 +588,8 @@ class Kernels:
                        em.hbm(R.base, offs(R, bs + [P.const(t0 * TK), n0 + b0]), [[sn_r, bn], [1, kc]]))
                 for j0 in range(0, tc, per):
                     c = min(per, tc - j0)
-                    ps = em.psum("psT", TK, c * bn)
+                    ps = banks[ngroup % 2]
+                    ngroup += 1
                     kn_last = min(TK, K - (t0 + j0 + c - 1) * TK)
                     for j in range(c):
                         kn = min(TK, K - (t0 + j0 + j) * TK)
@@ -760,6 +771,8 @@ def _k_tile(K):
     K loop moves K_GROUP tiles per DMA without a peeled remainder."""
     if K <= PMAX:
         return K
+    if K % PMAX == 0 and K // PMAX < K_GROUP:
+        return PMAX              # a few full-height tiles: half-height ones double the PE's passes
     for d in range(PMAX, PMAX // 2 - 1, -1):
         if K % d == 0 and (K // d) % K_GROUP == 0:
             return d

@@ -197,9 +197,15 @@ class TileEval:
             out = self.new_col("int32", "iota")
             self.em.dma(out.ap, self.em.hbm(base, off, [pat[0], [1, 1]]))
         else:
+            # the static grid from POOL's iota plus the loop-dependent offset as a [P,1] column (one
+            # element of the arange table, the same on every partition), instead of a DMA of the grid
             base = self.cg.arange_table(v)
+            grid = self.new_tile("int32", "iota")
+            self.em.inst("iota", "POOL", [grid.ap], [], pattern=[pat[1]], offset=0, channel_multiplier=pat[0][0])
+            dyn = self.new_col("int32", "iota_off")
+            self.em.dma(dyn.ap, self.em.hbm(base, off, [[0, self.s.pn], [1, 1]]))
             out = self.new_tile("int32", "iota")
-            self.em.dma(out.ap, self.em.hbm(base, off, pat))
+            self.em.inst("tensor_scalar", "POOL", [out.ap], [grid.ap, dyn.ap], op0="add", operand0_ap=True)
         if v.dtype != "int32":
             return self.cast(out, v.dtype)
         return out
