@@ -163,8 +163,11 @@ def _safe_file_stem(name, used):
 def _var_entry(tensor, vtype, var_id):
     dt = np_dtype(tensor.dtype)
     shape = [int(d) for d in tensor.shape]
-    return {"type": vtype, "var_id": var_id, "size": int(np.prod(shape, dtype=np.int64)) * dt.itemsize,
-            "dtype": dtype_name(tensor.dtype), "shape": shape}
+    e = {"type": vtype, "var_id": var_id, "size": int(np.prod(shape, dtype=np.int64)) * dt.itemsize,
+         "dtype": dtype_name(tensor.dtype), "shape": shape}
+    if getattr(tensor, "arena_offset", None) is not None:
+        e["arena_offset"] = int(tensor.arena_offset)     # our own key: its place in the shared scratch arena
+    return e
 
 
 def build_var(module, members):

@@ -58,6 +58,10 @@ class _Instance:
         self.ext = pattern_extent(ap)
         ml = prog.memlocs.get(ap.target)
         self.base = int(ml.byte_offset) if (physical and ml is not None and ml.byte_offset is not None) else 0
+        if ml is None:
+            t = prog.tensors.get(ap.target)
+            if getattr(t, "arena_offset", None) is not None:
+                self.base = int(t.arena_offset)        # scratch sharing the arena: absolute bytes
         subs = {}
         self.ranges = {}
         inside = False

@@ -172,6 +172,8 @@ def _widen(prog, ap, key, blo, bhi, lo, hi, physical):
     else:
         t = prog.tensors.get(ap.target)
         start, end = 0, (tensor_bytes(t) if t is not None else 1 << 62)
+        if getattr(t, "arena_offset", None) is not None:
+            start, end = t.arena_offset, t.arena_offset + end
     return max(start, blo + lo * isz), min(end, bhi + hi * isz)
 
 

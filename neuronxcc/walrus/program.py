@@ -18,6 +18,7 @@ memory location or tensor.
 from neuronxcc.starfish import birpy as B
 
 HBM = "HBM"
+from neuronxcc.starfish.birpy.hbm import ARENA  # noqa: E402  (the shared scratch arena)
 DYNAMIC = ("while", "then", "else")
 REPEATING = ("loop", "while")
 
@@ -173,9 +174,13 @@ class Program:
             return (ml.name, sp, sp + npart, blo, bhi)
         t = self.tensors.get(ap.target)
         total = tensor_bytes(t) if t is not None else 1 << 62
+        key, base = ap.target, 0
+        if getattr(t, "arena_offset", None) is not None:
+            # scratch placed by liveness: tensors sharing bytes are one memory (birpy/hbm.py)
+            key, base = ARENA, t.arena_offset
         if lo is None:
-            return (ap.target, 0, 1, 0, total)
-        return (ap.target, 0, 1, max(0, lo * isz), min(total, (hi + 1) * isz))
+            return (key, 0, 1, base, base + total)
+        return (key, 0, 1, base + max(0, lo * isz), base + min(total, (hi + 1) * isz))
 
 
 def _elem_range(ap, ranges):

@@ -55,11 +55,15 @@ def to_expr(x):
 
 
 class Tensor:
-    """An HBM tensor. kind: input | output | const | scratch; data: numpy array for const."""
+    """An HBM tensor. kind: input | output | const | scratch; data: numpy array for const.
 
-    __slots__ = ("name", "kind", "dtype", "shape", "data")
+    ``arena_offset`` (scratch only): its byte offset in the module's one shared scratch
+    arena, where tensors whose lifetimes do not overlap share bytes (``birpy/hbm.py``);
+    None: its own storage."""
 
-    def __init__(self, name, kind, dtype, shape, data=None):
+    __slots__ = ("name", "kind", "dtype", "shape", "data", "arena_offset")
+
+    def __init__(self, name, kind, dtype, shape, data=None, arena_offset=None):
         if kind not in TENSOR_KINDS:
             raise ValueError("tensor kind must be one of %s, got %r" % (TENSOR_KINDS, kind))
         self.name = name
@@ -67,6 +71,7 @@ class Tensor:
         self.dtype = _dt.get(dtype).name
         self.shape = tuple(int(s) for s in shape)
         self.data = data
+        self.arena_offset = None if arena_offset is None else int(arena_offset)
 
     memory = "HBM"
 
@@ -87,7 +92,8 @@ class Tensor:
     def __eq__(self, other):
         if not isinstance(other, Tensor):
             return NotImplemented
-        if (self.name, self.kind, self.dtype, self.shape) != (other.name, other.kind, other.dtype, other.shape):
+        if (self.name, self.kind, self.dtype, self.shape, self.arena_offset) != \
+                (other.name, other.kind, other.dtype, other.shape, other.arena_offset):
             return False
         if (self.data is None) != (other.data is None):
             return False

@@ -51,7 +51,8 @@ def format_node(n, indent=0):
 def format_module(m):
     lines = ["module %s target=%s" % (m.name, m.target)]
     for t in m.tensors.values():
-        lines.append("  tensor %s %s %s%s" % (t.name, t.kind, t.dtype, list(t.shape)))
+        addr = "" if t.arena_offset is None else " @arena+%d" % t.arena_offset
+        lines.append("  tensor %s %s %s%s%s" % (t.name, t.kind, t.dtype, list(t.shape), addr))
     for x in m.memlocs.values():
         addr = "" if not x.allocated else " @p%d+%d" % (x.start_partition, x.byte_offset)
         lines.append("  memloc %s %s %dx%dB%s" % (x.name, x.memory, x.partitions, x.bytes_per_partition, addr))

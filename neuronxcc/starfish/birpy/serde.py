@@ -210,6 +210,8 @@ def node_from_json(d):
 
 def _tensor_to_json(t, const_data):
     d = {"name": t.name, "kind": t.kind, "dtype": t.dtype, "shape": list(t.shape)}
+    if t.arena_offset is not None:
+        d["arena_offset"] = t.arena_offset
     if const_data and t.data is not None:
         arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
         d["data"] = {"encoding": "base64", "bytes": base64.b64encode(arr.tobytes()).decode("ascii")}
@@ -233,7 +235,10 @@ def _tensor_from_json(d):
         except (ValueError, TypeError) as e:
             raise BirFormatError("tensor %s: data is not base64: %s" % (name, e)) from None
         data = np.frombuffer(raw, dtype=_dt.np_dtype(dtype)).reshape(shape).copy()
-    return Tensor(name, _str(d, "kind", what), dtype, shape, data)
+    off = _int(d, "arena_offset", what, optional=True)
+    if off is not None and off < 0:
+        raise BirFormatError("tensor %s has a negative arena_offset %d" % (name, off))
+    return Tensor(name, _str(d, "kind", what), dtype, shape, data, off)
 
 
 def _memloc_from_json(x):

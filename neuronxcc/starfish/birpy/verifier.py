@@ -94,6 +94,9 @@ def _check_memlocs(ctx):
             _fail(None, "tensor %s has dtype %r and shape %s" % (t.name, t.dtype, list(t.shape)))
         if t.kind == "const" and t.data is None:
             _fail(None, "const tensor %s has no data" % t.name)
+        if t.arena_offset is not None and (t.kind != "scratch" or t.arena_offset < 0):
+            _fail(None, "tensor %s (%s) has arena offset %d: only scratch tensors live in the scratch arena"
+                  % (t.name, t.kind, t.arena_offset))
 
 
 def _offset_bounds(ctx, instr, ap, ranges):

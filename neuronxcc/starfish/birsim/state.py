@@ -21,6 +21,7 @@ import numpy as np
 
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy import dtypes as _dt
+from neuronxcc.starfish.birpy import hbm as _hbm
 from neuronxcc.starfish.birsim import _kernels as K
 from neuronxcc.starfish.birsim._apinfo import APInfo
 
@@ -154,7 +155,14 @@ class MachineState:
                 buf = _filled(x.partitions * x.bytes_per_partition, fill, owned)
                 self.targets[x.name] = _Target(x.name, buf, x.bytes_per_partition, 0, 0, x.partitions,
                                                x.bytes_per_partition, x.memory)
+        arena_n = _hbm.arena_bytes(module)
+        arena = _filled(arena_n, fill, owned) if arena_n else None
         for t in module.tensors.values():
+            if t.arena_offset is not None:
+                # scratch placed by liveness (birpy/hbm.py): one shared buffer, so tensors that
+                # share bytes are one storage for the bounds checks and the access tracker
+                self.targets[t.name] = _Target(t.name, arena, arena_n, 0, t.arena_offset, 1, t.nbytes, "HBM")
+                continue
             buf = _filled(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0, owned)
             if t.kind == "const":
                 arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
@@ -184,7 +192,8 @@ class MachineState:
 
     def get_tensor(self, name):
         t = self.module.tensors[name]
-        buf = self.targets[name].buf[:t.nbytes]
+        tgt = self.targets[name]
+        buf = tgt.buf[tgt.byte0:tgt.byte0 + t.nbytes]
         arr = buf.view(_dt.np_dtype(t.dtype)).reshape(t.shape)
         if t.dtype == "bool":
             return arr != 0          # numpy bool, like an HLO pred result
@@ -206,7 +215,7 @@ class MachineState:
         if tgt.memory == "HBM":
             if ap.num_partitions is not None:
                 raise BirSimError("HBM access to %s must not have partitions" % ap.target)
-            base = 0
+            base = tgt.byte0            # 0, or the tensor's place in the scratch arena
             row0, row1 = 0, 1
         else:
             if ap.num_partitions is None:

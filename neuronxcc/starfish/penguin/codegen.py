@@ -25,6 +25,7 @@ from neuronxcc.errors import TensorTooLargeError
 
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish import birpy
+from neuronxcc.starfish.birpy import hbm
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.emit import Emitter, pel
 from neuronxcc.starfish.penguin.expr import Node, apply_view, count_ops, leaves
@@ -45,6 +46,7 @@ class Codegen:
         self.options = options or {}
         self.env = {}
         self.out_tensor = {}           # penguin value -> output tensor name
+        self.scratch_owner = {}        # scratch tensor -> the penguin value target_for made it for
         self.iota_extent = 0
         self._arange = None
         self.users = graph.users()
@@ -85,6 +87,9 @@ class Codegen:
         if self.lnc is not None:
             self.lnc.finish()
         self.finish_tables()
+        if self.lnc is None:
+            # scratch tensors share HBM by liveness (two cores of a split program run at once)
+            hbm.assign(self.m)
         self.check_hbm()
         if self.cast.mode != "none":
             self.m.attrs["auto_cast"] = self.cast.as_attrs()
@@ -233,17 +238,19 @@ class Codegen:
                     break
 
     def check_hbm(self):
-        """Every HBM tensor the lowered program uses (I/O, constants, materialised intermediates)
-        must fit the core's HBM together."""
-        total = sum(t.nbytes for t in self.m.tensors.values())
+        """What the lowered program holds in HBM at once (I/O, constants, and the scratch arena
+        where intermediates whose lifetimes do not overlap share bytes) must fit the core."""
+        total = hbm.footprint(self.m)
         if total > self.tm.hbm_bytes_per_core:
             big = max(self.m.tensors.values(), key=lambda t: t.nbytes)
-            raise TensorTooLargeError("The program needs %d bytes of HBM (inputs, outputs and %d materialised "
-                                      "intermediates; the largest %s %s%s), more than the %d bytes of one %s "
-                                      "NeuronCore" % (total, sum(1 for t in self.m.tensors.values()
-                                                                 if t.kind == "scratch"),
-                                                      big.name, big.dtype, list(big.shape),
-                                                      self.tm.hbm_bytes_per_core, self.tm.name))
+            scratch = [t for t in self.m.tensors.values() if t.kind == "scratch"]
+            raise TensorTooLargeError("The program needs %d bytes of HBM at once (inputs, outputs, constants and "
+                                      "%d bytes of scratch live together out of %d materialised intermediates; "
+                                      "the largest tensor %s %s%s), more than the %d bytes of one %s NeuronCore"
+                                      % (total, hbm.arena_bytes(self.m) + sum(t.nbytes for t in scratch
+                                                                            if t.arena_offset is None),
+                                         len(scratch), big.name, big.dtype, list(big.shape),
+                                         self.tm.hbm_bytes_per_core, self.tm.name))
 
     # -- storage of values ------------------------------------------------------------
     def target_for(self, name):
@@ -253,6 +260,7 @@ class Codegen:
             self.out_tensor[("done", name)] = True
             return View.contiguous(self.out_tensor[name], v.dtype, v.shape)
         tn = self.em.tensor("scratch_" + name, "scratch", _hbm_dtype(v.dtype), v.shape)
+        self.scratch_owner[tn] = name
         return View.contiguous(tn, v.dtype, v.shape)
 
     def materialise(self, x, name=None, dtype=None, allow_views=True):

@@ -1,9 +1,13 @@
 """Data-dependent control flow: HLO while and conditional as BIR While / If.
 
-while: every loop-carried value gets an HBM state tensor, initialised from
-the while's operands. The condition sub-graph is lowered to a bool scalar in
-HBM and read into a register (``register_load``); ``While(reg)`` runs the
-body sub-graph, whose results are first computed into temporaries (the body
+while: a loop-invariant value (the body returns its parameter unchanged, as
+``lax.scan`` does with its stacked weights and ``xs``) is read in place from
+the while's operand: no state tensor, no copy. Every other loop-carried value
+gets an HBM state tensor: the operand's own scratch tensor when the while is
+that value's only use (updated in place), else a fresh one initialised from
+the operand. The condition sub-graph is lowered to a bool scalar in HBM and
+read into a register (``register_load``); ``While(reg)`` runs the body
+sub-graph, whose changed results are first computed into temporaries (the body
 may read any state value) and then copied into the state, and reloads the
 register from the condition at the end of each trip.
 
@@ -46,11 +50,19 @@ class ControlMixin:
         cond_g, body_g = op.attrs["cond"], op.attrs["body"]
         if len(args) != len(body_g.inputs) or len(outs) != len(args):
             raise LoweringError("while %s: operand/result mismatch" % op.where())
+        invariant = loop_invariant(body_g)
         state = []
-        for o, a in zip(outs, args):
-            t = self.em.tensor("state_" + o.name, "scratch", o.dtype, o.shape)
-            sv = View.contiguous(t, o.dtype, o.shape)
-            self.elementwise(a, sv)
+        taken = set()
+        for k, (o, a) in enumerate(zip(outs, args)):
+            if k in invariant:
+                state.append(self.cg.materialise(a))      # read in place (computed once if lazy)
+                continue
+            sv = self._reusable_state(op, k, a, o, taken)
+            if sv is None:
+                t = self.em.tensor("state_" + o.name, "scratch", o.dtype, o.shape)
+                sv = View.contiguous(t, o.dtype, o.shape)
+                self.elementwise(a, sv)
+            taken.add(sv.base)
             state.append(sv)
         reg = self.em.fresh("w")
         c = self._cond_value(cond_g, list(state))
@@ -58,17 +70,33 @@ class ControlMixin:
         with self.em.b.while_(reg):
             res = self.cg.lower_subgraph(body_g, list(state))
             tmps = []
-            for r, sv in zip(res, state):
-                if isinstance(r, View) and r.base == sv.base and r.is_contiguous():
+            for k, (r, sv) in enumerate(zip(res, state)):
+                if k in invariant or (isinstance(r, View) and r.base == sv.base and r.is_contiguous()):
                     tmps.append(None)          # unchanged loop-carried value
                     continue
                 tmps.append(self.cg.materialise(r, allow_views=False))
-            for t, sv in zip(tmps, state):
-                if t is not None:
+            for k, (t, sv) in enumerate(zip(tmps, state)):
+                if t is not None and k not in invariant:
                     self.elementwise(t, sv)
             c = self._cond_value(cond_g, list(state))
             self._load_named_register(reg, c)
         return list(state)
+
+    def _reusable_state(self, op, k, a, o, taken):
+        """The operand's own scratch tensor as the state of loop-carried value k, when the
+        while is the operand's only use (so updating it in place is invisible), else None."""
+        cg = self.cg
+        name = op.inputs[k]
+        if not isinstance(a, View) or a.base in taken or a.base.startswith("__") or not a.is_contiguous():
+            return None
+        t = self.em.m.tensors.get(a.base)
+        if t is None or t.kind != "scratch" or t.dtype != o.dtype or tuple(t.shape) != tuple(o.shape) \
+                or a.offset != 0 or a.dtype != o.dtype:
+            return None
+        if cg.scratch_owner.get(a.base) != name or op.inputs.count(name) != 1 or [u for u in cg.users.get(name, []) if u is not op] \
+                or name in cg.g.outputs or name in cg.out_tensor:
+            return None
+        return a
 
     def op_conditional(self, op, args, outs):
         branches = op.attrs["branches"]
@@ -107,3 +135,18 @@ class ControlMixin:
 
         chain(0)
         return targets
+
+
+def loop_invariant(body_g):
+    """Indices of the loop-carried values a while body returns unchanged: its result k is its
+    parameter k itself or a copy of it."""
+    prod = body_g.producers()
+    out = set()
+    for k, (i, o) in enumerate(zip(body_g.inputs, body_g.outputs)):
+        seen = 0
+        while o != i and o in prod and prod[o].kind == "copy" and len(prod[o].inputs) == 1 and seen < 8:
+            o = prod[o].inputs[0]
+            seen += 1
+        if o == i and body_g.values[o].shape == body_g.values[body_g.outputs[k]].shape:
+            out.add(k)
+    return out
