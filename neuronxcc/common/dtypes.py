@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["DType", "DTYPES", "BY_HLO", "BY_NAME", "by_hlo", "by_name", "hlo_numpy", "hlo_name_of",
-           "onchip_as"]
+           "onchip_as", "round_tf32", "TF32_MANTISSA_BITS"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +146,25 @@ def hlo_name_of(dtype):
 def onchip_as(name):
     """The BIR type a value of type ``name`` is held in on chip (64-bit types narrow to 32)."""
     return _ONCHIP_AS.get(name, name)
+
+
+# TensorFloat-32: fp32's sign and 8-bit exponent with a 10-bit mantissa (1-8-10), held in 32-bit
+# containers. ml_dtypes has no such type, so the rounding is done on fp32's bits.
+TF32_MANTISSA_BITS = 10
+_TF32_DROP = 23 - TF32_MANTISSA_BITS
+_TF32_LOW = np.uint32((1 << _TF32_DROP) - 1)
+
+
+def round_tf32(x):
+    """fp32 values rounded to tf32 (round to nearest, ties to even; the low 13 mantissa bits cleared),
+    as float32. Infinities stay; a finite value past tf32's largest rounds to infinity as in IEEE;
+    NaNs stay NaN (quieted, so that clearing payload bits cannot turn one into an infinity)."""
+    a = np.array(x, dtype=np.float32)          # a copy: C-contiguous, 0-d stays 0-d
+    u = a.view(np.uint32)
+    bias = ((u >> np.uint32(_TF32_DROP)) & np.uint32(1)) + np.uint32((1 << (_TF32_DROP - 1)) - 1)
+    with np.errstate(over="ignore"):
+        r = (u + bias) & ~_TF32_LOW
+    nan = np.isnan(a)
+    if nan.any():
+        r = np.where(nan, (u | np.uint32(0x00400000)) & ~_TF32_LOW, r)
+    return np.asarray(r, dtype=np.uint32).view(np.float32).reshape(a.shape)

@@ -210,9 +210,8 @@ def addCompileArguments(p):
     p.add_argument("--target", type=_lower, choices=TARGETS, default="trn1",
                    help="the NeuronCore target (default trn1)")
     p.add_argument("--model-type", type=_lower, choices=MODEL_TYPES, default="generic")
-    # The reference's documented default is matmult (fp32 matmuls cast to bf16 on the PE, fp32
-    # accumulation). It stays none here until the goldens and the suite's comparisons follow the
-    # cast precision (see penguin/autocast.py); matmult/all are applied when asked for.
+    # The reference's documented default is none since neuronx-cc 2.22 (it was matmult before;
+    # see penguin/autocast.py for the sources); matmult/all are applied when asked for.
     p.add_argument("--auto-cast", type=_lower, choices=AUTO_CAST, default="none")
     p.add_argument("--auto-cast-type", type=_lower, choices=AUTO_CAST_TYPES, default="bf16")
     p.add_argument("--native-int64", type=_lower, choices=("default", "enabled", "disabled"), default="default")

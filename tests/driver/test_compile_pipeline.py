@@ -244,8 +244,8 @@ def test_validation_errors(build, tmp_path):
 
 
 def test_auto_cast_flags_are_validated_up_front(build):
-    # the reference documents --auto-cast matmult as its default; here it is none for now (see
-    # penguin/autocast.py), --auto-cast-type bf16 as documented
+    # the reference's defaults (CLI reference since neuronx-cc 2.22, see penguin/autocast.py):
+    # --auto-cast none, --auto-cast-type bf16
     assert (build()[1].auto_cast, build()[1].auto_cast_type) == ("none", "bf16")
     build("--auto-cast=none", "--auto-cast-type=tf32")           # nothing is cast: accepted
     with pytest.raises(InvalidArgumentError, match="tf32 is not supported"):

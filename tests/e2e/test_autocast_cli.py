@@ -1,11 +1,10 @@
 """neuronx-cc compile --auto-cast matmult through the CLI: the cast is reported once at USER
 level, the compile-time bir_sim check passes against goldens that round the PE operands the same
-way (xla_infergoldens --auto-cast), and the NEFF matches XLA within the bf16 tolerance."""
-import ml_dtypes
+way (xla_infergoldens --auto-cast), and the NEFF matches XLA within the bf16-matmul cast tolerance (common/tolerances.py)."""
 import numpy as np
 import pytest
 
-from neuronxcc.common.tolerances import mismatch
+from neuronxcc.common.tolerances import cast_precision, mismatch
 from support import corpus
 from support.cli import run_ncc
 
@@ -26,5 +25,5 @@ def test_auto_cast_matmult_end_to_end(name, tmp_path):
     args = prog.make_args(1, "tiled")
     for k, (a, e) in enumerate(zip(run_neff(str(neff), args), corpus.reference(prog, args))):
         assert a.dtype == e.dtype
-        why = mismatch(np.asarray(a).astype(ml_dtypes.bfloat16), np.asarray(e).astype(ml_dtypes.bfloat16))
+        why = mismatch(a, e, row="compiled", dtype=cast_precision("bf16"))
         assert why == "", "%s output%d: %s" % (name, k, why)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from neuronxcc.errors import InvalidArgumentError
-from neuronxcc.common.tolerances import mismatch
+from neuronxcc.common.tolerances import cast_precision, mismatch
 from neuronxcc.starfish.birsim import simulate
 from neuronxcc.starfish.penguin.autocast import policy
 from neuronxcc.starfish.penguin.codegen import lower_graph
@@ -32,10 +32,13 @@ def _compile(opts):
     return lower_graph(penguin_of(mlp, *SPECS), "trn1", opts)
 
 
-def _mode_tolerance_mismatch(got, want, type_flag):
-    """Compare with the tolerance table entry of the type the mode computes in."""
-    npdt = NARROW[type_flag] if type_flag != "fp8_e4m3" else ml_dtypes.float8_e4m3fn
-    return mismatch(np.asarray(got).astype(npdt), np.asarray(want).astype(npdt))
+def _mode_tolerance_mismatch(got, want, type_flag, mode="matmult"):
+    """Compare with the tolerance of the precision the mode computes in: the cast row of the
+    tolerance table (fp32 through matmuls on rounded operands) or, under --auto-cast all, the narrow
+    type's own compiled row (elementwise results rounded to it)."""
+    if mode == "all" and type_flag != "tf32":
+        return mismatch(got, want, row="compiled", dtype=policy({"auto_cast_type": type_flag}).dtype)
+    return mismatch(got, want, row="compiled", dtype=cast_precision(type_flag))
 
 
 def test_none_keeps_fp32_exact_as_before():
@@ -74,7 +77,7 @@ def test_all_casts_elementwise_too():
     narrow = [i for i in m.instructions() if i.engine in ("ACT", "DVE") and i.dsts and i.dsts[0].dtype == "bfloat16"]
     assert narrow
     vals = _vals()
-    assert _mode_tolerance_mismatch(simulate(m, vals).outputs[0], jax_outputs(mlp, *vals)[0], "bf16") == ""
+    assert _mode_tolerance_mismatch(simulate(m, vals).outputs[0], jax_outputs(mlp, *vals)[0], "bf16", "all") == ""
 
 
 def test_cast_matmuls_run_at_the_low_precision_pe_rate():
@@ -105,3 +108,12 @@ def test_policy_refusals_and_report():
     assert p.report() == ("Auto-cast (--auto-cast all --auto-cast-type bf16): cast 1 elementwise operation and "
                           "2 matrix multiplications (dot/convolution; fp32 accumulation, fp32 result) from fp32 "
                           "to bf16")
+
+
+def test_bir_sim_judges_by_the_precision_used():
+    from neuronxcc.walrus.passes.simcheck import precision_dtype
+    assert precision_dtype(_compile({"auto_cast": "none"}), "float32") == "float32"
+    mm = _compile({"auto_cast": "matmult", "auto_cast_type": "fp16"})
+    assert precision_dtype(mm, "float32") == cast_precision("fp16")
+    assert precision_dtype(mm, "int32") == "int32"
+    assert precision_dtype(_compile({"auto_cast": "all"}), "float32") == "bfloat16"

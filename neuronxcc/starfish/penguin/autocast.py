@@ -4,17 +4,25 @@ As the reference's public CLI documentation defines them (Neuron Compiler CLI
 Reference Guide (neuronx-cc); "Mixed Precision and Performance-accuracy
 Tuning (neuronx-cc)"):
 
-  --auto-cast matmult (default; "matmul" is the same) casts only the fp32
-      operations that use the matrix-multiplication engine (dot, convolution)
-      to the --auto-cast-type; the PE accumulates in fp32 (PSUM) and the
-      result keeps its fp32 type;
+  --auto-cast none (the default) leaves every type as the model defines it;
+  --auto-cast matmult ("matmul" is the same) casts only the fp32 operations
+      that use the matrix-multiplication engine (dot, convolution) to the
+      --auto-cast-type; the PE accumulates in fp32 (PSUM) and the result keeps
+      its fp32 type;
   --auto-cast all casts every fp32 operation (elementwise math too; reductions
       keep their fp32 partial sums);
-  --auto-cast none (and fp32) leaves every type as the model defines it;
   --auto-cast-type bf16 (default), fp16, tf32 or fp8_e4m3 (Neuron's FP8_EXP4,
       range +-240).
   Input and output tensors keep the types the framework asked for: casts
   happen on chip (the DMA that loads an fp32 operand writes the narrow type).
+
+Why the default is none: the reference's default was matmult up to neuronx-cc
+2.21 (Neuron SDK 2.26); its 2.22 release (SDK 2.27, December 2025) changed it
+to none ("to improve accuracy"; callers who want the old behaviour pass
+--auto-cast=matmult), and the CLI reference and the mixed-precision guide say
+none since. This compiler reports version 2.24, and the frameworks (NxD, NxDI,
+optimum-neuron, ZML) pass --auto-cast=none explicitly anyway. A user who wants
+the PE's low-precision rate on an fp32 model asks for matmult.
 
 --fast-math (neuron-cc's spelling, accepted by callers of neuronx-cc) maps onto
 the same two settings as its documentation defines the values: ``all`` =

@@ -37,7 +37,7 @@ import logging
 import numpy as np
 
 from neuronxcc import errors
-from neuronxcc.common.tolerances import SPREAD_K, mismatch, tolerance
+from neuronxcc.common.tolerances import CAST_UNIT_ROUNDOFF, SPREAD_K, cast_precision, mismatch, tolerance
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.registry import WalrusPass, register
 
@@ -48,15 +48,21 @@ SPREAD_ILL = 1e-2
 
 
 def precision_dtype(module, dtype_name):
-    """The dtype whose tolerance judges an output of DTYPE_NAME: the --auto-cast type when the
-    compile cast fp32 elementwise operations to it (--auto-cast all; module.attrs["auto_cast"],
-    written by the Penguin frontend), else the output's own dtype. (Cast matmul operands need no
-    wider tolerance: the goldens round them the same way, xla_infergoldens --auto-cast.)"""
+    """The precision whose tolerance judges an fp32 output of DTYPE_NAME, following what the compile
+    cast (module.attrs["auto_cast"], written by the Penguin frontend): under --auto-cast all with
+    elementwise operations computed in a narrow type, that type's own row; when only matmul operands
+    were rounded (--auto-cast matmult, or all with tf32, whose elementwise results are fp32-sized),
+    the cast row of common.tolerances (cast_precision): the goldens round the operands the same way,
+    but an operand computed on chip can round to the neighbouring narrow value; else DTYPE_NAME."""
     ac = module.attrs.get("auto_cast") or {}
     narrow = ac.get("dtype")
-    if narrow and (ac.get("counts") or {}).get("elementwise") and dtype_name in ("float32", "float64") \
-            and tolerance(narrow, "compiled") is not None:
+    counts = ac.get("counts") or {}
+    if not narrow or dtype_name not in ("float32", "float64") or not counts:
+        return dtype_name
+    if counts.get("elementwise") and ac.get("type") != "tf32" and tolerance(narrow, "compiled") is not None:
         return narrow
+    if ac.get("type") in CAST_UNIT_ROUNDOFF:
+        return cast_precision(ac["type"])
     return dtype_name
 
 
