@@ -100,3 +100,28 @@ def test_decode_matvec_streams_the_weight_once_in_long_runs_over_balanced_queues
     npdt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.float32
     args = [(rng.standard_normal(a.shape) / 8).astype(npdt) for a in s]
     assert_close(simulate(mod, args).outputs[0], jax_outputs(f, *args)[0], "f")
+
+
+def test_dynamic_update_slice_copies_its_operand_hbm_to_hbm_over_queues():
+    # the KV-cache update of a decode step: the 4 MiB operand copy is a few direct HBM->HBM DMAs
+    # on different queues (each byte moved once, runs of whole rows), not [128, 1024] SBUF trips
+    cache = jax.ShapeDtypeStruct((2048, 8, 128), jnp.bfloat16)
+    upd = jax.ShapeDtypeStruct((1, 8, 128), jnp.bfloat16)
+    pos = jax.ShapeDtypeStruct((), jnp.int32)
+
+    def f(c, u, p):
+        return jax.lax.dynamic_update_slice(c, u, (p, 0, 0))
+    mod = bir_of(f, cache, upd, pos)
+    reads = [(i, t) for i, t in _executions(mod.body) if i.opcode == "dma_copy" and i.srcs[0].target == "input0"]
+    assert reads and len(reads) <= 4 and len({i.attrs["queue"] for i, _ in reads}) == len(reads)
+    nbytes_all = 0
+    for i, t in reads:
+        assert mod.memory_of(i.dsts[0]) == "HBM"
+        nbytes, runs, _, _ = dma_shape(i, mod, TM)
+        assert nbytes / runs >= 2048
+        nbytes_all += nbytes * t
+    assert nbytes_all == 2048 * 8 * 128 * 2
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(cache.shape).astype(ml_dtypes.bfloat16),
+            rng.standard_normal(upd.shape).astype(ml_dtypes.bfloat16), np.int32(77)]
+    np.testing.assert_array_equal(simulate(mod, args).outputs[0], jax_outputs(f, *args)[0])
