@@ -218,9 +218,26 @@ def reshape(t, shape):
 
 def bitcast(t, dtype):
     dt = D.np_dtype(dtype)
-    if dt.itemsize != t.dtype.itemsize:
-        raise E.NkiNotImplementedError("tensor.view to a dtype of another size")
-    return t.copy_view(dtype=dt)
+    a, b = t.dtype.itemsize, dt.itemsize
+    if a == b:
+        return t.copy_view(dtype=dt)
+    # an on-chip view whose innermost free axis is contiguous: the innermost size scales by the size ratio
+    # (a [P, 1] fp32 tile viewed as [P, 4] bytes), element steps and the offset likewise
+    last = t.axes[-1] if len(t.axes) > 1 else None
+    off = t.off
+    if not t.buf.onchip or last is None or (last.fstep != 1 and last.size != 1) or not off.is_const():
+        raise E.NkiNotImplementedError("tensor.view to a dtype of another size",
+                                       "only an on-chip view whose last free axis is contiguous")
+    if a > b:
+        r = a // b
+        axes = [x.copy(fstep=x.fstep * r) for x in t.axes[:-1]] + [last.copy(size=last.size * r, fstep=1)]
+        return t.copy_view(dtype=dt, axes=axes, off=_pel.const(int(off) * r), checks=())
+    r = b // a
+    if last.size % r or int(off) % r or any(x.fstep % r for x in t.axes[:-1]):
+        raise E.err_invalid_argument("tensor.view(%s): the last axis (%d elements at offset %d) does not hold "
+                                     "whole %s elements" % (dt, last.size, int(off), dt))
+    axes = [x.copy(fstep=x.fstep // r) for x in t.axes[:-1]] + [last.copy(size=last.size // r, fstep=1)]
+    return t.copy_view(dtype=dt, axes=axes, off=_pel.const(int(off) // r), checks=())
 
 
 # -- assignment ------------------------------------------------------------------------------
