@@ -1,6 +1,9 @@
 # cython: language_level=3
 # Per-access-pattern address resolution of birsim (see _apinfo.pyx).
 
+from neuronxcc.pelican._compiled cimport CompiledExpr
+
+
 cdef class APInfo:
     # Python-visible static data (used by the state for views and kernels)
     cdef public object tgt, strides, nums, shape, npdt, vstrides, rview, wview, dtype, expr, target_name
@@ -15,6 +18,8 @@ cdef class APInfo:
     cdef int ncoef
     cdef long long row0, row1, byte0
     cdef object key
+    cdef object cexpr               # CompiledExpr of a non-affine offset (or None)
+    cdef int nevals                 # evaluations through pelican so far (compiled after a few)
     cdef long long _offset(self, dict env) except? -987654321
     cpdef Py_ssize_t base(self, dict env) except -1
     cpdef tuple region(self, dict env)
@@ -22,3 +27,10 @@ cdef class APInfo:
 
 
 cpdef list regions_of(list infos, dict env)
+# An expression evaluated from the loop variables and registers in ENV without pelican's
+# interpreter: compile_env_expr(expr) (None when it cannot be compiled), eval_env(ce, env)
+# (a variable missing from ENV: expr.eval(env), which raises as pelican does).
+cpdef object compile_env_expr(object expr)
+cdef enum:
+    COMPILE_AFTER = 3   # evaluations of an expression through pelican before it is compiled
+cdef long long eval_env(CompiledExpr ce, dict env) except? -987654321

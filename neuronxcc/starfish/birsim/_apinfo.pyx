@@ -9,7 +9,34 @@ the access after checking every element it touches is inside the target.
 Affine offsets (the common case) evaluate as ``const + sum(coeff * env[var])``
 without touching pelican; other offsets fall back to ``Expr.eval``.
 """
+from libc.stdint cimport int64_t
+
 from neuronxcc.errors import BirSimError
+
+cdef enum:
+    ENV_VARS = 32       # variables an env-evaluated expression may use
+
+
+cpdef object compile_env_expr(object expr):
+    try:
+        names = tuple(sorted(expr.free_vars()))
+        if len(names) > ENV_VARS:
+            return None
+        return CompiledExpr(expr, names)
+    except (TypeError, ValueError):
+        return None
+
+
+cdef long long eval_env(CompiledExpr ce, dict env) except? -987654321:
+    cdef int64_t vals[ENV_VARS]
+    cdef Py_ssize_t k
+    cdef tuple names = ce.var_order
+    for k in range(ce.nvars):
+        v = env.get(names[k])
+        if v is None:
+            return ce.expr.eval(env)
+        vals[k] = v
+    return ce.eval_ptr(vals)
 
 
 cdef class APInfo:
@@ -58,12 +85,19 @@ cdef class APInfo:
                     self.coeffs[self.ncoef] = c
                     self.ncoef += 1
         self.names = tuple(names)
+        self.cexpr = None
+        self.nevals = 0
 
     cdef long long _offset(self, dict env) except? -987654321:
         cdef long long off = self.const_off
         cdef int k
         if self.expr is not None:
             try:
+                if self.cexpr is not None:
+                    return eval_env(<CompiledExpr>self.cexpr, env)
+                self.nevals += 1
+                if self.nevals == COMPILE_AFTER:        # evaluated repeatedly (in a loop): compile it
+                    self.cexpr = compile_env_expr(self.expr)
                 return self.expr.eval(env)
             except (KeyError, ValueError) as e:
                 raise BirSimError("offset %s of %s cannot be evaluated: %s" % (self.expr, self.target_name, e))

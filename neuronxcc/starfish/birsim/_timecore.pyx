@@ -15,19 +15,13 @@ its ready time (the DMA engines, the v2 SBUF/PSUM ports).
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove
 
-DEF RES_CAP = 128     # intervals a Resource remembers; the older half is folded into ``floor`` when full
-DEF NKINDS = 5        # Rec.kind codes: 0 other, 1 dma, 2 matmul, 3 pe_transpose, 4 psum_eviction
-
+from neuronxcc.pelican._compiled cimport CompiledExpr
+from neuronxcc.starfish.birsim._apinfo cimport COMPILE_AFTER, compile_env_expr, eval_env
 from neuronxcc.starfish.birsim._tracker cimport AccessTracker
 
 
 cdef class Sem:
     """Signal events of one semaphore sorted by time (ties: in arrival order), with running totals."""
-    cdef double* times
-    cdef long long* incs
-    cdef long long* cums
-    cdef public Py_ssize_t n
-    cdef Py_ssize_t cap
 
     def __cinit__(self):
         self.n = 0
@@ -116,11 +110,6 @@ cdef class Sem:
 
 cdef class Resource:
     """Busy intervals [s, e) sorted by start (touching ones merged); before ``floor`` all is busy."""
-    cdef double st[RES_CAP]
-    cdef double en[RES_CAP]
-    cdef int n
-    cdef double floor
-    cdef public double busy
 
     def __cinit__(self):
         self.n = 0
@@ -188,20 +177,9 @@ cdef class Resource:
 
 
 cdef class Rec:
-    """What one step needs of an instruction (nothing here depends on loop variables)."""
-    cdef public object instr
-    cdef public int eng, track
-    cdef public double busy_s, latency_s
-    cdef public bint on_engine
-    cdef public tuple waits          # ((sem id, value or None, expr), ...)
-    cdef public tuple signals        # ((sem id, inc), ...)
-    cdef public long long iid
-    cdef public object cost
-    cdef public tuple ports          # port Resource ids held for busy_s
-    cdef public double engine_s      # DMA: engine-seconds
-    cdef public int width            # DMA: engines used
-    cdef public int kind
-    cdef public double nbytes        # DMA: bytes moved
+    """What one step needs of an instruction (nothing here depends on loop variables). The waits
+    are kept twice: as given (``waits``), and typed -- a constant value, or an affine one as
+    const + sum(coeff * env[var]) -- so a step evaluates them without pelican."""
 
     def __init__(self, instr, int eng, int track, double busy_s, double latency_s, bint on_engine, tuple waits,
                  tuple signals, cost, tuple ports=(), double engine_s=0.0, int width=0, int kind=0,
@@ -221,30 +199,29 @@ cdef class Rec:
         self.width = width
         self.kind = kind
         self.nbytes = nbytes
+        self._type_waits()
+
+    cdef _type_waits(self):
+        cdef int i = 0
+        comp = []
+        self.nw = -1
+        if len(self.waits) > MAXW:
+            return
+        for w in self.waits:
+            self.wsem[i] = w[0]
+            self.wevals[i] = 0
+            if w[1] is not None:
+                self.wconst[i] = w[1]
+                comp.append(None)
+            else:
+                self.wconst[i] = 0
+                comp.append(False)
+            i += 1
+        self.wcomp = comp
+        self.nw = i
 
 
 cdef class Core:
-    cdef double* free_at
-    cdef double* done_at                 # last result-visible time per track (engines complete in order)
-    cdef double* busy
-    cdef unsigned char* has_free
-    cdef unsigned char* has_busy
-    cdef Py_ssize_t ntracks
-    cdef public list sems                # Sem by id
-    cdef public list ports               # port Resource by id
-    cdef public list dma_engines         # one Resource per DMA engine
-    cdef public AccessTracker acc
-    cdef public bint sync_deps
-    cdef public double end
-    cdef public long long count
-    cdef long long kind_count[NKINDS]
-    cdef public double dma_bytes
-    # set by a step: a race (dep, who) or a blocked wait (sem id, value, have)
-    cdef public bint raced
-    cdef public double race_dep
-    cdef public long long race_who
-    cdef public object blocked
-
     def __cinit__(self):
         self.ntracks = 0
         self.free_at = NULL
@@ -321,6 +298,19 @@ cdef class Core:
             b += e.busy
         return b
 
+    cdef long long _wait_value(self, Rec r, int i, dict env) except? -987654321:
+        ce = r.wcomp[i]
+        if ce is None:
+            return r.wconst[i]
+        if ce is False:
+            r.wevals[i] += 1
+            if r.wevals[i] == COMPILE_AFTER:           # evaluated repeatedly (in a loop): compile it
+                c = compile_env_expr(r.waits[i][2])
+                if c is not None:
+                    r.wcomp[i] = c
+            return r.waits[i][2].eval(env)
+        return eval_env(<CompiledExpr>ce, env)
+
     cdef double _issue(self, Rec r, dict env) except -2.0:
         """Issue time, or -1 with self.blocked set when a wait cannot be met yet."""
         cdef double t = self.free_at[r.eng]
@@ -328,6 +318,24 @@ cdef class Core:
         cdef long long v
         cdef Sem s
         cdef tuple w
+        cdef int i, sid
+        if r.nw >= 0:
+            for i in range(r.nw):
+                v = self._wait_value(r, i, env)
+                sid = r.wsem[i]
+                s = self.sems[sid]
+                if v <= 0:
+                    continue
+                if s is None:
+                    self.blocked = (sid, v, 0)
+                    return -1.0
+                at = s.reaching(v)
+                if at < 0:
+                    self.blocked = (sid, v, s.value)
+                    return -1.0
+                if at > t:
+                    t = at
+            return t
         for w in r.waits:
             if w[1] is None:
                 v = w[2].eval(env)

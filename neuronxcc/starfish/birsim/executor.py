@@ -25,6 +25,7 @@ from neuronxcc.starfish.birpy.opcodes import ALU_OPS, OPCODES, full_attrs
 from neuronxcc.starfish.birsim import _interp, alu
 from neuronxcc.starfish.birsim._apinfo import regions_of
 from neuronxcc.starfish.birsim.plans import ROW_VAR, prepare
+from neuronxcc.starfish.birsim.timeline import Timeline
 
 __all__ = ["Executor"]
 
@@ -74,10 +75,11 @@ class Executor:
         from neuronxcc.starfish.birsim.blas import single_threaded
         with np.errstate(all="ignore"), single_threaded():
             cls = type(self)
-            if self.plans and cls.execute is Executor.execute and cls.run_body is Executor.run_body:
+            if self.plans and cls.execute is Executor.execute and cls.run_body is Executor.run_body \
+                    and type(self.tl).step is Timeline.step:
                 # the typed loop (birsim._interp), same semantics as run_body/execute below (a subclass
                 # that overrides either, e.g. to record instances, gets the Python loop)
-                _interp.run_body(self, self.m.body, self.env, self.regs, self.tl.step, DEFAULT_MAX_TRIPS)
+                _interp.run_body(self, self.m.body, self.env, self.regs, self.tl, DEFAULT_MAX_TRIPS)
             else:
                 self.run_body(self.m.body)
 

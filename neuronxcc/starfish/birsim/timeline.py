@@ -126,12 +126,36 @@ class Timeline:
 
     def step(self, instr, env, regions=()):
         """Account one execution of INSTR; REGIONS = [(key, r0, r1, b0, b1, is_write)].
-        Returns (start, end) seconds."""
+        Returns (start, end) seconds. (The typed interpreter loop, ``_interp``, does the same
+        with ``rec``, ``core`` and ``after`` directly.)"""
         r = self._recs.get(id(instr))
         if r is None or r.instr is not instr:
             r = self._rec(instr)
         core = self._core
         se = core.step(r, env, regions if regions.__class__ is list else list(regions))
+        if se is None or core.raced or self.trace:
+            self.after(instr, r, se)
+        return se
+
+    @property
+    def core(self):
+        return self._core
+
+    def rec(self, instr):
+        """The step record of INSTR (cached in ``recs``, by id)."""
+        r = self._recs.get(id(instr))
+        if r is None or r.instr is not instr:
+            r = self._rec(instr)
+        return r
+
+    @property
+    def recs(self):
+        return self._recs
+
+    def after(self, instr, r, se):
+        """What a step does beyond the core's accounting: a deadlock (SE None) raises, a race
+        is recorded (or raised with strict), a trace event is kept."""
+        core = self._core
         if se is None:
             sem, v, have = core.blocked
             raise BirSimError("deadlock: instruction #%s %s@%s waits for %s >= %d but only %d signals precede "
@@ -155,7 +179,6 @@ class Timeline:
                 parts = shp[0] if shp else 1
                 free = out.num_elements // max(parts, 1)
             self.events.append((self._track_names[r.track], instr, se[0], se[1], parts, free))
-        return se
 
     @property
     def end(self):
