@@ -381,6 +381,11 @@ class Kernels:
 
     # -- dot -----------------------------------------------------------------------------
     def op_dot(self, op, args, outs):
+        from neuronxcc.starfish.penguin import attention
+        plan = attention.match(self.cg, op)
+        if plan is not None:
+            attention.lower(self, plan)
+            return [None]
         a = op.attrs
         lb, lc = list(a["lhs_batch_dims"]), list(a["lhs_contracting_dims"])
         rb, rc = list(a["rhs_batch_dims"]), list(a["rhs_contracting_dims"])
@@ -579,9 +584,10 @@ class Kernels:
         per = max(1, (em.tm.psum_bank_bytes // 4) // PMAX)                  # transposes per PSUM bank
         # two PSUM banks used in turn (a fresh one per group would let the scheduler keep many live)
         banks = [em.psum("psT", TK, per * PMAX) for _ in range(2)]
-        ngroup = 0
-        for b0 in range(0, nn, PMAX):
-            bn = min(PMAX, nn - b0)
+
+        def block(starts, sizes):       # one block of <= 128 N rows (a loop over them: nn may be long)
+            b0, bn = starts[0], sizes[0]
+            ngroup = 0
             for t0 in range(0, ntiles, chunk):
                 tc = min(chunk, ntiles - t0)
                 kc = min(K, (t0 + tc) * TK) - t0 * TK
@@ -606,6 +612,8 @@ class Kernels:
                         src = em.chip(ps, "float32", kn, [[bn, n_], [1, bn]], offset=a * bn)
                         self._evict_copy(dst, src)
 
+        em.nest([Axis(nn, PMAX, "nt")], block)
+
     def _evict_copy(self, dst, src):
         """PSUM -> SBUF copy on ACT or DVE, whichever has less queued."""
         em = self.em
@@ -614,6 +622,15 @@ class Kernels:
             em.inst("activation", "ACT", [dst], [src], func="identity")
         else:
             em.inst("tensor_copy", "DVE", [dst], [src])
+
+    @staticmethod
+    def k_tile(K):
+        """The K tile of matmuls (penguin/attention.py uses the same tiling)."""
+        return _k_tile(K)
+
+    def offsets(self):
+        """offs(view, idx) -> the HBM element offset of view[idx] (pelican Expr)."""
+        return _offs(self.P)
 
     def _res_budget(self):
         """SBUF bytes per partition for resident matmul operands: what is left of the usable SBUF
