@@ -122,13 +122,13 @@ def test_attention_isa_kernel_out_argument(kernel_name, grid):
     _close(out, want, 2e-5)
 
 
-def test_dropout_is_refused_clearly():
+def test_backward_dropout_is_refused_clearly():
     from neuronxcc.errors import CompilerError
     z = np.zeros((1, 1, 16, 128), np.float32)
     with pytest.raises(CompilerError) as ei:
-        nki.simulate_kernel(flash_fwd[1, 1], z, z, np.zeros((1, 1, 128, 16), np.float32), np.zeros((1,), np.int32),
-                            dropout_p=0.1)
-    assert "dropout" in str(ei.value)
+        nki.simulate_kernel(flash_attn_bwd[1, 1], z, z, z, z, z, np.zeros((1, 1, 128, 1), np.float32),
+                            np.zeros((1,), np.int32), dropout_p=0.1)
+    assert "dropout" in str(ei.value) and "[NCC_INBY001]" in ei.value.one_line()
 
 
 def test_attention_isa_kernel_sliding_window_and_transposed_out():

@@ -61,11 +61,30 @@ def _select(s, masks, q0, k0, ip, jf, window):
     return s
 
 
+def dropout_seed_column(seed):
+    """The kernel's seed tensor [1] (int32) as a [128, 1] fp32 column of frac(seed * 0.6180339887)."""
+    s1 = nl.load(seed.reshape((1, 1)), dtype=nl.float32)                               # [1, 1]
+    ones = nl.full((1, Q_TILE), 1.0, nl.float32)
+    col = nl.copy(nisa.nc_matmul(ones, s1), dtype=nl.float32)                         # [128, 1]: broadcast
+    return nl.mod(nl.multiply(col, 0.6180339887), 1.0, dtype=nl.float32)
+
+
+def _dropout(p, dropout, kb, mm_dtype):
+    """p with each probability zeroed with probability ``prob`` and the rest scaled by 1 / (1 - prob): keep where
+    frac(u + c) >= prob, u a fresh uniform tile of birsim's counter-based generator (nl.rand: a new draw on
+    every execution of the block) and c the seed column (see dropout_seed_column)."""
+    prob, seed_col = dropout
+    u = nl.mod(nl.add(nl.rand((Q_TILE, kb), dtype=nl.float32), seed_col), 1.0, dtype=nl.float32)
+    keep = nl.greater_equal(u, float(prob), dtype=nl.float32)
+    return nl.multiply(nl.multiply(p, keep, dtype=nl.float32), 1.0 / (1.0 - float(prob)), dtype=mm_dtype)
+
+
 def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dtype, v_transposed=False,
-                         o_transposed=False, sliding_window=None):
+                         o_transposed=False, sliding_window=None, k_seq_major=False, dropout=None):
     """One head of the forward pass.
 
-    q: HBM [..., d, seq_q], k: [..., d, seq_k], v: [..., seq_k, d] (v_transposed: [..., d, seq_k]);
+    q: HBM [..., d, seq_q], k: [..., d, seq_k] (k_seq_major: [..., seq_k, d], transposed on the TensorE per
+    128 keys), v: [..., seq_k, d] (v_transposed: [..., d, seq_k]);
     o: [..., seq_q, d] (o_transposed: [..., d, seq_q]); lse: [..., 128, seq_q // 128] or None;
     bias: [..., seq_q, seq_k] or None. qi / ki / oi: the leading index tuples of the head in q,
     k/v and o/lse/bias. Without a mask, the query tiles are an affine loop and the key blocks (512
@@ -74,7 +93,7 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
     visible run in a sequential loop, the diagonal (and window-edge) blocks are masked by
     ``affine_select``, blocks no query sees are skipped."""
     d, seq_q = q.shape[-2], q.shape[-1]
-    seq_k = k.shape[-1]
+    seq_k = k.shape[-2] if k_seq_major else k.shape[-1]
     check(d <= 128, "head dim %d exceeds 128" % d)
     check(seq_q % Q_TILE == 0 and seq_k % Q_TILE == 0,
            "sequence lengths %d / %d must be multiples of 128" % (seq_q, seq_k))
@@ -94,7 +113,13 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
         def block(k0, kb, masks=(), kstatic=None):
             """Fold keys k0 .. k0 + kb into the running softmax (k0 an int or a loop expression)."""
             jf_k = nl.arange(kb)[None, :]
-            k_t = nl.load(k[ki + (ip_d, k0 + jf_k)], dtype=mm_dtype)            # [d, kb]
+            if k_seq_major:
+                k_t = nl.ndarray((d, kb), dtype=mm_dtype)
+                for c in nl.affine_range(kb // Q_TILE):
+                    k_sd = nl.load(k[ki + (k0 + c * Q_TILE + ip_q, jf_d)], dtype=mm_dtype)      # [128 k, d]
+                    k_t[ip_d, c * Q_TILE + jf_q] = nl.copy(nisa.nc_transpose(k_sd), dtype=mm_dtype)
+            else:
+                k_t = nl.load(k[ki + (ip_d, k0 + jf_k)], dtype=mm_dtype)        # [d, kb]
             s = nisa.nc_matmul(q_t, k_t)                                      # [128 q, kb] fp32 PSUM
             if bias is not None:
                 s = nl.add(s, nl.load(bias[oi + (i * Q_TILE + ip_q, k0 + jf_k)], dtype=nl.float32))
@@ -106,6 +131,8 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
                                        dtype=mm_dtype)                         # [128 q, kb]
             alpha = nisa.activation(op=nl.exp, data=m_run, bias=neg_m, dtype=nl.float32)   # exp(m_old - m_new)
             l_run[...] = nl.add(nl.multiply(l_run, alpha), row_sum)
+            if dropout is not None:
+                p = _dropout(p, dropout, kb, mm_dtype)
             pv = nl.zeros((Q_TILE, d), nl.float32, buffer=nl.psum)
             for c in nl.affine_range(kb // Q_TILE):
                 p_t = nl.copy(nisa.nc_transpose(p[ip_q, c * Q_TILE + jf_q]), dtype=mm_dtype)   # [128 k, 128 q]

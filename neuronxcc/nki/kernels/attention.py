@@ -18,8 +18,26 @@ layout of the original (every tensor ``[bs, heads, d, seq]``): ``D = rowsum(dO *
 ``dK += scale * Q dS``.
 
 Precision: with ``mixed_precision`` the TensorE operands are bfloat16 and everything else fp32;
-without it they keep the input dtype. ``dropout_p`` must be 0 (the original's random dropout is a
-hardware RNG stream no simulator can reproduce); ``seed`` is accepted and unused.
+without it they keep the input dtype.
+
+Dropout (``flash_fwd`` with ``dropout_p > 0``): each softmax probability is zeroed with probability
+dropout_p and the kept ones scaled by 1 / (1 - dropout_p) before the ``P @ V`` product (the row sums and
+``lse`` are those of the undropped softmax, as in the original). The original draws the mask from the
+device's random number generator seeded by ``seed``; that stream is not public, so ours is an
+approximation with the same statistics: keep where ``frac(u + frac(seed * 0.618...)) >= dropout_p``, u
+from birsim's counter-based uniform generator (``nl.rand``). The same kernel and seed give the same mask;
+another seed value gives another mask. ``flash_attn_bwd`` with ``dropout_p > 0`` is refused
+(NCC_INBY001): it would need the forward's mask, which this approximation does not regenerate.
+
+Legacy call form: kernels written for the SDK before 2.21 call ``flash_fwd[bs, heads](q, k, v, seed, o,
+lse=None, softmax_scale=..., ...)`` with the outputs as arguments; ``flash_fwd`` recognises it (``o`` /
+``lse`` given by keyword, a tensor where softmax_scale goes, or a fifth argument shaped like o,
+[bs, heads, seq_q, d], and not like a logit bias [bs, heads, seq_q, seq_k]), stores into o (and lse when
+given) and returns None.
+
+Grids: ``[bs, heads]`` runs one (batch, head) per instance; ``[bs, n]`` with n dividing the heads (the
+sharded call form ``[bs, nl.nc(2)]``) gives each instance heads // n consecutive heads; ``[bs]`` or no grid
+loops over the rest.
 """
 import math
 from dataclasses import dataclass
@@ -30,7 +48,7 @@ from neuronxcc import nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from neuronxcc.nki._private_kernels.attention import attention_isa_kernel  # noqa: F401  (NxDI's fallback path)
-from neuronxcc.nki._private_kernels.flash_core import NEG_INF, Q_TILE, flash_attention_core
+from neuronxcc.nki._private_kernels.flash_core import NEG_INF, Q_TILE, dropout_seed_column, flash_attention_core
 from neuronxcc.nki._private_kernels.flash_core import check as _check
 
 __all__ = ["FlashConfig", "flash_fwd", "flash_attn_bwd", "attention_isa_kernel"]
@@ -56,7 +74,8 @@ def _no_dropout(dropout_p, kernel):
         from neuronxcc.nki import errors
         raise errors.NkiNotImplementedError(
             "%s(dropout_p=%r)" % (kernel, dropout_p),
-            "dropout draws from the device's random stream, which is not simulated; use dropout_p=0.0")
+            "the backward pass would need the forward's dropout mask, which is not regenerated here; "
+            "use dropout_p=0.0")
 
 
 def _heads(n_heads, nk_heads):
@@ -65,10 +84,17 @@ def _heads(n_heads, nk_heads):
 
 
 def _instances(bs, n_heads, body):
-    """Run body(b, h) for this SPMD instance's (batch, head) when launched as kernel[bs, n_heads], else for
-    every (batch, head) in loops."""
+    """Run body(b, h) for this SPMD instance's (batch, head) when launched as kernel[bs, n_heads] (its share of
+    the heads under kernel[bs, n], n dividing n_heads), else for every (batch, head) in loops."""
     if nl.program_ndim() >= 2:
-        body(nl.program_id(0), nl.program_id(1))
+        n1 = nl.num_programs(1)
+        if n1 == n_heads:
+            body(nl.program_id(0), nl.program_id(1))
+        else:
+            _check(n_heads % n1 == 0, "a grid of %d on the head axis must divide the %d heads" % (n1, n_heads))
+            per = n_heads // n1
+            for r in nl.affine_range(per):
+                body(nl.program_id(0), nl.program_id(1) * per + r)
     elif nl.program_ndim() == 1:
         b = nl.program_id(0)
         for h in nl.affine_range(n_heads):
@@ -79,35 +105,76 @@ def _instances(bs, n_heads, body):
                 body(b, h)
 
 
+def _is_tensor(x):
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (int, float))
+
+
+_FWD_ARGS = (("logit_bias", None), ("softmax_scale", None), ("use_causal_mask", True), ("mixed_precision", True),
+             ("dropout_p", 0.0), ("config", None))
+_LEGACY_ARGS = (("o", None), ("lse", None)) + _FWD_ARGS[1:]
+
+
+def _bind_fwd(q, k, args, kwargs):
+    """(legacy?, {name: value}) for flash_fwd's arguments after seed, in the current or the legacy call form."""
+    bs, n_heads, d, seq_q = q.shape
+    seq_k = k.shape[-1]
+    legacy = "o" in kwargs or "lse" in kwargs or (len(args) >= 2 and _is_tensor(args[1])) or \
+        (len(args) >= 1 and _is_tensor(args[0]) and tuple(args[0].shape) == (bs, n_heads, seq_q, d)
+         and tuple(args[0].shape) != (bs, n_heads, seq_q, seq_k))
+    names = _LEGACY_ARGS if legacy else _FWD_ARGS
+    _check(len(args) <= len(names), "flash_fwd takes at most %d arguments after seed, got %d" % (len(names), len(args)))
+    vals = dict(names)
+    for (name, _), a in zip(names, args):
+        vals[name] = a
+    for name, a in kwargs.items():
+        _check(name in vals, "flash_fwd got an unexpected keyword argument %r" % name)
+        vals[name] = a
+    return legacy, vals
+
+
 @nki.jit
-def flash_fwd(q, k, v, seed, logit_bias=None, softmax_scale=None, use_causal_mask=True, mixed_precision=True,
-              dropout_p=0.0, config=None):
-    """Flash attention forward, launched as ``flash_fwd[bs, n_heads](...)``.
+def flash_fwd(q, k, v, seed, *args, **kwargs):
+    """Flash attention forward, launched as ``flash_fwd[bs, n_heads](q, k, v, seed, logit_bias=None,
+    softmax_scale=None, use_causal_mask=True, mixed_precision=True, dropout_p=0.0, config=None)`` (or the legacy
+    ``(q, k, v, seed, o, lse=None, softmax_scale=None, ...)``, see the module doc).
 
     q: [bs, n_heads, d, seq_q]; k: [bs, nk_heads, d, seq_k]; v: [bs, nv_heads, seq_v, d]
-    ([bs, nv_heads, d, seq_v] with config.should_transpose_v); seed: [1] (unused);
+    ([bs, nv_heads, d, seq_v] with config.should_transpose_v); seed: [1] int32 (the dropout seed);
     logit_bias: [bs, n_heads, seq_q, seq_k] or None. Returns o [bs, n_heads, seq_q, d] (q's dtype),
     and with config.training also lse [bs, n_heads, 128, seq_q // 128]. softmax_scale defaults
     to d ** -0.5. k/v heads are shared by n_heads // nk_heads query heads (GQA)."""
-    config = config or FlashConfig()
-    _no_dropout(dropout_p, "flash_fwd")
+    legacy, a = _bind_fwd(q, k, args, kwargs)
+    logit_bias, softmax_scale, dropout_p = a["logit_bias"] if not legacy else None, a["softmax_scale"], a["dropout_p"]
+    use_causal_mask, mixed_precision = a["use_causal_mask"], a["mixed_precision"]
+    config = a["config"] or FlashConfig()
+    _check(0.0 <= float(dropout_p) < 1.0, "dropout_p must be in [0, 1), got %r" % (dropout_p,))
     bs, n_heads, d, seq_q = q.shape
     nk_heads = k.shape[1]
     group = _heads(n_heads, nk_heads)
     _check(k.shape[-1] == (v.shape[-1] if config.should_transpose_v else v.shape[-2]), "seq_k must equal seq_v")
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(d)
     mm_dtype = nl.bfloat16 if mixed_precision else q.dtype
-    o = nl.ndarray((bs, n_heads, seq_q, d), dtype=q.dtype, buffer=nl.shared_hbm)
-    lse = None
-    if config.training:
-        lse_dtype = np.dtype(config.lse_dtype) if config.lse_dtype else nl.float32
-        lse = nl.ndarray((bs, n_heads, Q_TILE, seq_q // Q_TILE), dtype=lse_dtype, buffer=nl.shared_hbm)
+    if legacy:
+        o, lse = a["o"], a["lse"]
+        _check(tuple(o.shape) == (bs, n_heads, seq_q, d), "o must be [%d, %d, %d, %d], got %s"
+               % (bs, n_heads, seq_q, d, tuple(o.shape)))
+        if not config.training:
+            lse = None
+    else:
+        o = nl.ndarray((bs, n_heads, seq_q, d), dtype=q.dtype, buffer=nl.shared_hbm)
+        lse = None
+        if config.training:
+            lse_dtype = np.dtype(config.lse_dtype) if config.lse_dtype else nl.float32
+            lse = nl.ndarray((bs, n_heads, Q_TILE, seq_q // Q_TILE), dtype=lse_dtype, buffer=nl.shared_hbm)
+    dropout = (float(dropout_p), dropout_seed_column(seed)) if dropout_p else None
 
     def head(b, h):
         kh = h if group == 1 else h // group
         flash_attention_core(q, k, v, o, lse, logit_bias, (b, h), (b, kh), (b, h), scale, use_causal_mask,
-                             mm_dtype, v_transposed=config.should_transpose_v)
+                             mm_dtype, v_transposed=config.should_transpose_v, dropout=dropout)
     _instances(bs, n_heads, head)
+    if legacy:
+        return None
     if config.training:
         return o, lse
     return o
