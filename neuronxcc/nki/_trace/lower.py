@@ -45,6 +45,7 @@ class Lowerer:
         self.returned = returned
         self.aliases = {}
         self.pre = []
+        self.blocks = {}           # buf name -> (block bytes, [memloc per block]) (see _declare_blocks)
 
     # -- storage -----------------------------------------------------------------
     def declare(self):
@@ -85,6 +86,8 @@ class Lowerer:
                     m.add_tensor(b.name, "const", D.bir_name(b.dtype), b.shape, data=b.data)
                 else:
                     m.add_tensor(b.name, "scratch", D.bir_name(b.dtype), b.shape)
+            elif type(b.alloc).__name__ == "Blocks":
+                self._declare_blocks(b)
             else:
                 nbytes = max(4, (b.free_elems * b.dtype.itemsize + 3) // 4 * 4)
                 sp = bo = None
@@ -92,6 +95,21 @@ class Lowerer:
                     sp, bo = b.alloc
                 m.add_memloc(b.name, b.memory, b.partitions, nbytes, sp, bo)
             self.names[b.name] = b.name
+
+    def _declare_blocks(self, b):
+        """A block tensor allocated at non-consecutive addresses: one memloc per distinct placement; block k
+        of the tracer's row-major layout (k * block elements) maps to its memloc."""
+        block = 1
+        for d in b.shape[b.pdim + 1:]:
+            block *= d
+        nbytes = max(4, (block * b.dtype.itemsize + 3) // 4 * 4)
+        by_place, names = {}, []
+        for sp, bo in b.alloc.places:
+            if (sp, bo) not in by_place:
+                by_place[(sp, bo)] = "%s__blk%d" % (b.name, len(by_place))
+                self.m.add_memloc(by_place[(sp, bo)], b.memory, b.partitions, nbytes, sp, bo)
+            names.append(by_place[(sp, bo)])
+        self.blocks[b.name] = (block * b.dtype.itemsize, names)
 
     def _copy_all(self, out_name, b):
         pat = birpy.row_major_pattern(b.shape)
@@ -132,6 +150,8 @@ class Lowerer:
                 for op in n.operands:
                     if not isinstance(op.p0, int) and var in op.p0.free_vars():
                         acc.append((n, op.p0, None))       # a partition start moved by the iterator: unroll
+                    elif op.buf.name in self.blocks and var in op.off.free_vars():
+                        acc.append((n, op.off, None))      # the block (memloc) chosen by the iterator: unroll
         return acc
 
     def loop(self, lp):
@@ -318,6 +338,8 @@ class Lowerer:
                 _raise(E.err_invalid_argument, "partition start %s is not static here" % p0, ti.loc)
             p0 = int(p0)
         name = self.names.get(op.buf.name, op.buf.name)
+        if op.buf.name in self.blocks:
+            name, off = self._block_of(op, off, axes, ti)
         if op.buf.memory == "HBM":
             pat = [[a[2], a[0]] for a in axes] or [[1, 1]]
             return birpy.AccessPattern(name, D.bir_name(self.m.tensors[name].dtype), off, pat)
@@ -329,6 +351,25 @@ class Lowerer:
         if a0[1] == 0 and a0[0] > 1:          # partition broadcast (DMA source only)
             return birpy.AccessPattern(name, dt, off, [[0, a0[0]]] + rest, p0, 1)
         return birpy.AccessPattern(name, dt, off, rest or [[1, 1]], p0, a0[0])
+
+
+    def _block_of(self, op, off, axes, ti):
+        """(memloc, offset in it) of an access to a block tensor at non-consecutive addresses."""
+        off = off.subs(self.fixed) if self.fixed and not isinstance(off, int) else off
+        if not isinstance(off, int):
+            if not off.is_const():
+                _raise(E.err_invalid_argument, "the block of '%s' accessed depends on %s, which is not static here"
+                       % (op.buf.name, off), ti.loc)
+            off = int(off)
+        nbytes, names = self.blocks[op.buf.name]
+        per = nbytes // op.dtype.itemsize
+        lo = off + sum(min(0, a[2] * (a[0] - 1)) for a in axes[1:])
+        hi = off + sum(max(0, a[2] * (a[0] - 1)) for a in axes[1:])
+        k = lo // per
+        if hi // per != k or not 0 <= k < len(names):
+            _raise(E.err_invalid_argument, "an access to '%s' spans several of its blocks, which are directly "
+                   "allocated at non-consecutive addresses; access one block at a time" % op.buf.name, ti.loc)
+        return names[k], off - k * per
 
 
 def lower(ctx, returned, module_name=None):

@@ -1,14 +1,27 @@
-"""Direct allocation: a Buffer's ``alloc(buf) -> (start_partition, byte_offset)`` built from the
-original's allocation-function protocol ``func(block_index, pdim_size, fdim_size)``.
+"""Direct allocation: a Buffer's ``alloc(buf)`` built from the original's allocation-function protocol
+``func(block_index, pdim_size, fdim_size)``.
 
-The block index runs over the tensor's block dimensions (the dims before ``par_dim``); one tensor is
-one memloc here, so the blocks must land at consecutive free offsets of ``fdim_size`` bytes on the
-same partitions (the usual modulo allocation with ``num_free_tiles`` equal to the block counts, or no
-block dims at all). Anything else is refused by name instead of being placed wrongly.
+The block index runs over the tensor's block dimensions (the dims before ``par_dim``). When every
+block lands at consecutive free offsets of ``fdim_size`` bytes on the same partitions (the usual
+modulo allocation with ``num_free_tiles`` equal to the block counts, or no block dims) the tensor is
+one memloc: ``(start_partition, byte_offset)``. Otherwise (blocks rotating through fewer slots, on
+other partitions, at arbitrary addresses) it is ``Blocks``: one placement per block, and the lowering
+gives each distinct placement its own memloc (blocks at the same address share it, as on the device).
 """
 import itertools
 
 from neuronxcc.nki import errors as E
+
+
+class Blocks:
+    """Per-block placements [(start_partition, byte_offset)] in row-major block order."""
+
+    def __init__(self, places):
+        self.places = list(places)
+
+    def __repr__(self):
+        return "Blocks(%s)" % (self.places,)
+
 
 BANK_BYTES = 2048
 
@@ -35,12 +48,13 @@ def resolve(func, buf, psum=False):
             part, addr = (int(x) for x in r)
             addrs.append((part, addr))
     p0, a0 = addrs[0]
+    if all(p == p0 and a == a0 + k * fbytes for k, (p, a) in enumerate(addrs)):
+        return p0, a0
     for k, (p, a) in enumerate(addrs):
-        if p != p0 or a != a0 + k * fbytes:
-            raise E.NkiNotImplementedError(
-                "direct allocation of '%s' whose blocks do not sit at consecutive addresses" % buf.name,
-                "block %d at partition %d byte %d" % (k, p, a))
-    return p0, a0
+        if p < 0 or a < 0 or p + P > 128:
+            raise E.err_invalid_argument("direct allocation of '%s': block %d at partition %d byte %d is outside "
+                                         "the memory" % (buf.name, k, p, a))
+    return Blocks(addrs)
 
 
 def modulo(base, tiles, scale):

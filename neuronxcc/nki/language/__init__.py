@@ -404,8 +404,7 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
     store(dst, _math._binary(op_name(op, "alu"), cur, value, dst.dtype, mask, "atomic_rmw"), mask=mask)
 
 
-loop_reduce = _nyi("loop_reduce")
-all_reduce = _nyi("all_reduce", "collectives")
+from neuronxcc.nki.language._reduce import all_reduce, loop_reduce  # noqa: E402,F401
 gemm_grid = _nyi("gemm_grid")
 gemm_stationary_grid = _nyi("gemm_stationary_grid")
 

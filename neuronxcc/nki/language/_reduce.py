@@ -1,0 +1,114 @@
+"""``nl.loop_reduce`` and ``nl.all_reduce``.
+
+``b = nl.loop_reduce(a, op, loop_indices=[k])``: the destination tile is also the right operand of
+``op`` (the original's documented equivalence: ``b = nisa.tensor_tensor(data1=b, data2=a, op=op)``
+accumulating in place across the loop). The destination is the tile the call's result is assigned
+to: the tracer reads the assignment target at the kernel's call line and the value that name holds
+when the call runs, accumulates into that tile (VectorE, fp32 ALU, cast on write) and returns it.
+
+``nl.all_reduce(x, op, program_axes)`` reduces ``x`` over the SPMD programs along ``program_axes``.
+The instances of a grid run one after another on one NeuronCore here, so no instance can see a
+later one's value: over a single program (no grid, or size-1 axes) the reduction is the value
+itself (cast to ``dtype``); over more it is refused by name, never computed wrongly.
+"""
+import ast
+import linecache
+import os
+import sys
+
+from neuronxcc.nki import errors as E
+from neuronxcc.nki._trace import ops
+from neuronxcc.nki._trace.context import current
+from neuronxcc.nki._trace.tensor import Tensor
+
+__all__ = ["loop_reduce", "all_reduce"]
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ASSIGNS = {}
+
+
+def _kernel_frame():
+    f = sys._getframe(2)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG + os.sep) or any(os.sep + d + os.sep in fn[len(_PKG):]
+                                                    for d in ("kernels", "_private_kernels")):
+            return f
+        f = f.f_back
+    return None
+
+
+def _assignments(filename):
+    """[(first line, last line, target name)] of every ``name = <call>`` / ``name: T = <call>`` in FILENAME."""
+    got = _ASSIGNS.get(filename)
+    if got is None:
+        got = []
+        try:
+            tree = ast.parse("".join(linecache.getlines(filename)))
+        except SyntaxError:
+            tree = None
+        for n in ast.walk(tree) if tree is not None else ():
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                    got.append((n.value.lineno, n.value.end_lineno or n.value.lineno, targets[0].id))
+        _ASSIGNS[filename] = got
+    return got
+
+
+def _destination():
+    f = _kernel_frame()
+    if f is not None:
+        line = f.f_lineno
+        cands = [(a, b, name) for a, b, name in _assignments(f.f_code.co_filename) if a <= line <= b]
+        if cands:
+            name = max(cands)[2]
+            v = f.f_locals.get(name)
+            if isinstance(v, Tensor):
+                return v
+            raise E.err_invalid_argument(
+                "nl.loop_reduce accumulates into the tile its result is assigned to, but '%s' holds no tile yet "
+                "(create it first, e.g. %s = nl.zeros(...))" % (name, name))
+    raise E.err_invalid_argument("nl.loop_reduce accumulates into the tile its result is assigned to: write "
+                                 "'b = nl.loop_reduce(a, op=..., loop_indices=[...])' with b an existing tile")
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """dst = dst op x, dst being the tile the result is assigned to (see module doc); returns dst."""
+    from neuronxcc.nki.language._math import op_name
+    ops.tile_operand(x, "loop_reduce", "x")
+    dst = _destination()
+    ops.tile_operand(dst, "loop_reduce", "dst")
+    if not isinstance(loop_indices, (list, tuple)):
+        loop_indices = [loop_indices]
+    for i in loop_indices:
+        if not (isinstance(i, int) or type(i).__name__ == "Idx"):
+            raise E.err_invalid_argument("loop_indices of nl.loop_reduce are loop iterators or integers, got %r"
+                                         % (i,))
+    if x.shape[0] != dst.shape[0]:
+        raise E.err_num_partition_mismatch("loop_reduce: %s and its destination %s differ in partitions"
+                                           % (list(x.shape), list(dst.shape)))
+    alu = op_name(op, "alu")
+    ops.emit("tensor_tensor", "DVE", [dst], [dst, ops.expand(x, dst.shape)], {"op": alu}, mask)
+    return dst
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    """x reduced over the SPMD programs along PROGRAM_AXES (see module doc)."""
+    from neuronxcc.nki import language as nl
+    from neuronxcc.nki.language._math import op_name
+    ops.tile_operand(x, "all_reduce", "x")
+    op_name(op, "alu")
+    axes = [program_axes] if isinstance(program_axes, int) else list(program_axes)
+    grid = current().grid
+    n = 1
+    for a in axes:
+        if not isinstance(a, int) or a < 0:
+            raise E.err_invalid_argument("program_axes of nl.all_reduce are grid axis numbers, got %r" % (a,))
+        n *= grid[a] if a < len(grid) else 1
+    if n > 1:
+        raise E.NkiNotImplementedError(
+            "nki.language.all_reduce over %d programs" % n,
+            "the instances of an SPMD grid run one after another on one core here, so none can see the "
+            "others' values (reduce through an HBM tensor and a second kernel, or a grid of size 1)")
+    return nl.copy(x, dtype=dtype or x.dtype, mask=mask)

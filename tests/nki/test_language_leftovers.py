@@ -1,0 +1,151 @@
+"""nl.loop_reduce, nl.all_reduce (single-core), nisa.builtin_custom_op (the open builtin library) and
+direct allocation of block tensors at non-consecutive addresses, against numpy."""
+import numpy as np
+import pytest
+
+from neuronxcc import nki
+from neuronxcc.nki import errors as E
+import neuronxcc.nki.compiler as ncc
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32)
+
+
+# -- loop_reduce ----------------------------------------------------------------------------------
+def test_loop_reduce_accumulates_into_the_assigned_tile():
+    def k(a):
+        out = nl.ndarray((2,) + a.shape[1:], dtype=nl.float32, buffer=nl.shared_hbm)
+        mx = nl.full(a.shape[1:], -1e30, dtype=nl.float32)
+        sm = nl.zeros(a.shape[1:], dtype=nl.float32, buffer=nl.sbuf)
+        for k_i in nl.affine_range(a.shape[0]):
+            x = nl.load(a[k_i])
+            mx = nl.loop_reduce(x, op=np.maximum, loop_indices=[k_i], dtype=nl.float32)
+            sm = nl.loop_reduce(x, op=nl.add, loop_indices=(k_i,))
+        nl.store(out[0], mx)
+        nl.store(out[1], sm)
+        return out
+    a = rand(6, 32, 16)
+    r = nki.simulate_kernel(k, a)
+    np.testing.assert_array_equal(r[0], a.max(axis=0))
+    np.testing.assert_allclose(r[1], a.sum(axis=0, dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_loop_reduce_needs_an_assigned_existing_tile():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.loop_reduce(nl.load(a), op=np.add, loop_indices=[]))
+        return out
+    with pytest.raises(E.err_invalid_argument, match="assigned to"):
+        nki.simulate_kernel(k, rand(8, 8))
+
+
+# -- all_reduce -----------------------------------------------------------------------------------
+def _all_reduce_kernel(a):
+    out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nl.store(out, nl.all_reduce(nl.load(a), op=np.add, program_axes=[0], dtype=nl.bfloat16))
+    return out
+
+
+def test_all_reduce_over_one_program_is_the_value_cast():
+    a = rand(16, 8, seed=1)
+    r = nki.simulate_kernel(_all_reduce_kernel, a)
+    assert r.dtype == nl.bfloat16
+    np.testing.assert_array_equal(r, a.astype(nl.bfloat16))
+    np.testing.assert_array_equal(nki.simulate_kernel(nki.jit(_all_reduce_kernel)[1], a), a.astype(nl.bfloat16))
+
+
+def test_all_reduce_over_several_programs_is_refused_by_name():
+    with pytest.raises(E.NkiNotImplementedError, match="all_reduce over 2 programs"):
+        nki.simulate_kernel(nki.jit(_all_reduce_kernel)[2], rand(16, 8))
+
+
+# -- builtin_custom_op -------------------------------------------------------------------------------
+def test_builtin_custom_op_sort_and_topk_of_the_open_library():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        top = nl.ndarray((a.shape[0], 4), dtype=a.dtype, buffer=nl.shared_hbm)
+        idx = nl.ndarray((a.shape[0], 4), dtype=nl.int32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        v = nl.ndarray(a.shape, dtype=nl.float32)
+        t = nl.ndarray((a.shape[0], 4), dtype=nl.float32)
+        i = nl.ndarray((a.shape[0], 4), dtype=nl.int32)
+        nisa.builtin_custom_op("sort_f32", "libbuiltincustomop_cpu0.so", "1.0", "1.0", srcs=[x], dsts=[v],
+                               descending=False)
+        nisa.builtin_custom_op("topk_f32", "libbuiltincustomop_cpu0.so", "1.0", "1.0", srcs=[x], dsts=[t, i])
+        nl.store(out, v)
+        nl.store(top, t)
+        nl.store(idx, i)
+        return out, top, idx
+    a = rand(48, 24, seed=2)
+    s, t, i = nki.simulate_kernel(k, a)
+    np.testing.assert_array_equal(s, np.sort(a, axis=1))
+    order = np.argsort(-a, axis=1, kind="stable")[:, :4]
+    np.testing.assert_array_equal(i, order)
+    np.testing.assert_array_equal(t, np.take_along_axis(a, order, axis=1))
+
+
+def test_builtin_custom_op_of_a_closed_library_is_one_precise_error():
+    def k(a):
+        x = nl.load(a)
+        nisa.builtin_custom_op("my_kernel", "libmycustom.so", "2.1", "3.0", srcs=[x], dsts=[x])
+    with pytest.raises(E.err_invalid_argument, match="'my_kernel' of library 'libmycustom.so'.*sort_f32"):
+        nki.simulate_kernel(k, rand(8, 8))
+
+
+# -- direct allocation at non-consecutive addresses ----------------------------------------------------
+def _blocks_kernel(buffer):
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((a.shape[0], nl.par_dim(a.shape[1]), a.shape[2]), dtype=a.dtype, buffer=buffer)
+        for i in nl.affine_range(a.shape[0]):
+            t[i] = nl.load(a[i])
+            nl.store(out[i], nl.multiply(t[i], 2.0))
+        return out
+    return k
+
+
+@pytest.mark.parametrize("buffer,places", [
+    (ncc.sbuf.mod_alloc(base_addr=512, num_free_tiles=(2,)), {(0, 512), (0, 768)}),          # rotating slots
+    (ncc.sbuf.alloc(lambda idx, p, f: (0, 8192 - idx[0] * 2 * f)), {(0, 8192 - k * 512) for k in range(4)}),
+    (ncc.sbuf.mod_alloc(base_addr=0, base_partition=0, num_par_tiles=(2,)), {(0, 0), (64, 0)}),
+])
+def test_block_tensor_at_non_consecutive_addresses(buffer, places):
+    a = rand(4, 64, 64, seed=3)
+    k = _blocks_kernel(buffer)
+    tk = nki.jit(k).trace(a)
+    got = {(m.start_partition, m.byte_offset) for m in tk.module.memlocs.values() if m.allocated}
+    assert got == places
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), a * np.float32(2.0))
+    np.testing.assert_array_equal(nki.baremetal(k)(a), a * np.float32(2.0))
+
+
+def test_psum_blocks_in_separate_banks():
+    def k(a, b):
+        out = nl.ndarray((2, 32, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        p = nl.ndarray((2, nl.par_dim(32), 128), dtype=nl.float32,
+                       buffer=ncc.psum.mod_alloc(base_bank=1, num_bank_tiles=(2,)))
+        for i in nl.affine_range(2):
+            p[i] = nisa.nc_matmul(nl.load(a[i]), nl.load(b[i]))
+            nl.store(out[i], nl.copy(p[i]))
+        return out
+    a, b = rand(2, 16, 32, seed=4), rand(2, 16, 128, seed=5)
+    tk = nki.jit(k).trace(a, b)
+    assert {m.byte_offset for m in tk.module.memlocs.values() if m.memory == "PSUM"} == {2048, 4096}
+    np.testing.assert_allclose(nki.simulate_kernel(k, a, b), np.einsum("bkm,bkn->bmn", a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_a_view_across_non_consecutive_blocks_is_refused():
+    def k(a):
+        out = nl.ndarray((64, 2), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((2, nl.par_dim(64), 64), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0,
+                                                                                          num_free_tiles=(1,)))
+        for i in nl.affine_range(2):
+            t[i] = nl.load(a[i])
+        ip, ib = nl.arange(64)[:, None], nl.arange(2)[None, :]
+        nl.store(out[ip, ib], t[ib, ip, 0])            # one DMA reading both blocks
+        return out
+    with pytest.raises(E.err_invalid_argument, match="spans several of its blocks"):
+        nki.simulate_kernel(k, rand(2, 64, 64))
