@@ -33,6 +33,11 @@ from neuronxcc.starfish.penguin.tiles import IOTA_BASE, cannot_lower, onchip_dty
 from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
 
 MAX_FUSED_OPS = 32
+# a lazy value with several users that reads more HBM tensors than this is computed once: else a
+# chain of them (the residual stream x = x + f(x) of an unrolled transformer, read by the next
+# layer's norm and by the next add) is recomputed from all earlier layers' results in every layer,
+# instructions and bytes growing as layers^2
+MAX_SHARED_LEAVES = 4
 USER_LEVEL = 35            # the driver's USER log level (between WARNING and ERROR)
 
 
@@ -353,7 +358,9 @@ class Codegen:
         colish = isinstance(x, Node) and all(v.base.startswith("__row__") for v in leaves(x))
         # a long unary chain stays lazy: once its consumers are built it may be one ACT function
         too_long = count_ops(x) > MAX_FUSED_OPS and not self.act_matcher.is_unary_chain(x)
-        if too_long or (len(users) > 1 and any(
+        shared_wide = len(users) > 1 and not colish and \
+            len({v.base for v in leaves(x) if not v.base.startswith("__")}) > MAX_SHARED_LEAVES
+        if too_long or shared_wide or (len(users) > 1 and any(
                 u.kind not in ir.ELEMENTWISE and not self._row_reduce_user(u) and
                 not (colish and u.kind in ir.VIEWS) for u in users)):
             self.env[name] = self.materialise(x, name)
