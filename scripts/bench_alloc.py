@@ -88,7 +88,7 @@ def python_first_fit(start, end, size, nparts):
 def bench_intervals(n, with_python):
     import numpy as np
     from neuronxcc.walrus import _alloc
-    from neuronxcc.walrus.passes.alloc import MAX_INTERFERENCE_EDGES as MAX_EDGES
+    from neuronxcc.walrus.placement import MAX_INTERFERENCE_EDGES as MAX_EDGES
     start, end, size, nparts, pin = random_intervals(n)
     cap = 1 << 50
     lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin)

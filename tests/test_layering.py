@@ -120,10 +120,6 @@ def test_cycle_finder_finds_a_cycle():
 # all fall in one scope is tolerated there; any other circle -- in particular one across layers --
 # fails. When a scope's circles are broken, delete its entry.
 KNOWN_SCOPES = [
-    # the walrus registry imports the pass modules to register them, they import it for the base
-    # class; the dependence graph and deps import each other (issues 9 and 10 item 3)
-    lambda m: m in ("neuronxcc.walrus.registry", "neuronxcc.walrus.passes", "neuronxcc.walrus.depgraph",
-                    "neuronxcc.walrus.deps") or m.startswith("neuronxcc.walrus.passes."),
     # N-rank interpretation (issue 13): ranks runs the Evaluator, the collective handlers ask ranks
     lambda m: m in ("neuronxcc.hlo.interp_collective", "neuronxcc.hlo.interpreter", "neuronxcc.hlo.ranks"),
     # hlo2penguin and the op converters it dispatches to, which call back into it (issues 13, 14)

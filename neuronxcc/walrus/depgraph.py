@@ -2,7 +2,7 @@
 
 Owns: turning every instruction's accesses (reads and writes as boxes over
 memories: SBUF/PSUM partitions x bytes after allocation, memlocs before,
-HBM tensors, registers; ``deps.accesses``) into *candidate edges* (a, b),
+HBM tensors, registers; ``access.accesses``) into *candidate edges* (a, b),
 a < b in program order, such that every pair of conflicting accesses (same
 memory, overlapping boxes, one writes) is ordered by a path of candidate
 edges through instructions that run between them (see ``_deps.sweep``).
@@ -25,6 +25,7 @@ manager drops it when a pass changes the module).
 import numpy as np
 
 from neuronxcc.walrus import _deps, _sched
+from neuronxcc.walrus.access import accesses, stream_of
 from neuronxcc.walrus.program import DYNAMIC, REPEATING
 
 
@@ -40,11 +41,10 @@ class DepGraph:
     """Candidate edges over the sites of ``prog`` (arrays ``src``, ``dst``, sorted by (dst, src))."""
 
     def __init__(self, prog, physical):
-        from neuronxcc.walrus import deps as D
         self.prog = prog
         self.physical = physical
         n = len(prog.sites)
-        self.streams = [D.stream_of(s.instr) for s in prog.sites]
+        self.streams = [stream_of(s.instr) for s in prog.sites]
         ids = {}
         self.stream_id = np.array([ids.setdefault(k, len(ids)) for k in self.streams], np.int64)
         self.stream_names = list(ids)
@@ -54,7 +54,7 @@ class DepGraph:
                             np.int64)
         self.nkeys = len(keys)
         self.aps = []
-        rows = D.accesses(prog, physical, self.aps)
+        rows = accesses(prog, physical, self.aps)
         self.rows = rows
         mem, write, site, plo, phi, blo, bhi = rows
         o = np.argsort(site, kind="stable")

@@ -1,8 +1,11 @@
 """The walrus pass registry and the pipeline runner.
 
-Owns: the mapping pass name -> pass object, the pass contract, the analysis
-cache and the loop that runs a list of passes over one BIR module. What each
-pass is (gates, options, analyses) is declared in ``pass_names.PIPELINE``.
+Owns: the mapping pass name -> pass object (filled once from the pass package's
+explicit ``PASSES`` / ``NOOPS`` lists: registration is not an import side
+effect) and the loop that runs a list of passes over one BIR module. What each
+pass is (gates, options, analyses) is declared in ``pass_names.PIPELINE``; the
+base class and ``PassContext`` are in ``contract`` (which the passes import, so
+the registry -> passes import has no way back).
 
 Contract (XLA's ``HloPassInterface`` / numba's ``register_pass``):
   * a pass has a ``name`` (one of the table's; registering any other name,
@@ -25,47 +28,13 @@ import traceback
 
 from neuronxcc import errors
 from neuronxcc.walrus import pass_names as PN
+from neuronxcc.walrus.contract import NoOpPass, PassContext, WalrusPass, invalidate  # noqa: F401 (re-exported)
 from neuronxcc.walrus.pass_names import PASS_NAMES
 
 log = logging.getLogger("neuronxcc.walrus")
 
 _REGISTRY = {}
-
-
-class WalrusPass:
-    """Base class. Subclasses set ``name`` and override ``run``."""
-
-    name = None
-
-    @property
-    def spec(self):
-        """The pass's row of the table (``pass_names.PassSpec``)."""
-        return PN.SPECS[self.name]
-
-    def run(self, module, ctx):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def noop_reason(self, ctx):
-        """None when the pass does real work on ``ctx.target``; else why it is a no-op."""
-        return None
-
-    @property
-    def description(self):
-        return PASS_NAMES.get(self.name, "")
-
-
-class NoOpPass(WalrusPass):
-    """A seed pass with nothing to do in this reimplementation; it says why."""
-
-    def __init__(self, name, reason):
-        self.name = name
-        self.reason = reason
-
-    def run(self, module, ctx):
-        return False
-
-    def noop_reason(self, ctx):
-        return self.reason
+_LOADED = False
 
 
 def register(cls_or_obj):
@@ -85,9 +54,17 @@ def register_noop(name, reason):
 
 
 def _load_all():
-    # Importing the pass modules registers them. Kept in one place so the
-    # registry is complete whoever asks first.
-    from neuronxcc.walrus import passes  # noqa: F401
+    """Fill the registry from the pass package's explicit lists (``passes.PASSES``, ``passes.NOOPS``)
+    the first time a pass is asked for. Importing a pass module registers nothing."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from neuronxcc.walrus import passes
+    for cls in passes.PASSES:
+        register(cls)
+    for name, why in passes.NOOPS.items():
+        register_noop(name, why)
 
 
 def get_pass(name):
@@ -105,78 +82,6 @@ def all_passes():
 def parse_pass_list(text):
     """``'a,b , c'`` -> ['a','b','c']; every name checked against the pass table."""
     return PN.check_names([t.strip() for t in str(text).split(",") if t.strip()])
-
-
-class PassContext:
-    """What a pass may read besides the module.
-
-    target       -- ``neuronxcc.hwm.TargetModel``
-    goldens      -- path of goldens.npz or None
-    options      -- dict of tunables: the keys the pass table declares (``pass_names``),
-                    with their defaults; any other key is refused
-    metrics      -- dict the print_metrics pass fills (written by the driver)
-    analyses     -- cache of analysis results keyed by name (or (name, variant)); read
-                    through ``analysis``; the runner drops entries when a pass changes
-                    the module
-    analysis_runs -- analysis name -> how many times it was computed
-    timings      -- list of (pass name, seconds, changed)
-    """
-
-    def __init__(self, target, goldens=None, options=None):
-        self.target = target
-        self.goldens = goldens
-        self.options = PN.default_options()
-        bad = sorted(set(options or ()) - set(self.options))
-        if bad:
-            raise errors.InvalidArgumentError(
-                "unknown walrus option%s %s (known: %s)" % ("s" if len(bad) > 1 else "", ", ".join(bad),
-                                                              ", ".join(sorted(self.options))), code="NCC_EARG011")
-        self.options.update(options or {})
-        self.metrics = {}
-        self.analyses = {}
-        self.analysis_runs = {}
-        self.timings = []
-        self.current = None         # the pass the runner is running (its row's ``needs`` are checked)
-
-    def _check(self, name):
-        base = name[0] if isinstance(name, tuple) else name
-        if self.current is not None and base not in PN.SPECS[self.current].needs:
-            raise errors.InternalCompilerError(
-                "walrus pass %s reads analysis %r that its pass-table row does not declare"
-                % (self.current, base))
-        return base
-
-    def analysis(self, name, compute):
-        """The cached analysis ``name``, computed by ``compute()`` when the cache has none."""
-        self._check(name)
-        v = self.analyses.get(name)
-        if v is None:
-            v = compute()
-            self.analyses[name] = v
-            self.count_analysis(name)
-        return v
-
-    def cached(self, name):
-        """The cached analysis ``name`` or None (no computation)."""
-        self._check(name)
-        return self.analyses.get(name)
-
-    def store(self, name, value):
-        """Cache ``value`` as analysis ``name`` (computed by the caller) and count the computation."""
-        self._check(name)
-        self.analyses[name] = value
-        self.count_analysis(name)
-
-    def count_analysis(self, name):
-        key = name[0] if isinstance(name, tuple) else name
-        self.analysis_runs[key] = self.analysis_runs.get(key, 0) + 1
-
-
-def invalidate(ctx, preserves=()):
-    """Drop every cached analysis whose name is not in ``preserves``."""
-    for k in list(ctx.analyses):
-        if (k[0] if isinstance(k, tuple) else k) not in preserves:
-            del ctx.analyses[k]
 
 
 def _verify(module, ctx):

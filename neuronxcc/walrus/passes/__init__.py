@@ -1,12 +1,17 @@
-"""The walrus passes. Importing this package registers every pass name.
+"""The walrus passes, listed: ``PASSES`` (the pass classes) and ``NOOPS`` (seed names that have
+nothing to do in this reimplementation, with the reason ``walrus_driver --list-passes`` prints).
 
-Real passes live in their own modules; the seed names that have nothing to do
-in this reimplementation are registered here as no-ops with the reason, which
-``walrus_driver --list-passes`` prints.
+Importing this package registers nothing: the registry (``neuronxcc.walrus.registry``) reads
+these two lists once, the first time a pass is asked for.
 """
-from neuronxcc.walrus.registry import register_noop
+from neuronxcc.walrus.passes import alloc, lsa, metrics, rotate, sched, simcheck, transform, verify
 
-_NOOPS = {
+PASSES = (lsa.LoopStructureAnalysis, lsa.ExperimentalLoopLSA, lsa.AntiDependencyAnalyzer, lsa.DepReduction,
+          transform.Unroll, transform.DmaOptimization, rotate.VnSplitter, sched.PreSched, sched.PostSched,
+          alloc.Coloring, alloc.ColoringAllocator, alloc.LinearScanAllocator, verify.BirVerifier,
+          simcheck.BirSim, metrics.PrintMetrics)
+
+NOOPS = {
     "lower_ac": "the Penguin codegen already emits access patterns in hardware form "
                 "(partition-start and free-dim rules are checked by birverifier)",
     "partitioner": "programs target one NeuronCore; there is nothing to partition",
@@ -16,8 +21,3 @@ _NOOPS = {
     "experimental_loop_shift_left": "not implemented (experimental in the original)",
     "shift_left": "not implemented: pre_sched/post_sched already order each stream",
 }
-
-from neuronxcc.walrus.passes import lsa, alloc, sched, metrics, verify, transform, simcheck, rotate  # noqa: F401,E402
-
-for _name, _why in _NOOPS.items():
-    register_noop(_name, _why)

@@ -38,73 +38,16 @@ import numpy as np
 
 from neuronxcc import errors
 from neuronxcc.walrus import _alloc, liveness
+from neuronxcc.walrus.placement import MAX_INTERFERENCE_EDGES, arrays, memory_params, place
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.program import Program
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
 SPILL_QUEUE = "qSpillReload"
 MAX_SPILL_ROUNDS = 64
-MAX_INTERFERENCE_EDGES = 20_000_000   # ~320 MB of CSR; beyond it coloring falls back to linear scan
-
-
-def memory_params(target, memory):
-    """(capacity bytes per partition, align, bank bytes) for SBUF / PSUM."""
-    if memory == "PSUM":
-        return target.psum_partition_bytes, 4, target.psum_bank_bytes
-    return target.sbuf_usable_bytes, 4, 0
-
-
-def _arrays(vals, pack):
-    start = np.array([v.start for v in vals], np.int64)
-    end = np.array([v.end for v in vals], np.int64)
-    size = np.array([v.size for v in vals], np.int64)
-    nparts = np.array([v.nparts for v in vals], np.int64)
-    pin = np.array([1 if (v.pe or not pack) else 0 for v in vals], np.int64)
-    return start, end, size, nparts, pin
-
-
-def place(vals, method, target, memory, pack=True, graph=None):
-    """Run the typed allocator. Returns (offsets, pstarts, failed index or -1)."""
-    cap, align, bank = memory_params(target, memory)
-    n = len(vals)
-    off = np.zeros(n, np.int64)
-    ps = np.zeros(n, np.int64)
-    if n == 0:
-        return off, ps, -1
-    start, end, size, nparts, pin = _arrays(vals, pack)
-    for i, v in enumerate(vals):
-        if v.nparts > target.num_partitions:
-            raise errors.OutOfMemoryError("%s '%s' needs %d partitions; the target has %d"
-                                          % (memory, v.name, v.nparts, target.num_partitions))
-    if method == "coloring" and graph is None and \
-            _alloc.interference_edge_count(start, end) > MAX_INTERFERENCE_EDGES:
-        log.info("coloring_allocator: %s interference graph over %d edges; using the linear scan",
-                 memory, MAX_INTERFERENCE_EDGES)
-        method = "linear_scan"
-    if method == "coloring":
-        if graph is None:
-            graph = _alloc.interference_graph(start, end)
-        indptr, ind = graph
-        # two colouring orders (largest first; by start, i.e. interval-graph order) -> the lower peak
-        best = None
-        for order in (np.lexsort((start, -(size * nparts))), np.lexsort((-(size * nparts), start))):
-            o2 = np.zeros(n, np.int64)
-            p2 = np.zeros(n, np.int64)
-            f = _alloc.color_allocate(indptr, ind, order.astype(np.int64), size, nparts, pin, cap, align, bank,
-                                      target.num_partitions, o2, p2)
-            peak = int((o2 + size).max()) if f < 0 else None
-            if best is None or (peak is not None and (best[3] is None or peak < best[3])):
-                best = (o2, p2, f, peak)
-        off, ps, failed = best[0], best[1], best[2]
-    else:
-        failed = _alloc.linear_scan_allocate(start, end, size, nparts, pin, cap, align, bank,
-                                             target.num_partitions, off, ps)
-    return off, ps, int(failed)
-
-
 def _live_at(vals, v):
     return [u for u in vals if u.start <= v.end and v.start <= u.end]
 
@@ -225,7 +168,7 @@ def allocate(module, ctx, method):
             peak = int((off + np.array([v.size for v in vals], np.int64)).max()) if vals else 0
             lb = 0
             if vals:
-                s, e, size, nparts, pin = _arrays(vals, pack)
+                s, e, size, nparts, pin = arrays(vals, pack)
                 lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin))
             stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb,
                              "intervals": intervals}
@@ -240,7 +183,6 @@ def allocate(module, ctx, method):
     raise errors.OutOfMemoryError("SBUF allocation did not converge after %d spills" % MAX_SPILL_ROUNDS)
 
 
-@register
 class Coloring(WalrusPass):
     name = "coloring"
 
@@ -276,13 +218,11 @@ class _Allocator(WalrusPass):
         return True
 
 
-@register
 class ColoringAllocator(_Allocator):
     name = "coloring_allocator"
     method = "coloring"
 
 
-@register
 class LinearScanAllocator(_Allocator):
     name = "linear_scan_allocator"
     method = "linear_scan"

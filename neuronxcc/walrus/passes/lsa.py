@@ -11,12 +11,11 @@ import logging
 
 from neuronxcc.walrus import deps as D
 from neuronxcc.walrus.program import program
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
 
-@register
 class LoopStructureAnalysis(WalrusPass):
     name = "lsa"
 
@@ -33,7 +32,6 @@ class LoopStructureAnalysis(WalrusPass):
         return False
 
 
-@register
 class ExperimentalLoopLSA(LoopStructureAnalysis):
     name = "experimental_loop_lsa"
 
@@ -42,7 +40,6 @@ def _physical(module):
     return all(m.allocated for m in module.memlocs.values())
 
 
-@register
 class AntiDependencyAnalyzer(WalrusPass):
     name = "anti_dependency_analyzer"
 
@@ -56,7 +53,6 @@ class AntiDependencyAnalyzer(WalrusPass):
         return True
 
 
-@register
 class DepReduction(WalrusPass):
     name = "dep_reduction"
 

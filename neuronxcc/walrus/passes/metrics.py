@@ -2,13 +2,13 @@
 and logs: instructions per engine (static and executed), DMA bytes, SBUF and
 PSUM peak bytes per partition (from the allocated addresses, else the sum of
 the memlocs), semaphore waits, and the estimated device time from the cost
-model (``sched.estimate_time``).
+model (``estimate.estimate_time``).
 """
 import logging
 
-from neuronxcc.walrus.passes.sched import estimate_time
+from neuronxcc.walrus.estimate import estimate_time
 from neuronxcc.walrus.program import program
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
@@ -20,7 +20,6 @@ def peak_bytes(module, memory):
     return sum(m.bytes_per_partition for m in mls), False
 
 
-@register
 class PrintMetrics(WalrusPass):
     name = "print_metrics"
 

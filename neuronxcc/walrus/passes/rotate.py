@@ -30,8 +30,9 @@ import logging
 from neuronxcc.walrus import liveness
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.carried import ROTATIONS
+from neuronxcc.walrus.placement import place
 from neuronxcc.walrus.program import program
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
@@ -84,7 +85,6 @@ def candidates(prog, values, target):
 
 
 def _fits(vals, wide, sizes, target, memory):
-    from neuronxcc.walrus.passes.alloc import place
     saved = [(v.start, v.end, v.size) for v in vals]
     try:
         for v in vals:
@@ -133,7 +133,6 @@ def rotate(module, ctx, copies=COPIES):
     return len(chosen)
 
 
-@register
 class VnSplitter(WalrusPass):
     name = "vn_splitter"
 

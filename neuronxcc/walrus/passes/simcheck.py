@@ -39,7 +39,7 @@ import numpy as np
 from neuronxcc import errors
 from neuronxcc.common.tolerances import CAST_UNIT_ROUNDOFF, SPREAD_K, cast_precision, mismatch, tolerance
 from neuronxcc.walrus.program import program
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
@@ -169,7 +169,6 @@ def _io_permutations(module):
     return out
 
 
-@register
 class BirSim(WalrusPass):
     name = "bir_sim"
 

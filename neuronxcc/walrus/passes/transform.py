@@ -23,7 +23,7 @@ import logging
 
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import block_kind
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
@@ -92,7 +92,6 @@ def unroll_body(body, should):
     return count
 
 
-@register
 class Unroll(WalrusPass):
     name = "unroll"
 
@@ -193,7 +192,6 @@ def coalesce_body(body, module, target):
     return count
 
 
-@register
 class DmaOptimization(WalrusPass):
     name = "dma_optimization"
 

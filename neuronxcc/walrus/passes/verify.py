@@ -6,7 +6,7 @@ import logging
 
 from neuronxcc import errors
 from neuronxcc.starfish import birpy as B
-from neuronxcc.walrus.registry import WalrusPass, register
+from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
 
@@ -31,7 +31,6 @@ def verify_module(module, ctx):
                                            ml.byte_offset, ml.memory))
 
 
-@register
 class BirVerifier(WalrusPass):
     name = "birverifier"
 

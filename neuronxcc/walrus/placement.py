@@ -1,0 +1,72 @@
+"""Placing live values in SBUF / PSUM: the typed allocators' driver.
+
+Owns: ``memory_params`` (capacity per partition, alignment, bank bytes of a memory on a target)
+and ``place`` (offsets and partition starts for a list of live values by graph colouring or the
+linear scan, ``_alloc``), shared by the allocation passes and vn_splitter's fit check.
+"""
+import logging
+
+import numpy as np
+
+from neuronxcc import errors
+from neuronxcc.walrus import _alloc
+
+log = logging.getLogger("neuronxcc.walrus")
+
+MAX_INTERFERENCE_EDGES = 20_000_000   # ~320 MB of CSR; beyond it coloring falls back to linear scan
+
+
+def memory_params(target, memory):
+    """(capacity bytes per partition, align, bank bytes) for SBUF / PSUM."""
+    if memory == "PSUM":
+        return target.psum_partition_bytes, 4, target.psum_bank_bytes
+    return target.sbuf_usable_bytes, 4, 0
+
+
+def arrays(vals, pack):
+    """The (start, end, size, nparts, pinned) int64 arrays of ``vals`` the typed allocators read."""
+    start = np.array([v.start for v in vals], np.int64)
+    end = np.array([v.end for v in vals], np.int64)
+    size = np.array([v.size for v in vals], np.int64)
+    nparts = np.array([v.nparts for v in vals], np.int64)
+    pin = np.array([1 if (v.pe or not pack) else 0 for v in vals], np.int64)
+    return start, end, size, nparts, pin
+
+
+def place(vals, method, target, memory, pack=True, graph=None):
+    """Run the typed allocator. Returns (offsets, pstarts, failed index or -1)."""
+    cap, align, bank = memory_params(target, memory)
+    n = len(vals)
+    off = np.zeros(n, np.int64)
+    ps = np.zeros(n, np.int64)
+    if n == 0:
+        return off, ps, -1
+    start, end, size, nparts, pin = arrays(vals, pack)
+    for i, v in enumerate(vals):
+        if v.nparts > target.num_partitions:
+            raise errors.OutOfMemoryError("%s '%s' needs %d partitions; the target has %d"
+                                          % (memory, v.name, v.nparts, target.num_partitions))
+    if method == "coloring" and graph is None and \
+            _alloc.interference_edge_count(start, end) > MAX_INTERFERENCE_EDGES:
+        log.info("coloring_allocator: %s interference graph over %d edges; using the linear scan",
+                 memory, MAX_INTERFERENCE_EDGES)
+        method = "linear_scan"
+    if method == "coloring":
+        if graph is None:
+            graph = _alloc.interference_graph(start, end)
+        indptr, ind = graph
+        # two colouring orders (largest first; by start, i.e. interval-graph order) -> the lower peak
+        best = None
+        for order in (np.lexsort((start, -(size * nparts))), np.lexsort((-(size * nparts), start))):
+            o2 = np.zeros(n, np.int64)
+            p2 = np.zeros(n, np.int64)
+            f = _alloc.color_allocate(indptr, ind, order.astype(np.int64), size, nparts, pin, cap, align, bank,
+                                      target.num_partitions, o2, p2)
+            peak = int((o2 + size).max()) if f < 0 else None
+            if best is None or (peak is not None and (best[3] is None or peak < best[3])):
+                best = (o2, p2, f, peak)
+        off, ps, failed = best[0], best[1], best[2]
+    else:
+        failed = _alloc.linear_scan_allocate(start, end, size, nparts, pin, cap, align, bank,
+                                             target.num_partitions, off, ps)
+    return off, ps, int(failed)
