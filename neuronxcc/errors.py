@@ -177,6 +177,27 @@ def unsupported(op, where="", why=None, hint=None, cls=None, prefix="Unsupported
     return (cls or UnsupportedOperatorError)(msg)
 
 
+def unsupported_inst(inst, why=None, computation=None, hint=None, cls=None, prefix="Unsupported operator"):
+    """``unsupported`` for HLO instruction ``inst``: its opcode, and its name, ``computation``
+    (an object with ``name``, or a name) and source line from its metadata in the ``location``
+    format."""
+    comp = getattr(computation, "name", computation)
+    return unsupported(inst.opcode, location(inst.name, comp, getattr(inst, "metadata", None)), why, hint,
+                       cls, prefix)
+
+
+class LoweringError(UnsupportedOperatorError):
+    """An op the Penguin backend cannot lower (yet)."""
+
+    code = "NCC_EPEN001"
+
+
+def cannot_lower(op, where="", why=None):
+    """``Cannot lower 'OP' (WHERE): WHY`` as a LoweringError (NCC_EPEN001): ``unsupported`` for an
+    op of the Penguin IR, WHERE in the ``location`` format."""
+    return unsupported(op, where, why, cls=LoweringError, prefix="Cannot lower")
+
+
 class CustomOpError(CompilerError):
     """Custom-op staging/registry errors: library version conflicts, the
     FunctionId cap, functions bound to an unregistered library, a missing

@@ -122,8 +122,6 @@ def test_cycle_finder_finds_a_cycle():
 KNOWN_SCOPES = [
     # N-rank interpretation (issue 13): ranks runs the Evaluator, the collective handlers ask ranks
     lambda m: m in ("neuronxcc.hlo.interp_collective", "neuronxcc.hlo.interpreter", "neuronxcc.hlo.ranks"),
-    # hlo2penguin and the op converters it dispatches to, which call back into it (issues 13, 14)
-    lambda m: m.startswith("neuronxcc.starfish.penguin.") and not m.endswith((".codegen", ".kernels", ".tiles")),
     # NKI tracing and kernels (issue 11)
     lambda m: m.startswith("neuronxcc.nki."),
 ]
@@ -141,9 +139,7 @@ def test_lower_layers_do_not_import_the_driver():
 
 
 # (importing module, name) pairs known when this test was written; delete an entry when it goes.
-KNOWN_PRIVATE = {("neuronxcc.nki._trace.tensor", "_broadcast"), ("neuronxcc.nki.language._math", "_broadcast"),
-                 ("neuronxcc.starfish.penguin.collectives", "_called"),
-                 ("neuronxcc.starfish.penguin.reductions", "_called")}
+KNOWN_PRIVATE = {("neuronxcc.nki._trace.tensor", "_broadcast"), ("neuronxcc.nki.language._math", "_broadcast")}
 
 
 def test_no_private_names_across_modules():

@@ -27,7 +27,7 @@ Semantics (XLA operation semantics; groups by ``neuronxcc.collectives.groups``):
 import numpy as np
 
 from neuronxcc.collectives import groups as _g
-from neuronxcc.errors import CollectiveError, UnsupportedOperatorError, source_location
+from neuronxcc.errors import CollectiveError, source_location, unsupported_inst
 from neuronxcc.hlo.interp_attrs import attr, computation, int_list
 from neuronxcc.hlo.interp_base import dims_of, dtype_of, handler, is_tuple_shape
 
@@ -207,8 +207,7 @@ def _permute(ev, inst, x):
     sp = _space(ev)
     if pairs is None:
         if len(inst.operands) != 1:
-            raise UnsupportedOperatorError("%s: the in-place form of collective-permute (%d operands) is not "
-                                           "supported" % (_where(inst), len(inst.operands)))
+            raise unsupported_inst(inst, "the in-place form (%d operands)" % len(inst.operands))
         mode = _g.group_mode(inst.opcode, attr(inst, "channel_id"), None, _where(inst))
         pairs = ev.cache[key] = _g.permute_pairs(mode, attr(inst, "source_target_pairs") or (), sp, _where(inst))
     me = getattr(ev, "rank", 0)

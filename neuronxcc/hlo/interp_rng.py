@@ -26,7 +26,7 @@ is (s0, s1 + blocks).
 """
 import numpy as np
 
-from neuronxcc.errors import HloVerifyError, location, unsupported
+from neuronxcc.errors import HloVerifyError, unsupported_inst
 from neuronxcc.hlo.interp_attrs import str_attr
 from neuronxcc.hlo.interp_base import dims_of, dtype_of, handler
 
@@ -142,8 +142,7 @@ def threefry_bits(state, dtype, dims):
 def h_rng_bit_generator(ev, inst, args):
     alg = str_attr(inst, "algorithm", "rng_default")
     if alg not in PHILOX_ALGORITHMS + THREEFRY_ALGORITHMS:
-        raise unsupported("rng-bit-generator", location(inst.name, source=getattr(inst, "metadata", None)),
-                          why="algorithm=%s (supported: %s)" % (alg, ", ".join(PHILOX_ALGORITHMS + THREEFRY_ALGORITHMS)))
+        raise unsupported_inst(inst, "algorithm=%s (supported: %s)" % (alg, ", ".join(PHILOX_ALGORITHMS + THREEFRY_ALGORITHMS)))
     state_shape, data_shape = inst.shape.tuple_shapes
     dt = dtype_of(data_shape)
     if dt.kind not in "iu":

@@ -18,7 +18,7 @@ checks it).
 """
 import collections
 
-from neuronxcc.errors import UnknownCustomCallError, location, unsupported
+from neuronxcc.errors import UnknownCustomCallError, location, unsupported, unsupported_inst
 
 Op = collections.namedtuple("Op", "opcode category handler")
 
@@ -226,8 +226,8 @@ def unsupported_error(inst, computation=None):
         return unsupported(_custom_call_target(inst), where, hint="supported targets: %s"
                            % ", ".join(CUSTOM_CALL_TARGETS), cls=UnknownCustomCallError,
                            prefix="Unsupported custom-call target")
-    return unsupported(inst.opcode, where,
-                       hint="run 'neuronx-cc list-operators --framework XLA' for the supported operators")
+    return unsupported_inst(inst, computation=computation,
+                            hint="run 'neuronx-cc list-operators --framework XLA' for the supported operators")
 
 
 def check_supported(module):
@@ -245,9 +245,8 @@ def check_supported(module):
                 raise unsupported_error(inst, comp)
             if inst.opcode == "rng-bit-generator" and \
                     (inst.attrs or {}).get("algorithm", "rng_default") not in RNG_ALGORITHMS:
-                raise unsupported("rng-bit-generator", location(inst.name, comp.name, inst.metadata),
-                                  why="algorithm=%s (supported: %s)" % (inst.attrs.get("algorithm"),
-                                                                       ", ".join(RNG_ALGORITHMS)))
+                raise unsupported_inst(inst, "algorithm=%s (supported: %s)" % (inst.attrs.get("algorithm"),
+                                                                              ", ".join(RNG_ALGORITHMS)), comp)
 
 
 def module_computations(module):

@@ -17,6 +17,7 @@ UnsupportedOperatorError naming it and its computation.
 import numpy as np
 
 from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin.hloinst import penguin_dtype, unsupported
 
 # Opcodes a scalar computation may use besides the elementwise kinds.
 _SCALAR_VIEWS = frozenset(["reshape", "bitcast", "broadcast", "copy", "opt-barrier", "optimization-barrier"])
@@ -51,7 +52,6 @@ def apply_computation(conv, g, comp, args, shape, loc, prefix=None):
 
     ``conv`` is the hlo2penguin Converter (for attributes and dtypes); ``args`` are
     Penguin value names, one per parameter leaf in parameter order, each of ``shape``."""
-    from neuronxcc.starfish.penguin.hlo2penguin import penguin_dtype, unsupported
     why = applicable(comp)
     if why:
         raise unsupported(_first_inst(comp), "the computation %s cannot be applied elementwise: %s"

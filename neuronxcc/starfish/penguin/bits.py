@@ -13,6 +13,7 @@ sub-byte integers (s4 / u4 / s2 / u2), as Penguin ops.
 import numpy as np
 
 from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin.hloinst import loc as hloinst_loc, penguin_dtype, unsupported
 
 NARROW_INT = {"s4": (4, True), "u4": (4, False), "s2": (2, True), "u2": (2, False)}
 
@@ -21,7 +22,7 @@ def bitcast_convert_width(g, inst, x, loc):
     """bitcast-convert between 32-bit words and 64-bit integers (jax's rbg keys): the device holds
     a 64-bit integer as its low word (README), so u32[..., 2] -> u64[...] keeps word 0 and
     u64[...] -> u32[..., 2] gives (low word, its zero / sign extension)."""
-    src, dst = _h().penguin_dtype(inst.operands[0].shape), _h().penguin_dtype(inst.shape)
+    src, dst = penguin_dtype(inst.operands[0].shape), penguin_dtype(inst.shape)
     sdims, ddims = tuple(inst.operands[0].shape.dims), tuple(inst.shape.dims)
     wide = ("int64", "uint64")
     if src in ("uint32", "int32") and dst in wide and sdims == ddims + (2,):
@@ -42,7 +43,7 @@ def bitcast_convert_width(g, inst, x, loc):
                         {"dimension": len(sdims)}, loc)[0]
         return g.add_op("bitcast-convert", [both], [(inst.name, ddims, dst)], {}, loc)[0] if dst != "int32" \
             else both
-    raise _h().unsupported(inst, "bitcast-convert from %s%s to %s%s" % (src, list(sdims), dst, list(ddims)))
+    raise unsupported(inst, "bitcast-convert from %s%s to %s%s" % (src, list(sdims), dst, list(ddims)))
 
 
 def bitcast(g, inst, x, loc):
@@ -50,9 +51,9 @@ def bitcast(g, inst, x, loc):
     result's elements in the result's physical order, each element's bits reinterpreted."""
     src, dst = inst.operands[0].shape, inst.shape
     v = g.values[x]
-    dtype = _h().penguin_dtype(dst)
+    dtype = penguin_dtype(dst)
     if ir.dtype_size(dtype) != ir.dtype_size(v.dtype):
-        raise _h().unsupported(inst, "bitcast between element types of different widths (%s to %s)"
+        raise unsupported(inst, "bitcast between element types of different widths (%s to %s)"
                                % (src.element_type, dst.element_type))
     m_src, m_dst = major_to_minor(src), major_to_minor(dst)
     if m_src != list(range(len(m_src))):
@@ -93,7 +94,7 @@ def wrap_narrow(g, inst, x):
     """The value of a sub-byte integer result wrapped to its width (two's complement for s4/s2)."""
     bits, signed = NARROW_INT[inst.shape.element_type]
     v = g.values[x]
-    loc = _h()._loc(inst)
+    loc = hloinst_loc(inst)
     sh = v.shape
     w = g.add_op("convert", [x], [(inst.name + ".i32", sh, "int32")], {}, loc)[0]
     if signed:
@@ -103,7 +104,7 @@ def wrap_narrow(g, inst, x):
     else:
         m = g.add_op("constant", [], [(inst.name + ".m", sh, "int32")], {"value": (1 << bits) - 1}, loc)[0]
         w = g.add_op("and", [w, m], [(inst.name + ".and", sh, "int32")], {}, loc)[0]
-    return g.add_op("convert", [w], [(inst.name + ".wrap", sh, _h().penguin_dtype(inst.shape))], {}, loc)[0]
+    return g.add_op("convert", [w], [(inst.name + ".wrap", sh, penguin_dtype(inst.shape))], {}, loc)[0]
 
 
 def reduce_precision_bits(g, x, e, m, loc, name):
@@ -151,9 +152,3 @@ def major_to_minor(shape):
     """The logical dimensions of an array shape from the most to the least significant in memory."""
     lay = shape.layout if shape.layout is not None else tuple(range(len(shape.dims) - 1, -1, -1))
     return [int(d) for d in reversed(lay)]
-
-
-def _h():
-    """hlo2penguin (which imports this module): its dtype map and error helpers, looked up at call time."""
-    from neuronxcc.starfish.penguin import hlo2penguin
-    return hlo2penguin

@@ -27,7 +27,7 @@ rank (module attrs ``rank_id_tensor``, ``rank_space``).
 import numpy as np
 
 from neuronxcc.collectives import groups as _g
-from neuronxcc.errors import location, unsupported
+from neuronxcc.starfish.penguin.hloinst import called as _called, penguin_dtype, reducer_kind, unsupported
 
 __all__ = ["HLO_OPCODES", "convert", "CollectiveMixin", "PENGUIN_KINDS"]
 
@@ -42,14 +42,6 @@ _REDUCE = {"add": "add", "max": "max", "min": "min", "mul": "mult", "and": "bitw
 _REDUCE_BOOL = {"and": "logical_and", "or": "logical_or", "max": "logical_or", "min": "logical_and",
                 "add": "logical_or", "mul": "logical_and"}
 RANK_ID_TENSOR = "rank_id"
-
-
-def _where(inst):
-    return location(inst.name, source=getattr(inst, "metadata", None))
-
-
-def _refuse(inst, why):
-    return unsupported(inst.opcode, _where(inst), why)
 
 
 def rank_space_of(module):
@@ -69,7 +61,6 @@ def _flat(ins):
 
 def convert(conv, g, inst, ins, loc):
     """The Penguin value(s) of collective / device-id instruction INST (hlo2penguin)."""
-    from neuronxcc.starfish.penguin.hlo2penguin import _called, penguin_dtype, reducer_kind
     op = inst.opcode
     if op == "all-reduce-done":
         return ins[0]
@@ -85,15 +76,15 @@ def convert(conv, g, inst, ins, loc):
     if op in ("all-gather-start", "collective-permute-start"):
         res_shape = shapes[1] if len(shapes) > 1 else shapes[0]
         if res_shape.is_tuple:
-            raise _refuse(inst, "several operands in one %s" % op)
+            raise unsupported(inst, "several operands in one %s" % op)
         shapes = [res_shape]
         operands = operands[:1]
     if len(shapes) != len(operands):
-        raise _refuse(inst, "%d operands for %d results" % (len(operands), len(shapes)))
+        raise unsupported(inst, "%d operands for %d results" % (len(operands), len(shapes)))
     attrs = {}
     if op.startswith("collective-permute"):
         if len(inst.operands) != 1:
-            raise _refuse(inst, "the in-place form (%d operands)" % len(inst.operands))
+            raise unsupported(inst, "the in-place form (%d operands)" % len(inst.operands))
         mode = _g.group_mode(op, inst.attrs.get("channel_id"), None, where)
         attrs["pairs"] = [list(p) for p in _g.permute_pairs(mode, inst.attrs.get("source_target_pairs") or (),
                                                              space, where)]
@@ -105,12 +96,12 @@ def convert(conv, g, inst, ins, loc):
         if op in ("all-reduce", "all-reduce-start", "reduce-scatter"):
             rk = reducer_kind(_called(inst))
             if rk not in _REDUCE:
-                raise _refuse(inst, "reducer %r (add, maximum, minimum, multiply, and, or are lowered)" % rk)
+                raise unsupported(inst, "reducer %r (add, maximum, minimum, multiply, and, or are lowered)" % rk)
             attrs["reducer"] = rk
         if op in ("all-gather", "all-gather-start", "reduce-scatter", "all-to-all"):
             dims = [int(d) for d in (inst.attrs.get("dimensions") or ())]
             if not dims:
-                raise _refuse(inst, "the tuple form of all-to-all")
+                raise unsupported(inst, "the tuple form of all-to-all")
             attrs["dimension"] = dims[0]
         kind = {"all-reduce": "all_reduce", "all-reduce-start": "all_reduce", "all-gather": "all_gather",
                 "all-gather-start": "all_gather", "reduce-scatter": "reduce_scatter",

@@ -17,7 +17,7 @@ chain of Ifs on ``index == k`` (out-of-range indices run the last branch,
 like XLA).
 """
 from neuronxcc.starfish.penguin.expr import Node
-from neuronxcc.starfish.penguin.tiles import LoweringError
+from neuronxcc.starfish.penguin.tiles import cannot_lower
 from neuronxcc.starfish.penguin.views import Splat, View
 
 
@@ -49,7 +49,7 @@ class ControlMixin:
     def op_while(self, op, args, outs):
         cond_g, body_g = op.attrs["cond"], op.attrs["body"]
         if len(args) != len(body_g.inputs) or len(outs) != len(args):
-            raise LoweringError("while %s: operand/result mismatch" % op.where())
+            raise cannot_lower(op, "operand/result mismatch")
         invariant = loop_invariant(body_g)
         state = []
         taken = set()

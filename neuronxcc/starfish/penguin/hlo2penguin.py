@@ -34,22 +34,17 @@ import sys
 
 import numpy as np
 
-from neuronxcc.common import dtypes as _dtypes
 from neuronxcc.common.toolshell import ToolParser, atomic_output, run_main
-from neuronxcc.errors import (CompilerError, InternalCompilerError, TensorTooLargeError,
-                              UnsupportedOperatorError, location, unsupported as _unsupported)
+from neuronxcc.errors import CompilerError, InternalCompilerError, TensorTooLargeError, location
 from neuronxcc.hlo import ops as hlo_ops
 from neuronxcc.starfish.penguin import collectives as _collectives
 from neuronxcc.starfish.penguin import bits, ir
+from neuronxcc.starfish.penguin.hloinst import (HLO_TO_DTYPE, NARROW_STORAGE, attr as _attr,  # noqa: F401
+                                                called as _called, ints as _ints, loc as _loc, penguin_dtype,
+                                                reducer_kind, unsupported)
 
 log = logging.getLogger("neuronxcc.penguin.hlo2penguin")
 
-# HLO element type -> Penguin dtype, for the types this lowering accepts (the registry's ``lowered``)
-HLO_TO_DTYPE = {d.hlo: d.name for d in _dtypes.DTYPES if d.lowered}
-# Sub-byte integers are stored one per byte (the value, as ml_dtypes holds it in numpy): their Penguin
-# dtype is the storage byte; every op that computes one (arithmetic, convert) wraps its result to the
-# type's width (NARROW_INT: bits, signed).
-NARROW_STORAGE = {"s4": "int8", "u4": "uint8", "s2": "int8", "u2": "uint8"}
 NARROW_INT = bits.NARROW_INT
 # ops that only move narrow values (no wrap needed after them)
 _MOVES = frozenset(["parameter", "constant", "broadcast", "reshape", "bitcast", "transpose", "slice", "reverse",
@@ -81,48 +76,6 @@ def nki_kernel_attrs(inst):
     call = nki_call.kernel_call_of(inst)
     return {"func_name": call.func_name, "input_names": call.input_names, "output_names": call.output_names,
             "aliases": sorted([k, v] for k, v in call.aliases.items()), "bir": call.bir_json}
-
-
-def penguin_dtype(shape):
-    et = shape.element_type
-    try:
-        return NARROW_STORAGE.get(et) or HLO_TO_DTYPE[et]
-    except KeyError:
-        raise UnsupportedOperatorError("element type %s is not supported" % et)
-
-
-def _attr(inst, *names, default=None):
-    for n in names:
-        if n in inst.attrs:
-            return inst.attrs[n]
-    return default
-
-
-def _ints(x):
-    if x is None:
-        return []
-    if isinstance(x, (int, np.integer)):
-        return [int(x)]
-    return [int(v) for v in x]
-
-
-def _loc(inst):
-    md = getattr(inst, "metadata", None) or {}
-    get = md.get if isinstance(md, dict) else (lambda k, d=None: getattr(md, k, d))
-    loc = {"hlo": inst.name}
-    for k in ("op_name", "source_file", "source_line"):
-        v = get(k, None)
-        if v:
-            loc[k] = v
-    return loc
-
-
-def _where(inst):
-    return location(inst.name, source=getattr(inst, "metadata", None))
-
-
-def unsupported(inst, why=None):
-    return _unsupported(inst.opcode, _where(inst), why)
 
 
 class Converter:
@@ -211,7 +164,7 @@ class Converter:
                 raise
             except Exception as e:  # a bug here must still name the instruction
                 log.exception("hlo2penguin failed on %s", inst.name)
-                raise InternalCompilerError("hlo2penguin failed on %s: %s" % (_where(inst), e))
+                raise InternalCompilerError("hlo2penguin failed on %s: %s" % (location(inst.name, source=getattr(inst, "metadata", None)), e))
 
     def _convert(self, g, inst, env):
         op = inst.opcode
@@ -516,14 +469,6 @@ class Converter:
         return {}
 
 
-def _called(inst):
-    comps = list(getattr(inst, "called_computations", None) or [])
-    if not comps:
-        c = _attr(inst, "to_apply", "comparator", "scatter", "select")
-        comps = [c] if c is not None else []
-    return comps[0] if comps else None
-
-
 def _plain(v):
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
@@ -534,54 +479,6 @@ def _plain(v):
     if isinstance(v, np.generic):
         return v.item()
     return str(v)
-
-
-_REDUCERS = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul", "and": "and",
-             "or": "or", "xor": "xor"}
-
-
-def reducer_kind(comp):
-    """'add' | 'max' | 'min' | 'mul' | 'and' | 'or' | 'argmax' | 'argmin' | 'other'.
-
-    A float (value, index) reducer without the ``ne(a, a)`` clause (NaN wins, as jax
-    writes it) is 'argmax_nonan' / 'argmin_nonan': there NaNs never win."""
-    if comp is None:
-        return "other"
-    root = comp.root
-    params = list(comp.parameters)
-    if root.opcode in _REDUCERS and len(params) == 2:
-        if set(id(o) for o in root.operands) == set(id(p) for p in params):
-            return _REDUCERS[root.opcode]
-    if root.opcode == "tuple" and len(params) == 4:
-        # variadic (value, index) reducer: find the value comparison
-        for i in comp.instructions:
-            if i.opcode == "compare":
-                ops = [o for o in i.operands]
-                if (len(ops) == 2 and ops[0] is params[0] and ops[1] is params[2]) or \
-                        (len(ops) == 2 and ops[0] is params[2] and ops[1] is params[0]):
-                    d = str(_attr(i, "direction", "comparison_direction")).upper()
-                    first = ops[0] is params[0]
-                    kind = None
-                    if d in ("GT", "GE"):
-                        kind = "argmax" if first else "argmin"
-                    if d in ("LT", "LE"):
-                        kind = "argmin" if first else "argmax"
-                    if kind is not None:
-                        return kind if _nan_clause(comp, params) else kind + "_nonan"
-    return "other"
-
-
-def _nan_clause(comp, params):
-    """True when the (value, index) reducer picks a NaN value (``ne(a, a)``), or the values
-    are integers (no NaN to pick)."""
-    dt = HLO_TO_DTYPE.get(params[0].shape.element_type, "")
-    for i in comp.instructions:
-        if i.opcode == "compare":
-            ops = list(i.operands)
-            if len(ops) == 2 and ops[0] is ops[1] and (ops[0] is params[0] or ops[0] is params[2]) and \
-                    str(_attr(i, "direction", "comparison_direction")).upper() == "NE":
-                return True
-    return dt.startswith(("int", "uint", "bool"))
 
 
 def _scatter_update_kind(comp):

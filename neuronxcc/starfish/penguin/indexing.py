@@ -22,7 +22,8 @@ import numpy as np
 
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import Node, apply_view
-from neuronxcc.starfish.penguin.tiles import LoweringError, cannot_lower, onchip_dtype
+from neuronxcc.errors import cannot_lower as _cannot_lower
+from neuronxcc.starfish.penguin.tiles import cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
 
 MAX_WINDOW = 8192           # elements of one scatter window (four on-chip buffers of it)
@@ -44,7 +45,8 @@ class IndexingMixin:
             v = x
         t = self.em.m.tensors[v.base]
         if t.dtype != "int32":
-            raise LoweringError("index operand %s has type %s; only int32 indices are supported" % (v.base, t.dtype))
+            raise _cannot_lower("dynamic index", "", "index operand %s has type %s; only int32 indices are supported"
+                               % (v.base, t.dtype))
         off = offset if offset is not None else (v.offset if not isinstance(v.offset, int) else P.const(v.offset))
         name = self.em.fresh("r")
         self.em.inst("register_load", "SP", [], [self.em.hbm(v.base, off, [[1, 1]])], register=name,

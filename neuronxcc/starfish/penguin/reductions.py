@@ -30,6 +30,7 @@ import itertools
 import numpy as np
 
 from neuronxcc.starfish.penguin.apply import apply_computation
+from neuronxcc.starfish.penguin.hloinst import called as _called, reducer_kind, unsupported
 
 ALU_KINDS = ("add", "max", "min", "mul")
 MAX_TAPS = 64           # window positions unrolled (reduce-window, select-and-scatter), as the window kernel
@@ -111,7 +112,6 @@ def convert_reduce(conv, g, inst, ins, loc, kind):
 
 def _alu_with_init(conv, g, inst, x, init, loc, kind):
     """The ALU reduction from the identity, then the (non-constant) init combined once."""
-    from neuronxcc.starfish.penguin.hlo2penguin import _called
     b = _B(g, loc, inst.name)
     dt = b.dtype(init)
     out_shape = tuple(inst.shape.dims)
@@ -128,7 +128,6 @@ def _dims(inst):
 
 def reduce_tree(conv, g, inst, xs, inits, loc):
     """Any reducer: a balanced tree of applications of the reducer computation."""
-    from neuronxcc.starfish.penguin.hlo2penguin import _called
     comp = _called(inst)
     b = _B(g, loc, inst.name)
     dims = _dims(inst)
@@ -169,7 +168,6 @@ def _one_or_all(inst, vals):
 def convert_reduce_window(conv, g, inst, ins, loc, kind):
     """Penguin values of a reduce-window, or None when the window kernel takes it."""
     from neuronxcc.hlo import interp_attrs as A
-    from neuronxcc.starfish.penguin.hlo2penguin import _called
     n = len(inst.operands) // 2
     xs, inits = ins[:n], ins[n:]
     rank = len(inst.operands[0].shape.dims)
@@ -201,7 +199,6 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
 
 
 def _check_taps(inst, w):
-    from neuronxcc.starfish.penguin.hlo2penguin import unsupported
     taps = 1
     for s in w["size"]:
         taps *= s
@@ -215,7 +212,6 @@ def _check_taps(inst, w):
 def convert_select_and_scatter(conv, g, inst, ins, loc):
     """Penguin value of a select-and-scatter with any window (overlapping, padded), select and scatter."""
     from neuronxcc.hlo import interp_attrs as A
-    from neuronxcc.starfish.penguin.hlo2penguin import reducer_kind, unsupported
     select = inst.attrs.get("select")
     scatter = inst.attrs.get("scatter")
     x, src, init = ins
@@ -282,7 +278,6 @@ def convert_select_and_scatter(conv, g, inst, ins, loc):
 
 def is_max_pool_grad(inst):
     """select = GE of (param 0, param 1) and scatter = add: the form the window kernel lowers."""
-    from neuronxcc.starfish.penguin.hlo2penguin import reducer_kind
     sel = inst.attrs.get("select")
     if sel is None or reducer_kind(inst.attrs.get("scatter")) != "add":
         return False

@@ -21,6 +21,8 @@ the 64-bit add the program spells (so it too is 32-bit on this target).
 """
 import numpy as np
 
+from neuronxcc.starfish.penguin.hloinst import penguin_dtype, unsupported
+
 PHILOX = ("rng_default", "rng_philox")
 THREEFRY = ("rng_three_fry",)
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
@@ -168,7 +170,6 @@ def _scalar_of(g, flat, k, loc, name):
 def lower(conv, g, inst, env, loc):
     """[new state, bits] Penguin values of an rng-bit-generator instruction."""
     from neuronxcc.hlo import interp_attrs as A
-    from neuronxcc.starfish.penguin.hlo2penguin import penguin_dtype, unsupported
     alg = A.str_attr(inst, "algorithm", "rng_default")
     state_shape, data_shape = inst.shape.tuple_shapes
     odt = penguin_dtype(data_shape)

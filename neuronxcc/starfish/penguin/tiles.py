@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from neuronxcc.common import dtypes as _dtypes
-from neuronxcc.errors import UnsupportedOperatorError, unsupported
+from neuronxcc.errors import LoweringError, cannot_lower as _cannot_lower  # noqa: F401 (LoweringError re-exported)
 from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.expr import Node
@@ -51,18 +51,14 @@ LOGIC_INT = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
              "shift-right-arithmetic": "arith_shift_right"}
 
 
-class LoweringError(UnsupportedOperatorError):
-    """An op the Penguin backend cannot lower yet."""
-    code = "NCC_EPEN001"
-
-
 def cannot_lower(op, why):
-    """The LoweringError for Penguin op ``op`` (NCC_EPEN001), in the one "unsupported" format."""
-    return unsupported(op.kind, op.where(), why, cls=LoweringError, prefix="Cannot lower")
+    """The LoweringError for Penguin op ``op`` (NCC_EPEN001): ``errors.cannot_lower`` at the op."""
+    return _cannot_lower(op.kind, op.where(), why)
 
 
 def unsupported_node(node, why):
-    return unsupported(node.op, ir.where(node.loc) if node.loc else "", why, cls=LoweringError, prefix="Cannot lower")
+    """The LoweringError for expression node ``node`` (NCC_EPEN001), at its op when it has one."""
+    return _cannot_lower(node.op, ir.where(node.loc) if node.loc else "", why)
 
 
 def onchip_dtype(dtype):
