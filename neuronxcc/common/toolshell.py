@@ -4,8 +4,9 @@
   ``InvalidArgumentError("<prog>: ...")`` instead of printing usage and exiting 2.
 * ``run_main(prog, body, argv, log)``: runs ``body(argv) -> status``. A ``CompilerError`` is one
   ``[NCC_...] <prog>: ...`` line on stderr and exit 70; a bug is one ``[INTERNAL_ERROR]`` line and
-  exit 70; out of memory is ``[NCC_EOOM001]``; ``--help`` exits 0. The traceback always goes to
-  ``log`` (debug level: the tool's log file or the driver's log), never to the console.
+  exit 70; out of memory is ``[NCC_EOOM001]``; ``--help`` exits 0; a closed stdout exits 141
+  quietly. The traceback always goes to ``log`` (debug level: the tool's log file) or to the
+  ``report`` hook (the ``neuronx-cc`` driver's log file), never to the console.
 * ``atomic_write(path, data)`` / ``atomic_output(path)``: write through a temp file in the same
   directory and rename, so a failed tool leaves no half-written output.
 * ``require_file(path, what)``: the InputFileError for a missing or empty input, naming it.
@@ -19,6 +20,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 import tempfile
 import zipfile
@@ -46,35 +48,56 @@ def named(err, prog):
     return err
 
 
-def internal(exc, prog):
-    """A non-compiler exception (a bug) as the InternalCompilerError the console shows."""
-    return errors.InternalCompilerError("%s: %s: %s" % (prog, type(exc).__name__, exc))
+def internal(exc, prog=None):
+    """A non-compiler exception (a bug) as the InternalCompilerError the console shows (named by
+    ``prog`` when given)."""
+    err = errors.InternalCompilerError("%s%s: %s" % (prog + ": " if prog else "", type(exc).__name__, exc))
+    err.__cause__ = exc
+    return err
 
 
-def run_main(prog, body, argv=None, log=None, prefix=True):
+def run_main(prog, body, argv=None, log=None, prefix=True, report=None, name_internal=True):
     """Run ``body(argv) -> status`` as tool ``prog``: errors -> one stderr line, exit 70.
 
     ``prefix``: a compiler error's message gets ``prog:`` in front (once); the HLO tools, whose
-    lines the driver relays as its own, pass False and name the tool where it helps."""
+    lines the driver relays as its own, and the driver itself pass False. ``name_internal``: an
+    internal error's line names ``prog`` too (the driver's does not). ``report(line, exc)``, when
+    given, is called with the console line and the exception before the line is printed (the
+    driver logs both, with the traceback, to its log file); without it the traceback goes to
+    ``log`` at debug level. A closed stdout (``tool | head``) is not an error: quiet, exit 141
+    (a SIGPIPE death's status). ``--help`` / ``sys.exit(n)`` return their status."""
     log = log or _log
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         status = body(argv)
         return 0 if status is None else status
-    except errors.CompilerError as e:
-        log.debug("%s failed", prog, exc_info=True)
-        sys.stderr.write((named(e, prog) if prefix else e).one_line() + "\n")
-        return 70
     except SystemExit as e:  # --help, --version
-        return e.code if isinstance(e.code, int) else 0
-    except MemoryError:
-        log.debug("%s failed", prog, exc_info=True)
-        sys.stderr.write(errors.TensorTooLargeError("%s: out of memory" % prog).one_line() + "\n")
-        return 70
+        return 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 128 + signal.SIGPIPE
+    except errors.CompilerError as e:
+        return _fail(prog, (named(e, prog) if prefix else e), e, log, report)
+    except MemoryError as e:
+        return _fail(prog, errors.TensorTooLargeError("%s: out of memory" % prog), e, log, report)
     except Exception as e:  # a bug: one line on the console, the traceback in the log
-        log.debug("%s: internal error", prog, exc_info=True)
-        sys.stderr.write(internal(e, prog).one_line() + "\n")
-        return 70
+        return _fail(prog, internal(e, prog if name_internal else None), e, log, report)
+
+
+def _fail(prog, err, exc, log, report):
+    line = err.one_line()
+    if report is not None:
+        report(line, exc)
+    else:
+        log.debug("%s failed", prog, exc_info=(type(exc), exc, exc.__traceback__))
+    sys.stdout.flush()
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    return 70
 
 
 @contextlib.contextmanager

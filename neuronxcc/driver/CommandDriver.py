@@ -8,10 +8,11 @@ appear, and every other token, in order, is the subcommand's argv (so
 from the CommandInterface subclasses keyed by ``getCommandName()``; neff-info
 is dispatchable but not in the usage banner.
 
-Errors: a ``CompilerError`` prints exactly ``e.one_line()`` on stderr, its
-traceback goes to the log file only, and the exit status is 70
+Errors: the driver runs in the shared tool shell (``common.toolshell.run_main``,
+as every tool does): a ``CompilerError`` prints exactly ``e.one_line()`` on
+stderr, its traceback goes to the log file only, and the exit status is 70
 (os.EX_SOFTWARE); anything else is reported the same way as an internal
-error. With --fork-subcommand the subcommand runs in a child process; a child
+error; a closed stdout (``neuronx-cc list-operators | head``) exits 141 quietly. With --fork-subcommand the subcommand runs in a child process; a child
 killed by SIGABRT, SIGKILL or SIGSEGV is reported with the [F134], [F137]
 (plus memory usage) or [F139] banner and exit 70.
 
@@ -46,6 +47,7 @@ BANNERS = {
                      "ticket at " + SUPPORT_URL),
 }
 
+PROG = "neuronx-cc"
 logger = logging.getLogger("neuronxcc.driver.CommandDriver")
 
 
@@ -189,16 +191,18 @@ class CommandDriver:
 
     # -- running -----------------------------------------------------------------------------
     def run(self, argv):
-        """Dispatch ``argv`` (argv[0] is the program name); returns the exit status."""
-        from neuronxcc.driver.DriverLogging import teardown_logging
+        """Dispatch ``argv`` (argv[0] is the program name); returns the exit status. Runs in the
+        shared tool shell (``common.toolshell.run_main``): an error before the log file is set up
+        is just its one line."""
+        from neuronxcc.common.toolshell import run_main
 
-        argv = list(argv[1:])
-        try:
-            known_args, delegated_args = self.splitArgs(argv)
-        except SystemExit as e:  # --version
-            return e.code if isinstance(e.code, int) else 0
-        except Exception as e:
-            return self.reportError(e)
+        return run_main(PROG, self._dispatch, list(argv[1:]), log=logger, prefix=False, name_internal=False)
+
+    def _dispatch(self, argv):
+        from neuronxcc.driver.DriverLogging import teardown_logging
+        from neuronxcc.errors import InvalidArgumentError
+
+        known_args, delegated_args = self.splitArgs(argv)
         command_name = known_args.subcommand
         if command_name is None:
             sys.stdout.write(self.usage() + "\n")
@@ -206,14 +210,8 @@ class CommandDriver:
         if known_args.help:
             delegated_args = delegated_args + ["--help"]
         if command_name not in self.known_commands:
-            from neuronxcc.errors import InvalidArgumentError
-
-            return self.reportError(InvalidArgumentError(
-                "unknown subcommand '%s' (see 'neuronx-cc --help')" % command_name))
-        try:
-            log_state, logfile = self.setupLogging(known_args)
-        except Exception as e:
-            return self.reportError(e)
+            raise InvalidArgumentError("unknown subcommand '%s' (see 'neuronx-cc --help')" % command_name)
+        log_state, logfile = self.setupLogging(known_args)
         try:
             logger.info("Diagnostic logs stored in %s", logfile)
             logger.debug("Command line: %s", " ".join(["neuronx-cc"] + argv))
@@ -225,14 +223,15 @@ class CommandDriver:
             teardown_logging(log_state)
 
     def run_subcommand(self, subcommand, delegated_args, logfile):
-        try:
+        """Run one subcommand in the tool shell; its error is one console line, logged with its
+        traceback to the log file (``logError``)."""
+        from neuronxcc.common.toolshell import run_main
+
+        def body(args):
             command = subcommand() if isinstance(subcommand, type) else subcommand
-            rc = command.run(delegated_args, logfile)
-            return 0 if rc is None else rc
-        except SystemExit as e:  # --help of a subcommand
-            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except BaseException as e:
-            return self.handleError(e)
+            return command.run(args, logfile)
+        return run_main(PROG, body, delegated_args, log=logger, prefix=False, name_internal=False,
+                        report=self.logError)
 
     def run_subcommand_in_process(self, subcommand, delegated_args, logfile):
         rc = self.run_subcommand(subcommand, delegated_args, logfile)
@@ -274,49 +273,19 @@ class CommandDriver:
         for line in lines:
             logger.error("%s", line, extra=FILE_ONLY)
 
-    def handleError(self, e):
-        """One console line for ``e``; the traceback goes to the log file. Returns 70."""
+    def logError(self, line, e):
+        """The log-file record of an error whose ``line`` the console gets: the line, the
+        traceback and, for an internal error, the versions."""
         from neuronxcc.driver.DriverLogging import FILE_ONLY
-        from neuronxcc.errors import CompilerError, InternalCompilerError
+        from neuronxcc.errors import CompilerError
 
-        if isinstance(e, KeyboardInterrupt):
-            raise e
-        if isinstance(e, BrokenPipeError):
-            # The reader of our stdout went away (``neuronx-cc list-operators | head``):
-            # not a compiler error. Quiet, with the status of a SIGPIPE death.
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-            except (OSError, ValueError):
-                pass
-            return 128 + signal.SIGPIPE
-        if not isinstance(e, CompilerError):
-            wrapped = InternalCompilerError("%s: %s" % (type(e).__name__, e))
-            wrapped.__cause__ = e
-            line = wrapped.one_line()
-        else:
-            line = e.one_line()
         logger.error("%s", line, extra=FILE_ONLY)
         logger.error("Traceback of the error above", exc_info=(type(e), e, e.__traceback__), extra=FILE_ONLY)
-        if isinstance(e, CompilerError) and e.internal or not isinstance(e, CompilerError):
+        if not isinstance(e, CompilerError) or e.internal:
             from neuronxcc.version import __hwm_version__, __version__
 
             logger.error("Version information: neuronxcc %s, HWM %s, Python %s", __version__, __hwm_version__,
                          sys.version.split()[0], extra=FILE_ONLY)
-        sys.stdout.flush()
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-        return os.EX_SOFTWARE
-
-    def reportError(self, e):
-        """An error before logging is set up: just the one line."""
-        from neuronxcc.errors import CompilerError, InternalCompilerError
-
-        if not isinstance(e, CompilerError):
-            e = InternalCompilerError("%s: %s" % (type(e).__name__, e))
-        sys.stderr.write(e.one_line() + "\n")
-        sys.stderr.flush()
-        return os.EX_SOFTWARE
 
 
 def main():

@@ -127,3 +127,25 @@ def default_pipeline(opt, flags=(), allocator=None, verifier=True):
     flags = set(flags)
     allocator = allocator or ("coloring" if opt >= 2 else "linear-scan")
     return [s.name for s in PIPELINE if s.gated_in(opt, flags, allocator, verifier)]
+
+
+def bir_sim_skip(passes, goldens=True, executed=None, io_bytes=None, options=None):
+    """The one decision whether the bir_sim check runs: None when it runs, else why not.
+
+    ``passes``: the walrus pass list (the table's gate, ``--internal-disable-bir-sim`` and the
+    BIRSim job already applied) -> 'disabled' without bir_sim; ``goldens``: whether goldens
+    exist (the goldens job writes none over its budget) -> 'no goldens'; ``executed`` /
+    ``io_bytes``: the program's dynamic instruction count and I/O bytes, checked against the
+    ``sim_budget_*`` options -> the budget it exceeds. Arguments left None are not yet known
+    (the driver asks before the program exists, walrus once it does)."""
+    if "bir_sim" not in passes:
+        return "disabled"
+    if not goldens:
+        return "no goldens"
+    opts = dict(SIM_OPTIONS, **(options or {}))
+    bi, bb = opts["sim_budget_instructions"], opts["sim_budget_bytes"]
+    if executed is not None and executed > bi:
+        return "%d executed instructions > budget %d" % (executed, bi)
+    if io_bytes is not None and io_bytes > bb:
+        return "%d bytes of I/O tensors > budget %d" % (io_bytes, bb)
+    return None

@@ -277,3 +277,33 @@ def test_unusable_log_file_and_temp_dir_are_user_errors(tmp_path):
         assert _one_error_line(r).startswith(expect), r.stderr
         assert not (tmp_path / "x.neff").exists()
         assert not list(tmp_path.glob("neuronxcc-*"))
+
+
+def test_driver_runs_in_the_shared_tool_shell(tmp_path, monkeypatch):
+    """The driver's error contract is the tool shell's run_main (no shell of its own): a bug in a
+    subcommand is one [INTERNAL_ERROR] line, exit 70, the traceback in the log file only."""
+    import ast
+    import inspect
+
+    from neuronxcc.driver import CommandDriver as CD
+    from neuronxcc.driver.commands.ListOperatorsCommand import ListOperatorsCommand
+
+    tree = ast.parse(inspect.getsource(CD.CommandDriver))
+    handlers = [h for h in ast.walk(tree) if isinstance(h, ast.ExceptHandler)
+                and isinstance(h.type, ast.Name) and h.type.id in ("Exception", "BaseException")]
+    assert handlers == [] and "run_main(" in inspect.getsource(CD.CommandDriver.run_subcommand)
+
+    def boom(self, argv, logfile):
+        raise ZeroDivisionError("kaboom")
+    monkeypatch.setattr(ListOperatorsCommand, "run", boom)
+    monkeypatch.chdir(tmp_path)
+    import io
+    import sys
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    rc = CD.CommandDriver().run(["neuronx-cc", "list-operators", "--logfile", str(tmp_path / "log.txt")])
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 70 and len(lines) == 1, err.getvalue()
+    assert lines[0].startswith("[INTERNAL_ERROR] [NCC_") and "ZeroDivisionError: kaboom" in lines[0], lines[0]
+    log = (tmp_path / "log.txt").read_text()
+    assert "Traceback" in log and "kaboom" in log and "Version information" in log

@@ -241,3 +241,23 @@ def test_registry_is_filled_from_the_pass_lists_not_by_importing():
         mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert "neuronxcc.walrus.registry" not in mods, f
         assert not any(m.startswith("neuronxcc.walrus.passes.") for m in mods), f
+
+
+def test_whether_bir_sim_runs_is_one_function():
+    """pass_names.bir_sim_skip decides for the driver (golden jobs, WalrusDriver, the USER line)
+    and for the bir_sim pass; no other module tests the pass list for bir_sim itself."""
+    import os
+    import re
+    import neuronxcc
+    from neuronxcc.walrus import pass_names as PN
+    assert PN.bir_sim_skip(["lsa"]) == "disabled"
+    assert PN.bir_sim_skip(["bir_sim"], goldens=False) == "no goldens"
+    assert PN.bir_sim_skip(["bir_sim"], executed=10 ** 9).startswith("1000000000 executed instructions > budget")
+    assert PN.bir_sim_skip(["bir_sim"], io_bytes=5, options={"sim_budget_bytes": 4}) == \
+        "5 bytes of I/O tensors > budget 4"
+    assert PN.bir_sim_skip(["bir_sim"], True, 1, 1) is None
+    assert "bir_sim" not in PN.default_pipeline(2, {PN.NO_BIR_SIM})
+    root = os.path.dirname(neuronxcc.__file__)
+    for rel in ("driver/commands/CompileCommand.py", "driver/jobs/WalrusDriver.py", "walrus/passes/simcheck.py"):
+        src = open(os.path.join(root, rel)).read()
+        assert not re.search(r"""["']bir_sim["'] (not )?in """, src), rel

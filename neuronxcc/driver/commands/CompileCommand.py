@@ -269,9 +269,11 @@ class CompileCommand(CommandInterface):
         * BIRSim is not a job here: it turns the walrus ``bir_sim`` pass on;
         * Watchpoint stays (only reachable through --pipeline).
         """
-        if "BIRSim" in names and "bir_sim" not in self.walrus_passes:
+        from neuronxcc.walrus.pass_names import bir_sim_skip
+
+        if "BIRSim" in names and bir_sim_skip(self.walrus_passes) == "disabled":
             self.walrus_passes.append("bir_sim")
-        goldens_read = "WalrusDriver" in names and "bir_sim" in self.walrus_passes
+        goldens_read = "WalrusDriver" in names and bir_sim_skip(self.walrus_passes) is None
         out = []
         for name in names:
             if name in GOLDEN_JOBS:
@@ -406,7 +408,9 @@ class CompileCommand(CommandInterface):
                 status = json.load(f).get("bir_sim")
         except (OSError, ValueError):
             status = None
-        if "bir_sim" not in self.walrus_passes:
+        from neuronxcc.walrus.pass_names import bir_sim_skip
+
+        if bir_sim_skip(self.walrus_passes) == "disabled":
             why = "not run (disabled)"
         elif status is None:
             why = "not run: no goldens (the program is over the golden size budget, or they were not computed)"
@@ -558,13 +562,13 @@ def checkOutputPath(output):
 
 
 def _atomicCopy(src, dst):
-    """Publish ``src`` at ``dst`` with the NEFF writer's atomic write (temp file + rename):
+    """Publish ``src`` at ``dst`` with the tool shell's atomic write (temp file, flushed, renamed):
     ``dst`` is whole or untouched. A write the OS refuses is the user's error (the path)."""
-    from neuronxcc.neff.writer import atomic_write
+    from neuronxcc.common.toolshell import atomic_write
 
     with open(src, "rb") as f:
         data = f.read()
     try:
-        atomic_write(dst, data)
+        atomic_write(dst, data, fsync=True, user_error=False)
     except OSError as e:
         raise InvalidArgumentError("cannot write %s: %s" % (dst, e.strerror or e)) from e

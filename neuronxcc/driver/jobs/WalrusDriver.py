@@ -121,8 +121,10 @@ class WalrusDriver(Job):
         h("--internal-enable-shift-left", action="store_true")
 
     def passesForRun(self, state):
+        from neuronxcc.walrus.pass_names import bir_sim_skip
+
         passes = list(state.walrus_passes)
-        if "bir_sim" in passes and not os.path.isfile(files.GOLDENS):
+        if bir_sim_skip(passes, os.path.isfile(files.GOLDENS)) == "no goldens":
             self.log("no %s (over the golden budget or not computed): bir_sim check skipped" % files.GOLDENS,
                      level=20)
             passes.remove("bir_sim")

@@ -38,6 +38,7 @@ import numpy as np
 
 from neuronxcc import errors
 from neuronxcc.common.tolerances import CAST_UNIT_ROUNDOFF, SPREAD_K, cast_precision, mismatch, tolerance
+from neuronxcc.walrus.pass_names import bir_sim_skip
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.contract import WalrusPass
 
@@ -173,16 +174,12 @@ class BirSim(WalrusPass):
     name = "bir_sim"
 
     def run(self, module, ctx):
-        if not ctx.goldens:
+        if bir_sim_skip([self.name], bool(ctx.goldens)):
             log.info("bir_sim: skipped: no goldens (goldens.npz absent)")
             ctx.metrics["bir_sim"] = "skipped: no goldens"
             return False
-        n = executed_instructions(module, ctx)
-        nbytes = io_bytes(module)
-        bi, bb = ctx.options["sim_budget_instructions"], ctx.options["sim_budget_bytes"]
-        if n > bi or nbytes > bb:
-            why = ("%d executed instructions > budget %d" % (n, bi)) if n > bi else \
-                ("%d bytes of I/O tensors > budget %d" % (nbytes, bb))
+        why = bir_sim_skip([self.name], True, executed_instructions(module, ctx), io_bytes(module), ctx.options)
+        if why:
             log.info("bir_sim: skipped: program over the simulation size budget (%s)", why)
             ctx.metrics["bir_sim"] = "skipped: " + why
             return False
