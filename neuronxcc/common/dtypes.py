@@ -14,6 +14,9 @@ Row fields:
   onchip    may live in SBUF/PSUM and be computed on by the engines
   lowered   the Penguin lowering (hlo2penguin) accepts values of the type
   itemsize  bytes of one element in host arrays (``np.itemsize``; BIR ``bool`` is one byte)
+  nan_payload  mantissa bits of a float type whose NaNs carry a payload XLA's HLO text prints
+            as ``nan(0x...)`` (0: none; f8e4m3fn has one NaN, the IEEE-like fp8 types and
+            f8e3m4 print plain ``nan``)
 
 ``onchip_as(name)``: the BIR type a value is held in on chip (64-bit types narrow to 32 bits).
 
@@ -27,8 +30,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "DTYPES", "BY_HLO", "BY_NAME", "by_hlo", "by_name", "hlo_numpy", "hlo_name_of",
-           "onchip_as", "round_tf32", "TF32_MANTISSA_BITS"]
+__all__ = ["DType", "DTYPES", "BY_HLO", "BY_NAME", "BY_NUMPY", "NAN_PAYLOAD_BITS", "by_hlo", "by_name",
+           "by_numpy", "hlo_numpy", "hlo_name_of", "onchip_as", "round_tf32", "TF32_MANTISSA_BITS"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class DType:
     code: object = None
     onchip: bool = False
     lowered: bool = False
+    nan_payload: int = 0
 
     @property
     def itemsize(self):
@@ -64,21 +68,21 @@ class DType:
         return np.dtype(np.uint8) if self.kind == "bool" else self.np
 
 
-def _row(hlo, name, npdt, kind, code=None, onchip=False, lowered=False):
+def _row(hlo, name, npdt, kind, code=None, onchip=False, lowered=False, nan_payload=0):
     if isinstance(npdt, str):
         npdt = getattr(ml_dtypes, npdt, None)
         if npdt is None:                 # an older ml_dtypes without this type
             return None
-    return DType(hlo, name, np.dtype(npdt), kind, code, onchip, lowered)
+    return DType(hlo, name, np.dtype(npdt), kind, code, onchip, lowered, nan_payload)
 
 
 _ROWS = [
     #    HLO             BIR / Penguin          numpy                 kind     code onchip lowered
-    _row("f32", "float32", np.float32, "float", 0, True, True),
-    _row("bf16", "bfloat16", "bfloat16", "float", 1, True, True),
-    _row("f16", "float16", np.float16, "float", 2, True, True),
+    _row("f32", "float32", np.float32, "float", 0, True, True, nan_payload=23),
+    _row("bf16", "bfloat16", "bfloat16", "float", 1, True, True, nan_payload=7),
+    _row("f16", "float16", np.float16, "float", 2, True, True, nan_payload=10),
     _row("f8e4m3", "float8_e4m3", "float8_e4m3", "float", 3, True, False),
-    _row("f8e5m2", "float8_e5m2", "float8_e5m2", "float", 4, True, True),
+    _row("f8e5m2", "float8_e5m2", "float8_e5m2", "float", 4, True, True, nan_payload=2),
     _row("f8e4m3fn", "float8_e4m3fn", "float8_e4m3fn", "float", 5, True, True),
     _row("s8", "int8", np.int8, "int", 10, True, True),
     _row("u8", "uint8", np.uint8, "uint", 11, True, True),
@@ -89,7 +93,7 @@ _ROWS = [
     _row("pred", "bool", np.bool_, "bool", 16, True, True),
     _row("s64", "int64", np.int64, "int", 20, False, True),
     _row("u64", "uint64", np.uint64, "uint", 21, False, True),
-    _row("f64", "float64", np.float64, "float", 22, False, True),
+    _row("f64", "float64", np.float64, "float", 22, False, True, nan_payload=52),
     # HLO types with no BIR type (the interpreter computes on them; the lowering refuses them:
     # hlo2penguin.NOT_LOWERED_TYPES names the reason for complex)
     _row("c64", "complex64", np.complex64, "complex"),
@@ -106,6 +110,9 @@ _ROWS = [
 DTYPES = tuple(r for r in _ROWS if r is not None)
 BY_HLO = {d.hlo: d for d in DTYPES}
 BY_NAME = {d.name: d for d in DTYPES}
+BY_NUMPY = {d.np: d for d in DTYPES}
+# float HLO type -> mantissa bits, for the types whose NaNs print their payload (``nan(0x...)``)
+NAN_PAYLOAD_BITS = {d.hlo: d.nan_payload for d in DTYPES if d.nan_payload}
 assert len(BY_HLO) == len(BY_NAME) == len(DTYPES), "element-type names must be unique"
 
 # Spellings accepted for a BIR name besides its own (HLO names and the short float names).
@@ -136,11 +143,13 @@ def hlo_numpy():
 
 def hlo_name_of(dtype):
     """HLO element-type name of a numpy dtype, or None."""
-    dtype = np.dtype(dtype)
-    for d in DTYPES:
-        if d.np == dtype:
-            return d.hlo
-    return None
+    d = BY_NUMPY.get(np.dtype(dtype))
+    return d.hlo if d is not None else None
+
+
+def by_numpy(dtype):
+    """The row of a numpy dtype, or None."""
+    return BY_NUMPY.get(np.dtype(dtype))
 
 
 def onchip_as(name):

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from neuronxcc.common.dtypes import NAN_PAYLOAD_BITS
 from neuronxcc.hlo.model import default_compare_type
 
 def c_escape(s):
@@ -58,7 +59,6 @@ def _float_text(x, et):
     return s
 
 
-_NAN_PAYLOAD_BITS = {"f64": 52, "f32": 23, "f16": 10, "bf16": 7, "f8e5m2": 2}
 _SHORTEST_LIMIT = 4096  # arrays up to this size print shortest decimals, bigger ones a faster exact form
 
 
@@ -77,7 +77,7 @@ def _element_texts(arr, et):
         out = [repr(v) for v in wide.tolist()]
         for k in np.flatnonzero(np.isnan(wide) & np.signbit(wide)).tolist():
             out[k] = "-nan"
-    mbits = _NAN_PAYLOAD_BITS.get(et)
+    mbits = NAN_PAYLOAD_BITS.get(et)
     if mbits:  # NaNs other than the canonical quiet one print their payload, as XLA does
         quiet = 1 << (mbits - 1)
         bits = flat.view("u%d" % flat.dtype.itemsize)

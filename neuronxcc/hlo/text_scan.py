@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from neuronxcc.common.dtypes import NAN_PAYLOAD_BITS
 from neuronxcc.errors import HloParseError, HloVerifyError
 from neuronxcc.hlo.model import ARRAY_TYPES, ELEMENT_TYPES, Shape, check_literal_size, dtype_of
 
@@ -243,8 +244,6 @@ def parse_shape(sc, depth=0):
 
 # -- literals ----------------------------------------------------------------------
 
-# float type -> mantissa bits, for the types whose NaNs carry a payload (printed nan(0x...))
-NAN_PAYLOAD_BITS = {"f64": 52, "f32": 23, "f16": 10, "bf16": 7, "f8e5m2": 2}
 
 
 def _in_nan_payload(text, at):

@@ -72,3 +72,28 @@ def test_kernel_codes_are_checked_against_the_registry():
     wrong = dict(_kernels.DTYPE_CODES, bfloat16=2, float16=1)
     with pytest.raises(ImportError, match="dtype codes"):
         state.check_kernel_codes(wrong)
+
+
+def test_nan_payload_table_is_the_registrys():
+    """text_printer and text_scan read one NaN-payload table, derived from the registry rows; the
+    payload width of each float type is its mantissa."""
+    import ml_dtypes
+    from neuronxcc.hlo import text_printer, text_scan
+    assert text_printer.NAN_PAYLOAD_BITS is R.NAN_PAYLOAD_BITS is text_scan.NAN_PAYLOAD_BITS
+    assert R.NAN_PAYLOAD_BITS == {d.hlo: d.nan_payload for d in R.DTYPES if d.nan_payload}
+    for d in R.DTYPES:
+        if d.nan_payload:
+            assert d.nan_payload == ml_dtypes.finfo(d.np).nmant, d.hlo
+
+
+def test_nki_dtype_tables_are_the_registrys():
+    import numpy as np
+    from neuronxcc.nki import language as nl
+    from neuronxcc.nki._trace import dtypes as D
+    assert nl.bfloat16 is R.by_name("bfloat16").np and nl.float8_e4m3fn is R.by_name("float8_e4m3fn").np
+    floats = {d.np for d in R.DTYPES if d.is_float and d.onchip}
+    assert set(D._FLOAT_RANK) == floats | {D.TFLOAT32}
+    for d in R.DTYPES:                       # the 64-bit types a kernel may name are held in 32 bits
+        if d.kind != "complex" and not d.onchip:
+            assert D.np_dtype(d.np) == R.by_name(R.onchip_as(d.name)).np
+    assert D.np_dtype(np.float64) == np.float32 and D.promote(nl.float16, nl.bfloat16) == np.float32

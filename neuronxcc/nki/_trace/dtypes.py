@@ -7,19 +7,21 @@ float32 here). Promotion (the original's "NKI Type Promotion" rules):
   (int, int) -> the wider, or the next signed type that holds both (int8 x uint8 -> int16,
   int32 x uint32 -> fp32); weak Python scalars: bool -> uint8, int -> int32, float -> fp32.
 """
-import ml_dtypes
 import numpy as np
 
+from neuronxcc.common import dtypes as _R
 from neuronxcc.starfish.birpy import dtypes as _bdt
 
 TFLOAT32 = np.dtype("|V4")
-BF16 = np.dtype(ml_dtypes.bfloat16)
-FP8E4 = np.dtype(ml_dtypes.float8_e4m3)
-FP8E5 = np.dtype(ml_dtypes.float8_e5m2)
-F32 = np.dtype(np.float32)
+BF16 = _R.by_name("bfloat16").np
+FP8E4 = _R.by_name("float8_e4m3").np
+FP8E5 = _R.by_name("float8_e5m2").np
+FP8E4FN = _R.by_name("float8_e4m3fn").np
+F32 = _R.by_name("float32").np
 
-_FLOAT_RANK = {np.dtype(ml_dtypes.float8_e4m3): 1, np.dtype(ml_dtypes.float8_e5m2): 1,
-               np.dtype(ml_dtypes.float8_e4m3fn): 1, np.dtype(np.float16): 2, BF16: 2, TFLOAT32: 3, F32: 4}
+# promotion rank of the on-chip float types (the registry's): by width, tfloat32 between 16 and 32 bits
+_FLOAT_RANK = {d.np: {1: 1, 2: 2, 4: 4}[d.itemsize] for d in _R.DTYPES if d.is_float and d.onchip}
+_FLOAT_RANK[TFLOAT32] = 3
 
 
 def np_dtype(dt):
@@ -32,12 +34,9 @@ def np_dtype(dt):
         except KeyError:
             pass
     d = np.dtype(dt)
-    if d == np.dtype(np.float64):
-        return F32
-    if d == np.dtype(np.int64):
-        return np.dtype(np.int32)
-    if d == np.dtype(np.uint64):
-        return np.dtype(np.uint32)
+    row = _R.by_numpy(d)
+    if row is not None and not row.onchip and row.kind != "complex":   # 64-bit: held in 32 bits on chip
+        return _R.by_name(_R.onchip_as(row.name)).np
     return d
 
 

@@ -29,11 +29,8 @@ bool_ = np.bool_
 int8, int16, int32 = np.int8, np.int16, np.int32
 uint8, uint16, uint32 = np.uint8, np.uint16, np.uint32
 float16, float32 = np.float16, np.float32
-bfloat16 = np.dtype(_mld.bfloat16)
-float8_e4m3 = np.dtype(_mld.float8_e4m3)
-float8_e5m2 = np.dtype(_mld.float8_e5m2)
-float8_e4m3fn = np.dtype(_mld.float8_e4m3fn)
-tfloat32 = np.dtype("|V4")
+bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn = _D.BF16, _D.FP8E4, _D.FP8E5, _D.FP8E4FN   # the registry's
+tfloat32 = _D.TFLOAT32
 
 
 class fp32:
