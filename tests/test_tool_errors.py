@@ -89,6 +89,29 @@ def test_birsim_bad_inputs(tmp_path, capsys):
             assert "input0" in line and ("[128, 4]" in line or "float32" in line), line   # expected and given
 
 
+def test_birsim_ranks_checks_inputs_as_one_rank_does(tmp_path, capsys):
+    """``--ranks N`` refuses what one rank refuses (dtype, shape, missing input: one line naming the
+    input, what it takes and what it got, exit 70, no output); an array is one for every rank or N
+    stacked on a leading rank axis."""
+    neff = _neff(tmp_path)
+    out = tmp_path / "out.npz"
+    for name, (path, text) in _bad_npz(tmp_path).items():
+        rc = run_in_process("birsim", [neff, "--ranks", "2", "--inputs", str(path), "--output", str(out)])
+        line = _one_line(capsys, rc, text)
+        assert not out.exists(), name
+        if name in ("wrong shape", "wrong dtype"):
+            assert "input0" in line and ("[128, 4]" in line or "float32" in line), line
+    np.savez(tmp_path / "r3.npz", input0=np.stack([X] * 3), input1=W)
+    rc = run_in_process("birsim", [neff, "--ranks", "2", "--inputs", str(tmp_path / "r3.npz"), "--output", str(out)])
+    _one_line(capsys, rc, "[3, 128, 4]", "[2, 128, 4]")
+    np.savez(tmp_path / "r2.npz", input0=np.stack([X, 2 * X]), input1=W)
+    rc = run_in_process("birsim", [neff, "--ranks", "2", "--inputs", str(tmp_path / "r2.npz"), "--output", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["output0"], np.stack([X + 1, 2 * X + 1]))
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".")] == []          # no temp file left
+
+
 def test_birsim_good_inputs_and_nothing_half_written(tmp_path, capsys):
     neff = _neff(tmp_path)
     np.savez(tmp_path / "in.npz", input0=X, input1=W)

@@ -128,48 +128,36 @@ def simulate_neff_ranks(neff, inputs_per_rank, nranks=None, target=None, trace=F
 
 
 def run_tool_ranks(args, neff, given):
-    """``birsim --ranks``: inputs / outputs with a leading rank axis (see ``birsim.tool``)."""
+    """``birsim --ranks``: inputs / outputs with a leading rank axis (see ``birsim.tool``); the
+    inputs pass the single-rank checks (``inputs.check_rank_inputs``) and every output file is
+    written atomically, as on one rank."""
+    import contextlib
     import json
-    import os
     import sys
 
     import numpy as np
 
-    from neuronxcc.errors import InputFileError
+    from neuronxcc.common.toolshell import atomic_output
+    from neuronxcc.starfish.birsim.inputs import check_rank_inputs
+    from neuronxcc.starfish.birsim.sim import io_permutations
 
     module = neff.module
     n = _count(module, args.ranks)
-    per_rank = [[] for _ in range(n)]
-    for i, name in enumerate(module.inputs):
-        key = "input%d" % i
-        if key not in given:
-            raise InputFileError("inputs file has no %s (the program takes %d inputs)" % (key, len(module.inputs)))
-        a = np.asarray(given[key])
-        shape = tuple(module.tensors[name].shape)
-        if a.shape == (n,) + shape:
-            rows = [a[d] for d in range(n)]
-        elif a.shape == shape:
-            rows = [a] * n
-        else:
-            raise InputFileError("%s has shape %s; a %d-rank run takes %s (rank axis first) or %s"
-                                 % (key, list(a.shape), n, [n] + list(shape), list(shape)))
-        for d in range(n):
-            per_rank[d].append(rows[d])
+    per_rank = check_rank_inputs(given, module, io_permutations(neff), args.inputs, n)
     res = simulate_neff_ranks(neff, per_rank, nranks=n, target=args.target, trace=bool(args.trace),
                               sync=args.sync, strict=args.strict, order=args.order)
     outs = {"output%d" % k: np.stack([res.outputs[d][k] for d in range(n)]) for k in range(len(res.outputs[0]))}
-    tmp_out = args.output + ".tmp.npz"
-    np.savez(tmp_out, **outs)
-    os.replace(tmp_out, args.output)
-    if args.trace:
-        res.write_trace(args.trace)
     s = res.summary()
-    if args.summary:
-        with open(args.summary, "w") as f:
-            json.dump(s, f, indent=1)
+    with contextlib.ExitStack() as stack:           # every file renamed into place only when all are written
+        with open(stack.enter_context(atomic_output(args.output, suffix=".npz")), "wb") as f:
+            np.savez(f, **outs)
+        if args.trace:
+            res.write_trace(stack.enter_context(atomic_output(args.trace)))
+        if args.summary:
+            with open(stack.enter_context(atomic_output(args.summary)), "w") as f:
+                json.dump(s, f, indent=1)
     share = s["collective_share"]
     sys.stdout.write("birsim: %d ranks, estimated %.3f us (slowest core), %d collectives per rank, collective "
                      "share %.1f%%..%.1f%%\n" % (n, s["total_s"] * 1e6, max(s["collectives"]),
                                                  100 * min(share), 100 * max(share)))
     return 0
-

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 from neuronxcc.common.toolshell import ToolParser, atomic_output, load_npz, require_file, run_main
-from neuronxcc.errors import InputFileError
+from neuronxcc.starfish.birsim.inputs import check_inputs
 
 __all__ = ["main"]
 
@@ -48,41 +48,6 @@ def _parser():
     p.add_argument("--ranks", type=int, default=None,
                    help="simulate N NeuronCores (default: the rank count the NEFF was compiled for)")
     return p
-
-
-def check_inputs(given, module, perms, path):
-    """The arrays of ``given`` (input{i}) for ``module``'s inputs, each checked against its
-    parameter's logical shape and element type; InputFileError naming the input otherwise."""
-    from neuronxcc.starfish.birpy import dtypes as _dt
-    out = []
-    n = len(module.inputs)
-    for i, name in enumerate(module.inputs):
-        key = "input%d" % i
-        if key not in given:
-            raise InputFileError("inputs file %s has no %s (the program takes %d input%s: %s)"
-                                 % (path, key, n, "" if n == 1 else "s", ", ".join("input%d" % k for k in range(n))))
-        t = module.tensors[name]
-        shape = list(t.shape)
-        perm = perms.get(("input", name))
-        if perm:                                     # stored = logical.transpose(perm)
-            logical = [0] * len(shape)
-            for k, p in enumerate(perm):
-                logical[p] = shape[k]
-            shape = logical
-        a = np.asarray(given[key])
-        want = _dt.np_dtype(t.dtype)
-        if a.dtype.kind == "V" and a.dtype.itemsize == want.itemsize:
-            a = a.view(want)                         # bf16/fp8 come back from .npz as raw void
-        elif t.dtype == "bool" and a.dtype == np.bool_:
-            a = a.astype(want)
-        if a.dtype != want:
-            raise InputFileError("inputs file %s: %s has dtype %s; input %d ('%s') takes %s"
-                                 % (path, key, a.dtype, i, name, t.dtype))
-        if list(a.shape) != shape:
-            raise InputFileError("inputs file %s: %s has shape %s; input %d ('%s') takes %s"
-                                 % (path, key, list(a.shape), i, name, shape))
-        out.append(a)
-    return out
 
 
 def run(args):
