@@ -120,8 +120,6 @@ def test_cycle_finder_finds_a_cycle():
 # all fall in one scope is tolerated there; any other circle -- in particular one across layers --
 # fails. When a scope's circles are broken, delete its entry.
 KNOWN_SCOPES = [
-    # N-rank interpretation (issue 13): ranks runs the Evaluator, the collective handlers ask ranks
-    lambda m: m in ("neuronxcc.hlo.interp_collective", "neuronxcc.hlo.interpreter", "neuronxcc.hlo.ranks"),
     # NKI tracing and kernels (issue 11)
     lambda m: m.startswith("neuronxcc.nki."),
 ]

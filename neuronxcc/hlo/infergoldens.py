@@ -134,7 +134,7 @@ def _run_cast(args):
 
 def _run_ranks(args, module, space):
     """Goldens of an N-rank program: every array with a leading rank axis (module docstring)."""
-    from neuronxcc.hlo.ranks import evaluate_ranks
+    from neuronxcc.hlo.interpreter import evaluate_ranks
 
     n = space.size
     shapes = parameter_leaves(module)

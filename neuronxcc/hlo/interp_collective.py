@@ -4,7 +4,7 @@ all-gather, reduce-scatter, all-to-all, collective-permute (and their async
 
 Each rank of an N-rank program runs its own ``Evaluator`` (``ev.rank`` its
 global device id, ``ev.space`` the module's ``RankSpace``, ``ev.rv`` the
-shared ``Rendezvous``; ``neuronxcc.hlo.ranks.evaluate_ranks`` sets them up).
+shared ``Rendezvous``; ``neuronxcc.hlo.interpreter.evaluate_ranks`` sets them up).
 A one-rank evaluation needs no rendezvous: every group is that rank alone.
 
 Semantics (XLA operation semantics; groups by ``neuronxcc.collectives.groups``):
@@ -70,7 +70,7 @@ def _exchange(ev, inst, group, value):
     rv = getattr(ev, "rv", None)
     if rv is None:
         raise CollectiveError("%s needs %d ranks (%r); run the program with every rank "
-                              "(xla_infergoldens --ranks, neuronxcc.hlo.ranks.evaluate_ranks)"
+                              "(xla_infergoldens --ranks, neuronxcc.hlo.interpreter.evaluate_ranks)"
                               % (_where(inst), _space(ev).size, _space(ev)), code="NCC_ECCL001")
     sig = "%s of %s over ranks %s" % (inst.opcode, _sig(value), list(group))
     return rv.exchange(ev.rank, group, sig, value, _where(inst))

@@ -54,7 +54,7 @@ from neuronxcc.hlo import interp_nki  # noqa: F401
 from neuronxcc.hlo import interp_collective  # noqa: F401
 from neuronxcc.hlo import interp_batchnorm  # noqa: F401
 
-__all__ = ["evaluate", "is_implemented", "Evaluator", "TOKEN", "DEFAULT_MAX_TENSOR_BYTES", "PLAN_BOUND"]
+__all__ = ["evaluate", "evaluate_ranks", "is_implemented", "Evaluator", "TOKEN", "DEFAULT_MAX_TENSOR_BYTES", "PLAN_BOUND"]
 
 # One tensor larger than this cannot be materialised (TensorTooLargeError).
 DEFAULT_MAX_TENSOR_BYTES = 8 << 30
@@ -94,6 +94,28 @@ def evaluate(module, inputs, check=False, max_tensor_bytes=DEFAULT_MAX_TENSOR_BY
     return ev.evaluate_entry(inputs)
 
 
+def evaluate_ranks(module, inputs_per_rank, space=None, **kw):
+    """[outputs of rank d for d in range(space.size)]; ``inputs_per_rank[d]`` are rank d's entry
+    inputs (as ``evaluate`` takes them), ``space`` the module's ``hlo.ranks.rank_space`` by default.
+    Each rank runs in its own thread, meeting at the collectives (``neuronxcc.collectives.rendezvous``);
+    a collective some rank never reaches is a CollectiveError, not a hang. Keyword arguments go to
+    ``Evaluator``."""
+    from neuronxcc.collectives import run_ranks
+    from neuronxcc.hlo.ranks import rank_space
+
+    sp = space or rank_space(module)
+    if len(inputs_per_rank) != sp.size:
+        raise HloVerifyError("the program runs on %d ranks (%r), inputs were given for %d"
+                             % (sp.size, sp, len(inputs_per_rank)))
+
+    def one(rank, rv):
+        ev = Evaluator(module, **kw)
+        ev.rank, ev.space, ev.rv = rank, sp, rv
+        return ev.evaluate_entry(inputs_per_rank[rank])
+
+    return run_ranks(sp.size, one)
+
+
 class _Plan(object):
     __slots__ = ("comp", "steps", "params", "consts", "root", "nslots", "lifted")
 
@@ -103,7 +125,7 @@ class Evaluator(object):
 
     ``rank`` / ``space`` / ``rv``: this evaluator's global device id, the module's
     ``RankSpace`` (None: from the module) and the ``Rendezvous`` of an N-rank run
-    (``neuronxcc.hlo.ranks.evaluate_ranks``); one rank needs none."""
+    (``evaluate_ranks``); one rank needs none."""
 
     rank = 0
     space = None

@@ -8,16 +8,15 @@ the collectives carry channel_ids, the jax/SPMD form, else as replicas); else
 one. An explicit ``ranks=N`` (``xla_infergoldens --ranks``) overrides an
 unstated count and must agree with a stated one.
 
-``evaluate_ranks(module, inputs_per_rank)`` runs the reference interpreter
-once per rank, each in its own thread, meeting at the collectives
-(``neuronxcc.collectives.rendezvous``); a collective some rank never reaches
-is a CollectiveError, not a hang.
+``neuronxcc.hlo.interpreter.evaluate_ranks`` runs the reference interpreter
+once per rank over this rank space (this module does not import the
+interpreter: its collective handlers ask it for the space).
 """
-from neuronxcc.collectives import RankSpace, run_ranks
+from neuronxcc.collectives import RankSpace
 from neuronxcc.collectives.groups import rank_count_from_groups
-from neuronxcc.errors import CollectiveError, HloVerifyError
+from neuronxcc.errors import CollectiveError
 
-__all__ = ["rank_space", "evaluate_ranks", "collective_instructions", "COLLECTIVE_OPCODES", "set_rank_count"]
+__all__ = ["rank_space", "collective_instructions", "COLLECTIVE_OPCODES", "set_rank_count"]
 
 COLLECTIVE_OPCODES = frozenset(("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
                                 "all-to-all", "collective-permute", "collective-permute-start"))
@@ -58,21 +57,3 @@ def set_rank_count(module, n):
     sp = rank_space(module, ranks=int(n))
     module.replica_count, module.num_partitions = sp.num_replicas, sp.num_partitions
     return sp
-
-
-def evaluate_ranks(module, inputs_per_rank, space=None, **kw):
-    """[outputs of rank d for d in range(space.size)]; ``inputs_per_rank[d]`` are rank d's
-    entry inputs (as ``evaluate`` takes them). Keyword arguments go to ``Evaluator``."""
-    from neuronxcc.hlo.interpreter import Evaluator
-
-    sp = space or rank_space(module)
-    if len(inputs_per_rank) != sp.size:
-        raise HloVerifyError("the program runs on %d ranks (%r), inputs were given for %d"
-                             % (sp.size, sp, len(inputs_per_rank)))
-
-    def one(rank, rv):
-        ev = Evaluator(module, **kw)
-        ev.rank, ev.space, ev.rv = rank, sp, rv
-        return ev.evaluate_entry(inputs_per_rank[rank])
-
-    return run_ranks(sp.size, one)

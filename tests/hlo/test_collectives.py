@@ -7,7 +7,8 @@ import pytest
 from neuronxcc.collectives import groups as G
 from neuronxcc.errors import CollectiveError
 from neuronxcc.hlo import load_module
-from neuronxcc.hlo.ranks import evaluate_ranks, rank_space
+from neuronxcc.hlo.interpreter import evaluate_ranks
+from neuronxcc.hlo.ranks import rank_space
 from neuronxcc.common.tolerances import mismatch
 from neuronxcc.hlo import module_to_proto_bytes, module_to_text
 from support import spmd
