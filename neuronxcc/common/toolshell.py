@@ -22,8 +22,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
-import zipfile
 
 from neuronxcc import errors
 
@@ -33,8 +31,33 @@ __all__ = ["ToolParser", "run_main", "named", "internal", "atomic_write", "atomi
 _log = logging.getLogger("neuronxcc.tools")
 
 
+def _columns():
+    """The terminal width as ``shutil.get_terminal_size`` finds it ($COLUMNS, then stdout's
+    terminal, else 80), without importing shutil (and bz2, lzma, fnmatch behind it), which
+    argparse's help formatter does on every ``add_argument`` of every tool's start-up."""
+    try:
+        c = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        c = 0
+    if c <= 0:
+        try:
+            c = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            c = 0
+    return c if c > 0 else 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
 class ToolParser(argparse.ArgumentParser):
     """argparse, but a usage error raises InvalidArgumentError prefixed with ``prog``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         raise errors.InvalidArgumentError("%s: %s" % (self.prog, message))
@@ -107,14 +130,12 @@ def atomic_output(path, suffix=".tmp", user_error=True):
     plain ``open`` would give it (0666 less the umask). An OSError is an InputFileError naming
     ``path`` (``user_error=False``: the OSError itself, for callers that word it themselves)."""
     path = os.path.abspath(os.fspath(path))
-    d = os.path.dirname(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=suffix, dir=d)
+        tmp = _temp_beside(path, suffix)
     except OSError as e:
         if not user_error:
             raise
         raise _write_error(path, e) from None
-    os.close(fd)
     done = False
     try:
         yield tmp
@@ -130,6 +151,22 @@ def atomic_output(path, suffix=".tmp", user_error=True):
     finally:
         if not done and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _temp_beside(path, suffix):
+    """A new empty file ``.<name>.<pid>.<n><suffix>`` in ``path``'s directory, created exclusively
+    (mode 0600, as tempfile.mkstemp makes it; not tempfile itself, whose imports -- shutil, random,
+    bz2, lzma -- cost every tool's start-up)."""
+    d, base = os.path.split(path)
+    for n in range(1000):
+        tmp = os.path.join(d, ".%s.%d.%d%s" % (base, os.getpid(), n, suffix))
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+    raise FileExistsError("no free temporary name beside %s" % path)
 
 
 def _write_error(path, e):
@@ -170,6 +207,8 @@ def require_file(path, what="input"):
 def load_npz(path, what="inputs file"):
     """{name: array} of the .npz at ``path``; InputFileError naming ``what`` and ``path`` when it is
     missing, empty, truncated, a single .npy array, or not an .npz archive at all."""
+    import zipfile
+
     import numpy as np      # not at module level: the driver imports this shell and must start cheaply
 
     require_file(path, what)

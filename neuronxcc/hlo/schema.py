@@ -1,22 +1,27 @@
 """The protobuf schema of the XLA HLO subset this package reads and writes.
 
-Built in code from ``descriptor_pb2`` into a private descriptor pool (so it
-never collides with any other ``xla`` package a process may load). Field
+Built in code into a private descriptor pool (so it never collides with any
+other ``xla`` package a process may load): ``_file_bytes`` writes the
+serialized FileDescriptorProto itself (wire format by hand), so loading the
+schema never imports ``descriptor_pb2``; with protobuf's upb backend the
+message classes are made straight from its C module, skipping protobuf's
+Python layer (about 25 ms of every HLO-reading tool's start-up). Field
 numbers, types and enum values follow XLA's public ``hlo.proto`` and
 ``xla_data.proto`` (facts of the wire format); only the fields this compiler
 uses are declared, everything else on the wire is kept as unknown fields and
 ignored. Message classes are module attributes: ``HloModuleProto``,
 ``HloProto``, ``HloInstructionProto``, ``ShapeProto``, ``LiteralProto``, ...
 """
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-_F = descriptor_pb2.FieldDescriptorProto
+# FieldDescriptorProto's Type and Label numbers (descriptor.proto, facts of the wire format)
+TYPE_DOUBLE, TYPE_FLOAT, TYPE_INT64, TYPE_UINT64, TYPE_INT32 = 1, 2, 3, 4, 5
+TYPE_BOOL, TYPE_STRING, TYPE_MESSAGE, TYPE_BYTES, TYPE_UINT32, TYPE_ENUM = 8, 9, 11, 12, 13, 14
+LABEL_OPTIONAL, LABEL_REPEATED = 1, 3
 
 # scalar type name -> FieldDescriptorProto type
 _SCALARS = {
-    "int64": _F.TYPE_INT64, "int32": _F.TYPE_INT32, "uint32": _F.TYPE_UINT32,
-    "uint64": _F.TYPE_UINT64, "bool": _F.TYPE_BOOL, "string": _F.TYPE_STRING,
-    "bytes": _F.TYPE_BYTES, "float": _F.TYPE_FLOAT, "double": _F.TYPE_DOUBLE,
+    "int64": TYPE_INT64, "int32": TYPE_INT32, "uint32": TYPE_UINT32,
+    "uint64": TYPE_UINT64, "bool": TYPE_BOOL, "string": TYPE_STRING,
+    "bytes": TYPE_BYTES, "float": TYPE_FLOAT, "double": TYPE_DOUBLE,
 }
 
 # enum name -> [(value name, number)]
@@ -186,44 +191,92 @@ MESSAGES = {
 _PACKAGE = "neuronxcc_hlo_schema"
 
 
-def _build_file():
-    fdp = descriptor_pb2.FileDescriptorProto(name="neuronxcc_hlo_schema.proto", package=_PACKAGE,
-                                             syntax="proto3")
+def _varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _ld(num, payload):
+    """Field ``num`` of wire type 2 (length-delimited): a string or a sub-message."""
+    payload = payload.encode("utf-8") if isinstance(payload, str) else payload
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _vi(num, value):
+    """Field ``num`` of wire type 0 (varint)."""
+    return _varint(num << 3) + _varint(value)
+
+
+def _field(name, number, label, ftype, type_name=None, json_name=None):
+    # FieldDescriptorProto: name 1, number 3, label 4, type 5, type_name 6, json_name 10
+    out = _ld(1, name) + _vi(3, number) + _vi(4, label) + _vi(5, ftype)
+    if type_name is not None:
+        out += _ld(6, type_name)
+    if json_name is not None:
+        out += _ld(10, json_name)
+    return out
+
+
+def _file_bytes():
+    """The serialized FileDescriptorProto of the schema (fields in number order, as protobuf's
+    own serializer writes them; tests check the bytes against ``descriptor_pb2``'s)."""
+    enums = b""
     for ename, values in ENUMS.items():
-        e = fdp.enum_type.add(name=ename)
-        for vname, num in values:
-            # enum value names share the package scope: prefix them per enum
-            e.value.add(name="%s_%s" % (ename, vname), number=num)
+        # EnumDescriptorProto: name 1, value 2 (EnumValueDescriptorProto: name 1, number 2); value
+        # names share the package scope: prefixed per enum
+        enums += _ld(5, _ld(1, ename) + b"".join(_ld(2, _ld(1, "%s_%s" % (ename, v)) + _vi(2, n))
+                                                  for v, n in values))
+    msgs = b""
     for mname, fields in MESSAGES.items():
-        m = fdp.message_type.add(name=mname)
+        # DescriptorProto: name 1, field 2, nested_type 3, options 7 (MessageOptions.map_entry 7)
+        body, nested = b"", b""
         for fname, num, ftype, repeated in fields:
-            f = m.field.add(name=fname, number=num, json_name=fname)
-            f.label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
+            label = LABEL_REPEATED if repeated else LABEL_OPTIONAL
             if ftype.startswith("map<"):
-                entry = m.nested_type.add(name=fname.capitalize() + "Entry")
-                entry.options.map_entry = True
-                entry.field.add(name="key", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
-                entry.field.add(name="value", number=2, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
-                f.label = _F.LABEL_REPEATED
-                f.type = _F.TYPE_MESSAGE
-                f.type_name = ".%s.%s.%s" % (_PACKAGE, mname, entry.name)
+                entry = fname.capitalize() + "Entry"
+                nested += _ld(3, _ld(1, entry) + _ld(2, _field("key", 1, LABEL_OPTIONAL, TYPE_STRING))
+                              + _ld(2, _field("value", 2, LABEL_OPTIONAL, TYPE_STRING)) + _ld(7, _vi(7, 1)))
+                body += _ld(2, _field(fname, num, LABEL_REPEATED, TYPE_MESSAGE,
+                                      ".%s.%s.%s" % (_PACKAGE, mname, entry), fname))
             elif ftype in _SCALARS:
-                f.type = _SCALARS[ftype]
+                body += _ld(2, _field(fname, num, label, _SCALARS[ftype], None, fname))
             elif ftype in ENUMS:
-                f.type = _F.TYPE_ENUM
-                f.type_name = ".%s.%s" % (_PACKAGE, ftype)
+                body += _ld(2, _field(fname, num, label, TYPE_ENUM, ".%s.%s" % (_PACKAGE, ftype), fname))
             else:
                 assert ftype in MESSAGES, ftype
-                f.type = _F.TYPE_MESSAGE
-                f.type_name = ".%s.%s" % (_PACKAGE, ftype)
-    return fdp
+                body += _ld(2, _field(fname, num, label, TYPE_MESSAGE, ".%s.%s" % (_PACKAGE, ftype), fname))
+        msgs += _ld(4, _ld(1, mname) + body + nested)
+    # FileDescriptorProto: name 1, package 2, message_type 4, enum_type 5, syntax 12
+    return _ld(1, "neuronxcc_hlo_schema.proto") + _ld(2, _PACKAGE) + msgs + enums + _ld(12, "proto3")
 
 
-POOL = descriptor_pool.DescriptorPool()
-_FILE = POOL.Add(_build_file())
+def _message_classes():
+    """{name: message class} over a private pool holding the schema."""
+    try:    # protobuf's upb backend, without its Python descriptor layer
+        from google._upb import _message as upb
+        from google.protobuf.message import Message
+    except ImportError:
+        upb = None
+    if upb is not None:
+        pool = upb.DescriptorPool()
+        pool.AddSerializedFile(_file_bytes())
+        return pool, {n: upb.MessageMeta(n, (Message,), {"DESCRIPTOR": pool.FindMessageTypeByName(_PACKAGE + "." + n),
+                                                         "__module__": __name__}) for n in MESSAGES}
+    from google.protobuf import descriptor_pool, message_factory
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(_file_bytes())
+    return pool, {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(_PACKAGE + "." + n))
+                  for n in MESSAGES}
 
-for _name in MESSAGES:
-    globals()[_name] = message_factory.GetMessageClass(POOL.FindMessageTypeByName(_PACKAGE + "." + _name))
+
+POOL, _CLASSES = _message_classes()
+globals().update(_CLASSES)
 
 # PrimitiveType number <-> lower-case HLO text name ("f32", "pred", "tuple", ...)
 PRIMITIVE_TYPE_NAMES = {num: name.lower() for name, num in ENUMS["PrimitiveType"]}

@@ -29,6 +29,18 @@ from neuronxcc.walrus.access import accesses, stream_of
 from neuronxcc.walrus.program import DYNAMIC, REPEATING
 
 
+def sorted_unique(a):
+    """``np.unique`` of a 1-d integer array (sorted, distinct), without the numpy.ma import that
+    np.unique costs a tool process at start-up."""
+    s = np.sort(np.asarray(a), kind="stable")
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def context(site):
     """The innermost dynamic region holding the site (None at the top level)."""
     for li in reversed(site.loops):
@@ -63,7 +75,7 @@ class DepGraph:
         c = [np.ascontiguousarray(x[o]) for x in [site, write] + cells]
         ea, eb = _deps.sweep(*c, np.ascontiguousarray(self.key[site[o]]), np.ascontiguousarray(top[site[o]]),
                              ncell)
-        codes = np.unique(eb * max(n, 1) + ea)
+        codes = sorted_unique(eb * max(n, 1) + ea)
         self.dst = codes // max(n, 1)
         self.src = codes % max(n, 1)
         self._blocks = None

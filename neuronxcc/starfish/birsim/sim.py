@@ -8,7 +8,6 @@ Penguin IR or goldens.
 import contextlib
 import gc
 import os
-import tempfile
 
 import numpy as np
 
@@ -181,6 +180,7 @@ def simulate_neff(neff, inputs, target=None, trace=False, poison=True, **kw):
     perms = io_permutations(neff)
     inputs = to_stored_layout(module, inputs, perms)
     if getattr(neff, "ucode_lib", None):
+        import tempfile     # only with custom ops: tempfile's imports would cost every walrus start-up
         with tempfile.TemporaryDirectory(prefix="birsim-customop-") as d:
             paths = neff.extract_custom_op_libraries(d)
             from neuronxcc.starfish.birsim.customop import load_libraries
