@@ -102,3 +102,37 @@ def test_rmsnorm_quant_isa_kernel(kernel_name, bound):
     want_q = (xr / scale).astype(np.float32).astype(ml_dtypes.float8_e4m3)
     got_q = np.ascontiguousarray(out[..., :h]).view(ml_dtypes.float8_e4m3)
     assert (got_q.astype(np.float32) == want_q.astype(np.float32)).mean() > 0.999
+
+
+def _norm_ref(x, g=None, eps=1e-6):
+    x = x.astype(np.float64)
+    y = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps)
+    return y * g if g is not None else y
+
+
+def test_rmsnorm_qkv_isa_kernel_keywords_bias_wide_output():
+    from neuronxcc.nki._private_kernels.qkv import rmsnorm_qkv_isa_kernel
+    h = RNG.standard_normal((2, 130, 256)).astype(np.float32)
+    w = (RNG.standard_normal((256, 640)) / 16).astype(np.float32)        # 640 outputs: two PSUM blocks
+    g, bias = RNG.standard_normal((1, 256)).astype(np.float32), RNG.standard_normal((1, 640)).astype(np.float32)
+    out = np.zeros((2, 130, 640), np.float32)
+    nki.jit(rmsnorm_qkv_isa_kernel, mode="simulation")(lhs=h, rhs=w, ln_w=g, out=out, kernel_name="QKV", eps=1e-6,
+                                                       fused_rmsnorm=True, bias=bias)
+    _check(out, _norm_ref(h, g) @ w + bias, np.float32)
+
+
+def test_rmsnorm_qkv_fused_add_stores_the_residual_into_hidden():
+    from neuronxcc.nki._private_kernels.qkv import rmsnorm_qkv_isa_fused_add_kernel
+    from neuronxcc.nki.compiler.backends.neuron.dimensions import CCPipeline
+    from neuronxcc.nki.language import nc
+    h = RNG.standard_normal((1, 256, 128)).astype(np.float32)
+    r = RNG.standard_normal(h.shape).astype(np.float32)
+    w = (RNG.standard_normal((128, 96)) / 16).astype(np.float32)
+    g = RNG.standard_normal((1, 128)).astype(np.float32)
+    h_in, out = h.copy(), np.zeros((1, 256, 96), np.float32)
+    grid = CCPipeline(2) * nc(1)                                        # NxD-Inference's CTE grid form
+    nki.jit(rmsnorm_qkv_isa_fused_add_kernel, mode="simulation")[grid](
+        h_in, r, np.zeros_like(r), w, g, out, eps=1e-6, kernel_name="QKV", fused_rmsnorm=True, bias=None,
+        skip_gamma=True)
+    _check(h_in, h.astype(np.float64) + r, np.float32)
+    _check(out, _norm_ref(h.astype(np.float64) + r) @ w, np.float32)
