@@ -2,6 +2,7 @@
 # Per-access-pattern address resolution of birsim (see _apinfo.pyx).
 
 from neuronxcc.pelican._compiled cimport CompiledExpr
+from neuronxcc.starfish.birsim._tracker cimport AccessTracker, Region
 
 
 cdef class APInfo:
@@ -20,10 +21,12 @@ cdef class APInfo:
     cdef object key
     cdef object cexpr               # CompiledExpr of a non-affine offset (or None)
     cdef int nevals                 # evaluations through pelican so far (compiled after a few)
+    cdef object ring, ring_acc      # the access ring of this storage in tracker ring_acc
     cdef long long _offset(self, dict env) except? -987654321
     cpdef Py_ssize_t base(self, dict env) except -1
     cpdef tuple region(self, dict env)
     cpdef tuple region_w(self, dict env, bint write)
+    cdef int fill_region(self, dict env, bint write, Region* out, AccessTracker acc) except -1
 
 
 cpdef list regions_of(list infos, dict env)

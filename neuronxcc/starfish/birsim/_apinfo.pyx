@@ -87,6 +87,8 @@ cdef class APInfo:
         self.names = tuple(names)
         self.cexpr = None
         self.nevals = 0
+        self.ring = None
+        self.ring_acc = None
 
     cdef long long _offset(self, dict env) except? -987654321:
         cdef long long off = self.const_off
@@ -141,6 +143,32 @@ cdef class APInfo:
         """region(env) + (write,) -- the timeline's access record."""
         cdef tuple r = self.region(env)
         return r + (write,)
+
+
+    cdef int fill_region(self, dict env, bint write, Region* out, AccessTracker acc) except -1:
+        """region_w(env, write) as a Region struct of tracker ACC (no tuple built)."""
+        cdef Py_ssize_t b
+        cdef long long off
+        cdef tuple fr = self.fixed_region
+        if self.ring_acc is not acc:
+            self.ring = acc.ring_for(self.key)
+            self.ring_acc = acc
+        cdef object ring = self.ring
+        out.ring = <void*>ring
+        out.r0 = self.row0
+        out.r1 = self.row1
+        out.write = 1 if write else 0
+        if fr is not None:
+            out.b0 = fr[3]
+            out.b1 = fr[4]
+            return 0
+        b = self.base(env)
+        off = (b - self.static_base) // self.itemsize
+        out.b0 = self.byte0 + (off + self.ext_lo) * self.itemsize
+        out.b1 = self.byte0 + (off + self.ext_hi + 1) * self.itemsize
+        if self.has_fixed:
+            self.fixed_region = (self.key, self.row0, self.row1, out.b0, out.b1)
+        return 0
 
 
 cpdef list regions_of(list infos, dict env):

@@ -12,7 +12,6 @@ trips capped at ``max_trips``, If on a register, BirSimError messages with the
 instruction's id, opcode and engine.
 """
 from neuronxcc.errors import BirSimError
-from neuronxcc.starfish.birsim._apinfo cimport regions_of
 from neuronxcc.starfish.birsim._timecore cimport Core, Rec
 
 
@@ -33,7 +32,6 @@ cpdef run_body(object ex, list body, dict env, dict regs, object tl, long long d
     cdef bint trace = tl.trace
     cdef Rec r
     cdef long long trips, limit
-    cdef list regions
     cdef object se
     for n in body:
         k = n.kind
@@ -46,14 +44,13 @@ cpdef run_body(object ex, list body, dict env, dict regs, object tl, long long d
                 p[1](env)
             except BirSimError as e:
                 raise BirSimError("instruction #%s %s@%s: %s" % (n.id, n.opcode, n.engine, e.message))
-            if p[2] is None:
-                regions = ex._indirect_regions(n, p[3])
-            else:
-                regions = regions_of(p[2], env)
             r = recs.get(id(n))
             if r is None or r.instr is not n:
                 r = tl.rec(n)
-            se = core.step(r, env, regions)
+            if p[2] is None:
+                se = core.step(r, env, ex._indirect_regions(n, p[3]))
+            else:
+                se = core.step_infos(r, env, p[2])
             if se is None or core.raced or trace:
                 tl.after(n, r, se)
         elif k == "loop":

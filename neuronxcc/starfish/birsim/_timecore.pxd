@@ -1,7 +1,7 @@
 # cython: language_level=3
 # The per-instruction accounting core of birsim's timeline (see _timecore.pyx); declared
 # here so the typed interpreter loop (_interp.pyx) calls Core.step without a Python call.
-from neuronxcc.starfish.birsim._tracker cimport AccessTracker
+from neuronxcc.starfish.birsim._tracker cimport AccessTracker, Region
 
 cdef enum:
     RES_CAP = 128     # intervals a Resource remembers; the older half is folded into ``floor`` when full
@@ -78,4 +78,6 @@ cdef class Core:
     cpdef double end_time(self, Rec r, dict env) except -2.0
     cdef double _ports_fit(self, Rec r, double t)
     cdef tuple _dma(self, Rec r, double ready)
+    cdef tuple _step(self, Rec r, dict env, Region* regs, int nreg)
     cpdef tuple step(self, Rec r, dict env, list regions)
+    cpdef tuple step_infos(self, Rec r, dict env, list infos)

@@ -16,8 +16,8 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove
 
 from neuronxcc.pelican._compiled cimport CompiledExpr
-from neuronxcc.starfish.birsim._apinfo cimport COMPILE_AFTER, compile_env_expr, eval_env
-from neuronxcc.starfish.birsim._tracker cimport AccessTracker
+from neuronxcc.starfish.birsim._apinfo cimport APInfo, COMPILE_AFTER, compile_env_expr, eval_env, regions_of
+from neuronxcc.starfish.birsim._tracker cimport AccessTracker, MAXREG, Region
 
 
 cdef class Sem:
@@ -424,7 +424,34 @@ cdef class Core:
         return (start, end)
 
     cpdef tuple step(self, Rec r, dict env, list regions):
-        """One execution; (start, end), or None with self.blocked set (deadlock). Sets self.raced."""
+        """One execution; REGIONS = [(key, r0, r1, b0, b1, is_write)]; (start, end), or None with
+        self.blocked set (deadlock). Sets self.raced."""
+        cdef Region stack[MAXREG]
+        cdef Region* regs = stack
+        if len(regions) <= MAXREG:
+            return self._step(r, env, regs, self.acc.regions_from_list(regions, regs))
+        regs = <Region*>malloc(len(regions) * sizeof(Region))
+        if regs == NULL:
+            raise MemoryError()
+        try:
+            return self._step(r, env, regs, self.acc.regions_from_list(regions, regs))
+        finally:
+            free(regs)
+
+    cpdef tuple step_infos(self, Rec r, dict env, list infos):
+        """step() with the operands' regions taken from INFOS = [(APInfo, is_write)] for ENV
+        (``regions_of``) without building tuples."""
+        cdef Region regs[MAXREG]
+        cdef int i = 0
+        cdef tuple iw
+        if len(infos) > MAXREG:
+            return self.step(r, env, regions_of(infos, env))
+        for iw in infos:
+            (<APInfo>iw[0]).fill_region(env, iw[1], &regs[i], self.acc)
+            i += 1
+        return self._step(r, env, regs, i)
+
+    cdef tuple _step(self, Rec r, dict env, Region* regs, int nreg):
         cdef double t, dep = 0.0, start, end, vis, qs, ready
         cdef int tr = r.track
         cdef Sem s
@@ -437,8 +464,8 @@ cdef class Core:
                 return None
         else:
             t = self.free_at[r.eng]
-        if regions:
-            dep = self.acc.conflict_time(tr, regions)
+        if nreg:
+            dep = self.acc.conflict_regs(tr, regs, nreg)
             if self.sync_deps and dep > t:
                 t = dep
             if self.acc.same_dep > t:       # the engine (or queue) interlocks on its own results
@@ -477,8 +504,8 @@ cdef class Core:
             self.raced = True
             self.race_dep = dep
             self.race_who = self.acc.last_conflict_id
-        if regions:
-            self.acc.record(tr, regions, vis, r.iid)
+        if nreg:
+            self.acc.record_regs(tr, regs, nreg, vis, r.iid)
         self.busy[tr] += end - start
         self.has_busy[tr] = 1
         if 0 <= r.kind < NKINDS:

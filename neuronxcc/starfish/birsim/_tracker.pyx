@@ -12,45 +12,64 @@ own results: the timeline delays a dependent instruction by its producer's
 result latency).
 """
 
+from libc.stdlib cimport malloc, free
+
+
 cdef class _Ring:
-    cdef long long r0[RING]
-    cdef long long r1[RING]
-    cdef long long b0[RING]
-    cdef long long b1[RING]
-    cdef double end[RING]
-    cdef int track[RING]
-    cdef bint write[RING]
-    cdef long long iid[RING]
-    cdef int n
-    cdef int head
+    # attributes in _tracker.pxd
+    pass
 
 
 cdef class AccessTracker:
-    # attributes and cpdef signatures are declared in _tracker.pxd (the timeline core cimports it)
+    # attributes and signatures are declared in _tracker.pxd (the timeline core and the
+    # access-pattern infos cimport it)
 
     def __init__(self):
         self.rings = {}
         self.last_conflict_id = -1
         self.same_dep = 0.0
 
-    cpdef double conflict_time(self, int track, list regions):
-        """regions: [(key, r0, r1, b0, b1, is_write)]; sets last_conflict_id."""
+    cdef _Ring ring_for(self, object key):
+        cdef _Ring rg = self.rings.get(key)
+        if rg is None:
+            rg = _Ring()
+            rg.n = 0
+            rg.head = 0
+            self.rings[key] = rg
+        return rg
+
+    cdef int regions_from_list(self, list regions, Region* out) except -1:
+        """[(key, r0, r1, b0, b1, is_write)] as Region structs (OUT holds len(regions))."""
+        cdef int i = 0
+        cdef _Ring rg
+        for reg in regions:
+            rg = self.ring_for(reg[0])
+            out[i].ring = <void*>rg
+            out[i].r0 = reg[1]
+            out[i].r1 = reg[2]
+            out[i].b0 = reg[3]
+            out[i].b1 = reg[4]
+            out[i].write = 1 if reg[5] else 0
+            i += 1
+        return i
+
+    cdef double conflict_regs(self, int track, Region* regs, int n):
+        """The latest end of another track's overlapping access (one side writing); sets
+        last_conflict_id, and same_dep for the asking track's own accesses."""
         cdef double dep = 0.0
         cdef _Ring rg
         cdef long long r0, r1, b0, b1
         cdef bint w
-        cdef int k
+        cdef int k, i
         self.last_conflict_id = -1
         self.same_dep = 0.0
-        for reg in regions:
-            rg = self.rings.get(reg[0])
-            if rg is None:
-                continue
-            r0 = reg[1]
-            r1 = reg[2]
-            b0 = reg[3]
-            b1 = reg[4]
-            w = reg[5]
+        for i in range(n):
+            rg = <_Ring>regs[i].ring
+            r0 = regs[i].r0
+            r1 = regs[i].r1
+            b0 = regs[i].b0
+            b1 = regs[i].b1
+            w = regs[i].write
             for k in range(rg.n):
                 if not (w or rg.write[k]):
                     continue
@@ -66,25 +85,41 @@ cdef class AccessTracker:
                     self.last_conflict_id = rg.iid[k]
         return dep
 
-    cpdef record(self, int track, list regions, double end, long long iid):
+    cdef void record_regs(self, int track, Region* regs, int n, double end, long long iid):
         cdef _Ring rg
-        cdef int h
-        for reg in regions:
-            rg = self.rings.get(reg[0])
-            if rg is None:
-                rg = _Ring()
-                rg.n = 0
-                rg.head = 0
-                self.rings[reg[0]] = rg
+        cdef int h, i
+        for i in range(n):
+            rg = <_Ring>regs[i].ring
             h = rg.head
-            rg.r0[h] = reg[1]
-            rg.r1[h] = reg[2]
-            rg.b0[h] = reg[3]
-            rg.b1[h] = reg[4]
-            rg.write[h] = reg[5]
+            rg.r0[h] = regs[i].r0
+            rg.r1[h] = regs[i].r1
+            rg.b0[h] = regs[i].b0
+            rg.b1[h] = regs[i].b1
+            rg.write[h] = regs[i].write
             rg.end[h] = end
             rg.track[h] = track
             rg.iid[h] = iid
             rg.head = (h + 1) % RING
             if rg.n < RING:
                 rg.n += 1
+
+    cpdef double conflict_time(self, int track, list regions):
+        """regions: [(key, r0, r1, b0, b1, is_write)]; sets last_conflict_id."""
+        cdef double dep
+        cdef Region* regs = <Region*>malloc(max(1, len(regions)) * sizeof(Region))
+        if regs == NULL:
+            raise MemoryError()
+        try:
+            dep = self.conflict_regs(track, regs, self.regions_from_list(regions, regs))
+        finally:
+            free(regs)
+        return dep
+
+    cpdef record(self, int track, list regions, double end, long long iid):
+        cdef Region* regs = <Region*>malloc(max(1, len(regions)) * sizeof(Region))
+        if regs == NULL:
+            raise MemoryError()
+        try:
+            self.record_regs(track, regs, self.regions_from_list(regions, regs), end, iid)
+        finally:
+            free(regs)
