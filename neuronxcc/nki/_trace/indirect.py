@@ -1,15 +1,29 @@
-"""Indirect (tile-valued) indices: ``t[idx_tile, i_f]`` in ``nl.load`` / ``nl.store`` /
-``nl.atomic_rmw``, lowered to ``dma_gather`` / ``dma_scatter`` (one row per partition of the index
-tile, at ``index[p] * stride(dim 0)``). A single-element tile used in an index expression is a
-dynamic scalar instead (see ``registers``)."""
+"""Indirect (tile-valued) indices: ``t[..., idx_tile, ...]`` in ``nl.load`` / ``nl.store`` /
+``nl.atomic_rmw`` / ``nisa.dma_copy`` / ``nisa.tensor_copy_dynamic_src``. A single-element tile used in
+an index expression is a dynamic scalar instead (see ``registers``).
+
+* **Rows** (``IndirectTensor``): the index tile [K, 1] indexes dimension d and every dimension before d
+  is a scalar (an int or a loop iterator): ``out[k, rest] = t[fixed..., idx[k], rest]``, one
+  ``dma_gather`` / ``dma_scatter`` (a row per partition of the index tile at ``idx[k] * stride(d)``).
+  d = 0 is the partition / block dimension of the original; d > 0 is the gather along a free dimension.
+  On an on-chip tensor (``nisa.tensor_copy_dynamic_src(data[0, idx_tile, iz])``, the original's
+  documented fix for err_copy_dynamic_indirect_indices_not_natively_supported) the rows come from one
+  partition of SBUF; anywhere else an on-chip indirect view is that error.
+* **Per-partition free-dim gather** (``FreeGather``): the partition dimension of an HBM tensor is indexed
+  by an ``nl.arange`` / slice of P and the next dimension by an index tile [P, F]:
+  ``out[p, f, rest] = t[p, idx[p, f], rest]`` (``nl.load`` only). The indices are clamped to the
+  dimension, offset by ``p * stride(0) / stride(1)`` (an iota and an integer add on VectorE), then one
+  ``dma_gather`` per index column in a loop over F.
+"""
 import numpy as np
 
 from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import ops
+from neuronxcc.nki._trace.index import Idx
 from neuronxcc.nki._trace.tensor import Tensor
 
-__all__ = ["IndirectTensor", "indirect_view", "gather", "scatter", "atomic_rmw"]
+__all__ = ["IndirectTensor", "FreeGather", "indirect_view", "gather", "scatter", "atomic_rmw", "free_gather"]
 
 
 class IndirectTensor:
@@ -30,23 +44,60 @@ class IndirectTensor:
         return "IndirectTensor(%s[%s, ...])" % (self.base.buf.name, self.index.buf.name)
 
 
+class FreeGather:
+    """t[i_p, idx[p, f], rest...] of an HBM tensor (see module doc)."""
+
+    def __init__(self, base, index, prange):
+        self.base, self.index, self.prange = base, index, prange    # prange: (start Expr, size) of dim 0
+        self.dtype = base.dtype
+        self.buf = base.buf
+
+    @property
+    def shape(self):
+        return tuple(self.index.shape) + tuple(a.size for a in self.base.axes[2:])
+
+
+def _is_scalar_index(k):
+    return isinstance(k, (int, np.integer)) or (isinstance(k, Idx) and not k.shape)
+
+
 def indirect_view(t, key):
     pos = [i for i, k in enumerate(key) if isinstance(k, Tensor)]
-    if len(pos) != 1 or pos[0] != 0:
+    if len(pos) != 1:
         raise E.err_indirect_indices_free_dim(
-            "Dynamic indexing for load/store only supports the indirect indexing to be on the partition or "
-            "block dimension (the first index)")
-    if t.buf.memory != "HBM":
-        raise E.err_copy_dynamic_indirect_indices_not_natively_supported(
-            "indirect indices on an on-chip tensor are not supported (use nisa.tensor_copy_dynamic_src)")
-    idx = key[0]
+            "Dynamic indexing for load/store takes one indirect index tile per access, got %d" % len(pos))
+    d = pos[0]
+    idx = key[d]
     if not idx.buf.onchip:
         raise E.err_invalid_argument("indirect indices must be in SBUF (nl.load them first)")
-    if ops._size(idx.shape[1:]) != 1:
-        raise E.err_invalid_argument("an indirect index tile has one index per partition, got shape %s"
-                                     % (idx.shape,))
-    row = t[(0,) + tuple(key[1:])]
-    return IndirectTensor(t, idx, row)
+    pre, post = tuple(key[:d]), tuple(key[d + 1:])
+    if all(_is_scalar_index(k) for k in pre) and not (t.buf.onchip and d == 0):
+        if ops._size(idx.shape[1:]) != 1:
+            raise E.err_invalid_argument("an indirect index tile has one index per partition, got shape %s"
+                                         % (idx.shape,))
+        base = t[pre] if pre else t
+        row = base[(0,) + post]
+        return IndirectTensor(base, idx, row)
+    if t.buf.onchip:
+        raise E.err_copy_dynamic_indirect_indices_not_natively_supported(
+            "indirect indices on an on-chip tensor need the dimensions before the indexed one to be scalars "
+            "(use nisa.tensor_copy_dynamic_src(t[0, idx_tile, ...]))")
+    if d == 1 and t.ndim >= 2:
+        from neuronxcc.nki._trace.tensor import _slice_parts
+        k0 = key[0]
+        if isinstance(k0, Idx) and k0.shape and len(k0.shape) >= 1:
+            terms = k0.expr.affine()
+            vs = [v for v in k0.axes]
+            if terms is not None and len(vs) == 1 and terms[0].get(vs[0]) == 1 and k0.shape[0] == idx.shape[0]:
+                return FreeGather(t, idx, (_pel.const(terms[1]), k0.shape[0]))
+        elif isinstance(k0, slice) or type(k0).__name__ == "DynSlice":
+            start, size, step = _slice_parts(k0, t.axes[0])
+            if step == 1 and size == idx.shape[0]:
+                return FreeGather(t, idx, (start, size))
+    raise E.err_indirect_indices_free_dim(
+        "Dynamic indexing for load/store supports an index tile on the partition or block dimension, on a "
+        "free dimension after scalar indices, or on dimension 1 after nl.arange(P)[:, None] / a slice of P "
+        "partitions")
 
 
 def _index_i32(idx):
@@ -73,6 +124,9 @@ def gather(it, dtype=None, mask=None, oob=None):
     P = it.index.shape[0]
     out = ops.new_tile((P,) + tuple(a.size for a in axes) if axes else (P, 1), dtype or it.dtype, "SBUF", "gather")
     row = it.row.copy_view(axes=axes or [it.row.axes[0]] if it.row.axes else [])
+    if it.buf.onchip:               # rows of one partition: the partition axis first
+        from neuronxcc.nki._trace.tensor import Axis
+        row = it.row.copy_view(axes=[Axis(1, 1, 0)] + axes)
     attrs = dict(_attrs(it), queue=ops.next_queue())
     if oob:
         attrs["oob"] = oob
@@ -102,5 +156,40 @@ def atomic_rmw(it, value, op, mask=None):
     scatter(it, value, mask, accumulate="add")
 
 
-def _unused():
-    return _pel
+def free_gather(fg, dtype=None, mask=None):
+    """nl.load(t[i_p, idx[p, f], rest]) (see module doc): a new SBUF tile [P, F, rest...]."""
+    from neuronxcc.nki import isa as nisa
+    from neuronxcc.nki import language as nl
+    if mask is not None:
+        raise E.err_invalid_argument("a mask on a per-partition free-dimension gather is not supported")
+    t, idx = fg.base, fg.index
+    P, F = idx.shape[0], ops._size(idx.shape[1:])
+    a0, a1 = t.axes[0], t.axes[1]
+    if a1.fstep <= 0 or a0.fstep % a1.fstep:
+        raise E.err_indirect_indices_free_dim("a free-dimension gather needs dimension 0's stride to be a "
+                                              "multiple of dimension 1's")
+    ratio = a0.fstep // a1.fstep
+    rest = tuple(a.size for a in t.axes[2:])
+    out = ops.new_tile((P, F) + rest, dtype or t.dtype, "SBUF", "fgather")
+    flat = idx.reshape((P, F)) if tuple(idx.shape) != (P, F) else idx
+    i32 = nl.ndarray((P, F), dtype=np.int32, buffer=nl.sbuf)
+    ops.emit("tensor_scalar", "DVE", [i32], [flat], {"op0": "max", "operand0": 0.0, "reverse0": False,
+                                                    "op1": "min", "operand1": float(a1.size - 1),
+                                                    "reverse1": False})
+    ip, jf = nl.mgrid[0:P, 0:F]
+    rows = nisa.iota(ip * ratio + jf * 0, dtype=np.int32)
+    adj = nl.ndarray((P, F), dtype=np.int32, buffer=nl.sbuf)
+    ops.emit("tensor_tensor", "DVE", [adj], [i32, rows], {"op": "add"})
+    start, _ = fg.prange
+    row = t[(start, 0) + (slice(None),) * len(rest)] if rest else t[start, 0]
+    if not rest:
+        row = row.copy_view(axes=[row.axes[0]] if row.axes else [])
+    n_idx = P * ratio
+    for f in nl.affine_range(F):
+        col = adj[:, nl.ds(f, 1)]
+        dst = out[:, f] if rest else out[:, nl.ds(f, 1)]
+        ops.emit("dma_gather", "SP", [dst], [row, col],
+                 {"index_stride": int(a1.fstep), "index_min": 0, "index_max": int(n_idx - 1),
+                  "queue": ops.next_queue()}, None, [])
+    out.buf.written = True
+    return out

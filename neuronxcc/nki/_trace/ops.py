@@ -49,6 +49,10 @@ def check_tile_shape(shape, memory, dtype, what="tile"):
 
 def tile_operand(x, api, param, memories=("SBUF", "PSUM")):
     """Check X is an on-chip tile usable as a compute operand."""
+    if type(x).__name__ in ("IndirectTensor", "FreeGather") and x.buf.onchip:
+        raise E.err_copy_dynamic_indirect_indices_not_natively_supported(
+            "copying an on-chip tensor through indirect (run-time) indices is not natively supported; use "
+            "nisa.tensor_copy_dynamic_src(%s[...]) instead" % x.buf.name)
     if not isinstance(x, Tensor):
         raise E.err_invalid_argument("parameter '%s' of '%s' must be a tile, got %r" % (param, api, type(x).__name__))
     if x.buf.memory not in memories:
@@ -272,6 +276,10 @@ def assign(dst, value, mask=None):
             from neuronxcc.nki import language as nl
             return nl.store(dst, value, mask=mask)
         return emit("memset", "DVE", [dst], [], {"value": float(value)}, mask)
+    if type(value).__name__ in ("IndirectTensor", "FreeGather"):
+        tile_operand(value, "assign", "src")            # on chip: the original's copy-dynamic error
+        from neuronxcc.nki import language as nl
+        return assign(dst, nl.load(value, mask=mask, dtype=dst.dtype))
     if not isinstance(value, Tensor):
         raise E.err_invalid_argument("cannot assign %r to a tensor" % (value,))
     if dst.buf.memory == "HBM":

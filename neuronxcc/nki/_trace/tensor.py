@@ -145,13 +145,13 @@ class Tensor:
         return self._index(self._normalise_key(key))
 
     def _index(self, key):
-        from neuronxcc.nki._trace.indirect import indirect_view
+        from neuronxcc.nki._trace import indirect as _ind
         if any(isinstance(k, Tensor) for k in key):
             from neuronxcc.nki._trace.registers import as_register
             key = tuple(as_register(k) if isinstance(k, Tensor) and k.size == 1 and (i > 0 or self.buf.onchip)
                         else k for i, k in enumerate(key))
             if any(isinstance(k, Tensor) for k in key):
-                return indirect_view(self, key)
+                return _ind.indirect_view(self, key)
         adv = [k for k in key if isinstance(k, Idx) and k.shape]
         basic = [k for k in key if isinstance(k, (slice, DynSlice))]
         if adv and any(isinstance(k, (slice, DynSlice)) and not _is_full(k, a)

@@ -765,8 +765,12 @@ def sequence_bounds(*, segment_ids, dtype=None):
 
 
 def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
-    """A copy whose source address depends on a run-time value (a tile element in the index expression,
-    held in a register)."""
+    """A copy whose source address depends on a run-time value: a tile element in the index expression
+    (held in a register), or an index tile on a free dimension of one partition's rows (``src[0, idx, ...]``,
+    a DMA gather on chip)."""
+    from neuronxcc.nki._trace.indirect import IndirectTensor, gather
+    if isinstance(src, IndirectTensor):
+        return gather(src, dtype, mask)
     return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
 
 

@@ -265,9 +265,13 @@ def program_ndim():
 # -- memory -------------------------------------------------------------------------------------
 def load(src, *, mask=None, dtype=None, **kwargs):
     """HBM -> SBUF (a DMA); the tile's first axis is the partition axis."""
-    from neuronxcc.nki._trace.indirect import IndirectTensor, gather
+    from neuronxcc.nki._trace.indirect import FreeGather, IndirectTensor, free_gather, gather
     if isinstance(src, IndirectTensor):
+        if src.buf.onchip:
+            _ops.hbm_operand(src.base, "load", "src")
         return gather(src, dtype, mask)
+    if isinstance(src, FreeGather):
+        return free_gather(src, dtype, mask)
     _ops.hbm_operand(src, "load", "src")
     shape = src.shape
     if not shape:
