@@ -77,10 +77,42 @@ def test_mlp_fused_add_bf16_grid_and_residual():
     _check(out[:, :256], _mlp_ref(res, g, gw, uw, dw, True, True), bf)
 
 
-def test_quantized_mlp_still_refused():
-    from neuronxcc.nki.errors import NkiNotImplementedError
-    with pytest.raises(NkiNotImplementedError, match="quant_mlp_isa_kernel is not implemented"):
-        quant_mlp_isa_kernel()
+def _qdq_ref(x, bound):
+    amax = np.abs(x).max(-1, keepdims=True)
+    if bound:
+        amax, x = np.minimum(amax, bound), np.clip(x, -bound, bound)
+    s = np.maximum(amax / 240.0, 1e-6)
+    return (x / s).astype(np.float32).astype(ml_dtypes.float8_e4m3).astype(np.float64) * s
+
+
+def test_quant_mlp_fp8_weights_and_the_packed_rmsnorm_quant_input():
+    f8 = ml_dtypes.float8_e4m3
+    h, i, bound = 128, 256, 3.0
+    x = RNG.standard_normal((1, 100, h)).astype(np.float32)
+    g = RNG.standard_normal((1, h)).astype(np.float32)
+    ws = [(RNG.standard_normal(sh) * 8).astype(f8) for sh in ((h, i), (h, i), (i, h))]
+    scales = [np.broadcast_to((RNG.random((1, n)) / 64 + 1e-3).astype(np.float32), (128, n)).copy()
+              for n in (i, i, h)]
+    (gw, uw, dw), (gs, us, ds) = ws, scales
+    deq = [w.astype(np.float64) * s[0] for w, s in zip(ws, scales)]
+
+    def ref(xq):
+        a = xq @ deq[0]
+        return (a / (1 + np.exp(-a)) * (xq @ deq[1])) @ deq[2]
+    out = np.zeros((1, 100, h), np.float32)
+    nki.jit(quant_mlp_isa_kernel, mode="simulation")(x, g, gw, gs, uw, us, dw, ds, bound, out, fused_rmsnorm=True,
+                                                     eps=1e-6, kernel_name="MLP")
+    _check(out, ref(_qdq_ref(_mlp_ref_norm(x, g), bound)), np.float32)
+    packed = np.zeros((1, 100, h + 4), np.int8)                  # rmsnorm_quant's output feeds the quantized MLP
+    nki.jit(rmsnorm_quant_isa_kernel, mode="simulation")(x, g, bound, packed, kernel_name="QuantOnly")
+    out2 = np.zeros_like(out)
+    nki.jit(quant_mlp_isa_kernel, mode="simulation")(packed, g, gw, gs, uw, us, dw, ds, bound, out2, kernel_name="MLP")
+    _check(out2, ref(_qdq_ref(x.astype(np.float64), bound)), np.float32)
+
+
+def _mlp_ref_norm(x, g, eps=1e-6):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * g
 
 
 @pytest.mark.parametrize("kernel_name,bound", [("QuantOnly", 0.0), ("RMSNormQuant", 2.0)])
