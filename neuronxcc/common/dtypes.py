@@ -5,7 +5,8 @@ HLO interpreter: HLO name -> numpy; ``birpy.dtypes``: the BIR types and the simu
 codes; the Penguin IR and ``hlo2penguin``: the names the middle-end accepts; the tolerances).
 
 Row fields:
-  hlo       HLO element-type spelling (``f32``, ``pred``, ``f8e4m3fn``)
+  hlo       HLO element-type spelling (``f32``, ``pred``, ``f8e4m3fn``); None for a BIR-only type
+            (``tfloat32``)
   name      BIR / Penguin spelling (``float32``, ``bool``, ``float8_e4m3fn``)
   np        numpy dtype of host arrays of the type (ml_dtypes for bf16, fp8, int4)
   kind      ``float``, ``int``, ``uint``, ``bool`` or ``complex``
@@ -31,7 +32,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["DType", "DTYPES", "BY_HLO", "BY_NAME", "BY_NUMPY", "NAN_PAYLOAD_BITS", "by_hlo", "by_name",
-           "by_numpy", "hlo_numpy", "hlo_name_of", "onchip_as", "round_tf32", "TF32_MANTISSA_BITS"]
+           "by_numpy", "hlo_numpy", "hlo_name_of", "onchip_as", "round_tf32", "round_to", "TF32_MANTISSA_BITS"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ _ROWS = [
     _row("f8e4m3", "float8_e4m3", "float8_e4m3", "float", 3, True, False),
     _row("f8e5m2", "float8_e5m2", "float8_e5m2", "float", 4, True, True, nan_payload=2),
     _row("f8e4m3fn", "float8_e4m3fn", "float8_e4m3fn", "float", 5, True, True),
+    # TensorFloat-32 (1-8-10 in 32-bit containers; HLO has no such type): a PE input type that
+    # --auto-cast-type tf32 rounds fp32 matmul operands to. Host arrays are float32 (round_tf32).
+    _row(None, "tfloat32", np.float32, "float", 6, True, False),
     _row("s8", "int8", np.int8, "int", 10, True, True),
     _row("u8", "uint8", np.uint8, "uint", 11, True, True),
     _row("s16", "int16", np.int16, "int", 12, True, True),
@@ -108,17 +112,19 @@ _ROWS = [
     _row("f8e4m3b11fnuz", "float8_e4m3b11fnuz", "float8_e4m3b11fnuz", "float"),
 ]
 DTYPES = tuple(r for r in _ROWS if r is not None)
-BY_HLO = {d.hlo: d for d in DTYPES}
+BY_HLO = {d.hlo: d for d in DTYPES if d.hlo is not None}
 BY_NAME = {d.name: d for d in DTYPES}
-BY_NUMPY = {d.np: d for d in DTYPES}
+# numpy dtype -> row: the HLO types' rows (tfloat32's host arrays are float32, which is f32's row)
+BY_NUMPY = {d.np: d for d in DTYPES if d.hlo is not None}
 # float HLO type -> mantissa bits, for the types whose NaNs print their payload (``nan(0x...)``)
 NAN_PAYLOAD_BITS = {d.hlo: d.nan_payload for d in DTYPES if d.nan_payload}
-assert len(BY_HLO) == len(BY_NAME) == len(DTYPES), "element-type names must be unique"
+assert len(BY_HLO) == len([d for d in DTYPES if d.hlo is not None]) and len(BY_NAME) == len(DTYPES), \
+    "element-type names must be unique"
 
 # Spellings accepted for a BIR name besides its own (HLO names and the short float names).
 ALIASES = {"fp32": "float32", "fp16": "float16", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2",
-           "f8e4m3fn": "float8_e4m3fn"}
-ALIASES.update({d.hlo: d.name for d in DTYPES})
+           "f8e4m3fn": "float8_e4m3fn", "tf32": "tfloat32"}
+ALIASES.update({d.hlo: d.name for d in DTYPES if d.hlo is not None})
 
 _ONCHIP_AS = {"int64": "int32", "uint64": "uint32", "float64": "float32"}
 
@@ -138,7 +144,7 @@ def by_name(name):
 
 def hlo_numpy():
     """{HLO element type: numpy dtype} for every array type."""
-    return {d.hlo: d.np for d in DTYPES}
+    return {d.hlo: d.np for d in DTYPES if d.hlo is not None}
 
 
 def hlo_name_of(dtype):
@@ -167,7 +173,8 @@ _TF32_LOW = np.uint32((1 << _TF32_DROP) - 1)
 def round_tf32(x):
     """fp32 values rounded to tf32 (round to nearest, ties to even; the low 13 mantissa bits cleared),
     as float32. Infinities stay; a finite value past tf32's largest rounds to infinity as in IEEE;
-    NaNs stay NaN (quieted, so that clearing payload bits cannot turn one into an infinity)."""
+    NaNs become the quiet NaN of their sign (as birsim's encoder writes them; clearing payload
+    bits must not turn one into an infinity)."""
     a = np.array(x, dtype=np.float32)          # a copy: C-contiguous, 0-d stays 0-d
     u = a.view(np.uint32)
     bias = ((u >> np.uint32(_TF32_DROP)) & np.uint32(1)) + np.uint32((1 << (_TF32_DROP - 1)) - 1)
@@ -175,5 +182,16 @@ def round_tf32(x):
         r = (u + bias) & ~_TF32_LOW
     nan = np.isnan(a)
     if nan.any():
-        r = np.where(nan, (u | np.uint32(0x00400000)) & ~_TF32_LOW, r)
+        r = np.where(nan, (u & np.uint32(0x80000000)) | np.uint32(0x7FC00000), r)
     return np.asarray(r, dtype=np.uint32).view(np.float32).reshape(a.shape)
+
+
+def round_to(name):
+    """The function rounding fp32 values to element type ``name`` (a BIR name or alias) and back:
+    float32 -> float32 arrays holding the values the type can hold (RNE, as the engines write it)."""
+    d = by_name(name)
+    if d.name == "tfloat32":
+        return round_tf32
+    if d.name == "float32":
+        return lambda x: np.asarray(x, np.float32)
+    return lambda x: np.asarray(x, np.float32).astype(d.np).astype(np.float32)

@@ -46,7 +46,7 @@ __all__ = ["TOLERANCES", "ROWS", "SPREAD_K", "CAST_UNIT_ROUNDOFF", "CAST_TOLERAN
 
 ROWS = ("interpreter", "compiled")
 
-# HLO element type -> {row: (rtol, atol) or None (exact)}. A type not listed is exact in both rows.
+# HLO element type (a BIR-only type: its BIR name) -> {row: (rtol, atol) or None (exact)}. A type not listed is exact in both rows.
 TOLERANCES = {
     "f64": {"interpreter": (1e-12, 1e-12), "compiled": (1e-3, 1e-4)},
     "f32": {"interpreter": (1e-5, 1e-5), "compiled": (1e-3, 1e-4)},
@@ -55,6 +55,8 @@ TOLERANCES = {
     "f8e4m3fn": {"interpreter": (1.3e-1, 1.3e-1), "compiled": (1.25e-1, 1e-2)},
     "f8e5m2": {"interpreter": (2.5e-1, 2.5e-1), "compiled": (2.5e-1, 1e-2)},
     "f8e4m3": {"interpreter": None, "compiled": (1.25e-1, 1e-2)},
+    # tf32 (BIR-only, keyed by its BIR name): 11 significant bits as fp16, fp32's range
+    "tfloat32": {"interpreter": (2e-3, 2e-3), "compiled": (5e-3, 1e-3)},
     "c64": {"interpreter": (1e-5, 1e-5), "compiled": None},      # real and imaginary parts each as f32
     "c128": {"interpreter": (1e-12, 1e-12), "compiled": None},
 }
@@ -99,7 +101,7 @@ def tolerance(dtype, row="interpreter"):
     d = _row_of(dtype)
     if d is None:
         return None
-    return TOLERANCES.get(d.hlo, {}).get(row)
+    return TOLERANCES.get(d.hlo or d.name, {}).get(row)
 
 
 def mismatch(actual, expected, row="interpreter", dtype=None, spread=None, what="result",

@@ -69,7 +69,7 @@ def _parser():
     p.add_argument("--auto-cast", default="none", choices=("none", "matmult", "matmul", "all", "fp32"),
                    help="the compile's --auto-cast: matmult/all round fp32 dot/convolution operands to "
                         "--auto-cast-type first, as the compiled program's PE does")
-    p.add_argument("--auto-cast-type", default="bf16", choices=("bf16", "fp16", "fp8_e4m3"))
+    p.add_argument("--auto-cast-type", default="bf16", choices=("bf16", "fp16", "tf32", "fp8_e4m3"))
     p.add_argument("--size-budget", type=int, default=DEFAULT_SIZE_BUDGET, metavar="BYTES",
                    help="skip programs whose tensors total more bytes than this (default %d)" % DEFAULT_SIZE_BUDGET)
     p.add_argument("--ranks", type=int, default=None, metavar="N",
@@ -87,12 +87,10 @@ def main(argv=None):
 
 def _run(args):
     from neuronxcc.hlo.interp_linalg import matmul_operand_cast
-    npdt = None
+    rounding = None
     if getattr(args, "auto_cast", "none") in ("matmult", "matmul", "all"):
-        import ml_dtypes
-        npdt = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16,
-                "fp8_e4m3": ml_dtypes.float8_e4m3}[args.auto_cast_type]
-    with matmul_operand_cast(npdt):
+        rounding = {"fp8_e4m3": "float8_e4m3"}.get(args.auto_cast_type, args.auto_cast_type)
+    with matmul_operand_cast(rounding):
         return _run_cast(args)
 
 

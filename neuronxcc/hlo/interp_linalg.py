@@ -45,16 +45,21 @@ def _finish(r, out_dt):
     return cast(r, out_dt)
 
 
-# --auto-cast matmult/all in the goldens: fp32 operands of dot/convolution are rounded to this numpy
-# dtype (the compiled program's PE inputs) before the fp32-accumulated product; None = exact fp32.
+# --auto-cast matmult/all in the goldens: fp32 operands of dot/convolution are rounded by this function
+# (fp32 -> fp32 holding the compiled program's PE input values, common.dtypes.round_to) before the
+# fp32-accumulated product; None = exact fp32.
 MATMUL_CAST = [None]
 
 
 @contextlib.contextmanager
-def matmul_operand_cast(npdt):
-    """Within the block, fp32 dot/convolution operands are rounded to NPDT (None: unchanged)."""
+def matmul_operand_cast(rounding):
+    """Within the block, fp32 dot/convolution operands are rounded by ROUNDING (a BIR type name or
+    alias such as "bf16"/"tf32", or a function; None: unchanged)."""
     old = MATMUL_CAST[0]
-    MATMUL_CAST[0] = None if npdt is None else np.dtype(npdt)
+    if isinstance(rounding, str):
+        from neuronxcc.common.dtypes import round_to
+        rounding = round_to(rounding)
+    MATMUL_CAST[0] = rounding
     try:
         yield
     finally:
@@ -64,7 +69,7 @@ def matmul_operand_cast(npdt):
 def _pe_operands(lhs, rhs):
     c = MATMUL_CAST[0]
     if c is not None and lhs.dtype == np.float32 and rhs.dtype == np.float32:
-        return lhs.astype(c).astype(np.float32), rhs.astype(c).astype(np.float32)
+        return c(lhs), c(rhs)
     return lhs, rhs
 
 

@@ -128,7 +128,7 @@ class TargetModel:
 def _pe_peak(pe_hz, fp32_div):
     # C [ARCH2]/[ARCH3]: 128x128 MACs x 2 FLOPs x clock (92 / 79 TFLOPS bf16; fp32 4x slower)
     lowp = 128 * 128 * 2 * pe_hz
-    return {"bfloat16": lowp, "float16": lowp, "tf32": lowp, "float8_e4m3": lowp,
+    return {"bfloat16": lowp, "float16": lowp, "tfloat32": lowp, "float8_e4m3": lowp,
             "float8_e5m2": lowp, "float8_e4m3fn": lowp, "float32": lowp / fp32_div}
 
 

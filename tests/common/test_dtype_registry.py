@@ -25,6 +25,10 @@ def test_row_facts(d):
                                                               ("bfloat16", "float8_e4m3", "float8_e4m3fn",
                                                                "float8_e5m2", "float8_e3m4", "float8_e4m3fnuz",
                                                                "float8_e5m2fnuz", "float8_e4m3b11fnuz"))
+    if d.hlo is None:        # BIR-only (tfloat32): float32 host arrays, no HLO spelling
+        assert d.name == "tfloat32" and d.np == np.float32 and R.hlo_name_of(d.np) == "f32"
+        assert R.by_name(d.name) is d and R.by_name("tf32") is d and d.name not in R.hlo_numpy()
+        return
     assert R.hlo_name_of(d.np) == d.hlo
     assert R.by_name(d.name) is d and R.by_name(d.hlo) is d
 
@@ -38,6 +42,8 @@ def test_onchip_narrowing():
 def test_hlo_model_and_interpreter_are_views():
     from neuronxcc.hlo import interp_base, model
     for d in R.DTYPES:
+        if d.hlo is None:
+            continue
         assert model.dtype_of(d.hlo) == d.np
         assert model.element_type_of(d.np) == d.hlo
         assert interp_base.is_low_float(d.np) == (d.kind == "float" and d.itemsize < 4)
@@ -52,7 +58,7 @@ def test_birpy_is_the_bir_view():
         b = B.get(d.name)
         assert (b.code, b.itemsize, b.is_int, b.signed, b.onchip) == (d.code, d.bir_np.itemsize, d.is_int, d.signed,
                                                                       d.onchip)
-        assert B.get(d.hlo) is b
+        assert B.get(d.hlo or "tf32") is b
     assert B.np_dtype("bool") == np.uint8            # BIR stores bool as one byte 0/1
 
 
@@ -97,3 +103,28 @@ def test_nki_dtype_tables_are_the_registrys():
         if d.kind != "complex" and not d.onchip:
             assert D.np_dtype(d.np) == R.by_name(R.onchip_as(d.name)).np
     assert D.np_dtype(np.float64) == np.float32 and D.promote(nl.float16, nl.bfloat16) == np.float32
+
+
+def test_round_tf32_is_rne_to_ten_mantissa_bits_and_matches_birsim():
+    from neuronxcc.starfish.birsim import _kernels as K
+    one = np.float32(1)
+    x = np.array([1 + 2 ** -11, 1 + 3 * 2 ** -11, 1 + 2 ** -11 + 2 ** -20, -(1 + 2 ** -11 + 2 ** -20),
+                  3.4028235e38, np.inf, -np.inf, np.nan, -0.0, 1e-45, 2 ** -130], np.float32)
+    r = R.round_tf32(x)
+    assert r[0] == one                                     # tie: to the even neighbour
+    assert r[1] == 1 + 2 ** -9                             # tie: up to the even neighbour
+    assert r[2] == 1 + 2 ** -10 and r[3] == -(1 + 2 ** -10)
+    assert np.isposinf(r[4]) and np.isposinf(r[5]) and np.isneginf(r[6]) and np.isnan(r[7])
+    assert r[8] == 0 and np.signbit(r[8]) and r[9] == 0 and r[10] == np.float32(2 ** -130)
+    assert R.round_tf32(np.float32(1.25)).shape == ()
+    rng = np.random.default_rng(0)
+    y = (rng.standard_normal(20000) * 10.0 ** rng.integers(-40, 38, 20000)).astype(np.float32)
+    y = np.concatenate([y, x])
+    ry = R.round_tf32(y)
+    assert not (ry.view(np.uint32) & np.uint32(0x1FFF)).any()            # 10 mantissa bits left
+    fin = np.isfinite(y) & np.isfinite(ry)
+    assert np.all(np.abs(ry[fin].astype(np.float64) - y[fin]) <= 2.0 ** -11 * np.abs(y[fin]) + 2.0 ** -137)  # half a tf32 denormal step
+    out = np.zeros(y.size * 4, np.uint8)
+    K.cast_f32(y, K.DTYPE_CODES["tfloat32"], out)
+    assert np.array_equal(out.view(np.uint32), ry.view(np.uint32))      # birsim's encoder, bit for bit
+    assert np.array_equal(R.round_to("tf32")(y).view(np.uint32), ry.view(np.uint32))

@@ -9,8 +9,9 @@ from neuronxcc.common.tolerances import ROWS, SPREAD_K, TOLERANCES, assert_close
 
 def test_every_entry_names_a_registered_type_and_both_rows():
     for hlo, rows in TOLERANCES.items():
-        assert hlo in R.BY_HLO
+        assert hlo in R.BY_HLO or R.by_name(hlo).hlo is None      # a BIR-only type by its BIR name
         assert set(rows) == set(ROWS)
+    assert tolerance("tf32", "compiled") == TOLERANCES["tfloat32"]["compiled"]
 
 
 def test_rows_and_lookup_by_any_spelling():

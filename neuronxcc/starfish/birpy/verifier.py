@@ -32,7 +32,8 @@ from neuronxcc.starfish.birpy.opcodes import (ACT_FUNCS, ALU_OPS, COMPUTE_ENGINE
 
 __all__ = ["verify"]
 
-_FLOAT_MM = ("float32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+_FLOAT_MM = ("float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+_MM_WIDE = ("float32", "tfloat32")      # the ISA: an fp32 or tf32 input needs an fp32 or tf32 partner
 
 
 class _Ctx:
@@ -199,8 +200,8 @@ def _check_semantics(ctx, instr, attrs, bytes_ranges):
         for a in (st, mv):
             if a.dtype not in _FLOAT_MM:
                 _fail(instr, "matmul input dtype %s is not a PE input type" % a.dtype)
-        if (st.dtype == "float32") != (mv.dtype == "float32"):
-            _fail(instr, "matmul inputs: fp32 must be paired with fp32 (got %s, %s)" % (st.dtype, mv.dtype))
+        if (st.dtype in _MM_WIDE) != (mv.dtype in _MM_WIDE):
+            _fail(instr, "matmul inputs: fp32/tf32 must be paired with fp32/tf32 (got %s, %s)" % (st.dtype, mv.dtype))
         lo, hi = bytes_ranges[0]
         loc = m.memlocs[out.target]
         base = loc.byte_offset or 0

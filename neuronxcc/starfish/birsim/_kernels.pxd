@@ -62,6 +62,7 @@ cdef enum:
     C_F8E4M3 = 3
     C_F8E5M2 = 4
     C_F8E4M3FN = 5
+    C_TF32 = 6
     C_I8 = 10
     C_U8 = 11
     C_I16 = 12

@@ -68,6 +68,16 @@ cdef inline uint16_t _enc_bf16(float f) noexcept nogil:
     return <uint16_t>(u >> 16)
 
 
+cdef inline uint32_t _enc_tf32(float f) noexcept nogil:
+    """RNE to tf32 (1-8-10): the low 13 mantissa bits cleared; NaN -> the quiet NaN of its sign
+    (common.dtypes.round_tf32 is the numpy twin)."""
+    cdef uint32_t u = _fbits(f)
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return (u & (<uint32_t>1 << 31)) | 0x7FC00000
+    u = u + 0xFFF + ((u >> 13) & 1)
+    return u & ~(<uint32_t>0x1FFF)
+
+
 cdef inline uint32_t _enc_mini(float f, int ebits, int mbits, int bias, bint no_inf, uint32_t nan_mag) noexcept nogil:
     """RNE encode into a sign/ebits/mbits minifloat (fp16, fp8)."""
     cdef uint32_t u = _fbits(f)
@@ -110,7 +120,7 @@ cdef float decode_f32(int code, const uint8_t* p) noexcept nogil:
     cdef double d
     cdef int64_t l
     cdef uint64_t ul
-    if code == C_F32:
+    if code == C_F32 or code == C_TF32:
         memcpy(&f, p, 4)
         return f
     if code == C_BF16:
@@ -184,6 +194,9 @@ cdef void encode_f32(int code, float v, uint8_t* p) noexcept nogil:
         p[0] = <uint8_t>_enc_mini(v, 5, 2, 15, False, 0x7E)
     elif code == C_F8E4M3FN:
         p[0] = <uint8_t>_enc_mini(v, 4, 3, 7, True, 0x7F)
+    elif code == C_TF32:
+        u = _enc_tf32(v)
+        memcpy(p, &u, 4)
     elif code == C_I8:
         p[0] = <uint8_t>(<int8_t>_f2i(v, -128.0, 127.0))
     elif code == C_U8:
@@ -673,7 +686,7 @@ cdef void write_i64_ptr(const int64_t* src, uint8_t* p0, int code, Py_ssize_t ba
 # The dtype codes of _kernels.pxd by BIR name: birsim checks them against the element-type
 # registry (neuronxcc.common.dtypes) when it imports these kernels.
 DTYPE_CODES = {"float32": C_F32, "bfloat16": C_BF16, "float16": C_F16, "float8_e4m3": C_F8E4M3,
-               "float8_e5m2": C_F8E5M2, "float8_e4m3fn": C_F8E4M3FN, "int8": C_I8, "uint8": C_U8,
+               "float8_e5m2": C_F8E5M2, "float8_e4m3fn": C_F8E4M3FN, "tfloat32": C_TF32, "int8": C_I8, "uint8": C_U8,
                "int16": C_I16, "uint16": C_U16, "int32": C_I32, "uint32": C_U32, "bool": C_BOOL,
                "int64": C_I64, "uint64": C_U64, "float64": C_F64}
 

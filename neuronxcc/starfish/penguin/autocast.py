@@ -13,6 +13,15 @@ Tuning (neuronx-cc)"):
       keep their fp32 partial sums);
   --auto-cast-type bf16 (default), fp16, tf32 or fp8_e4m3 (Neuron's FP8_EXP4,
       range +-240).
+  --auto-cast fp32 is accepted by the driver but is in none of the reference's
+      public pages (CLI reference 2.3 to 2.32, mixed-precision guide, release
+      notes) and no public caller passes it. Here it means what it says, the
+      opposite direction of the other modes: elementwise math the model states
+      in a narrower float type (bf16, fp16, fp8) is computed in fp32 tiles on
+      chip, so chains of such operations round once, where they are stored;
+      stored tensors, matmul operands (their products are exact in the fp32
+      PSUM anyway) and fp32 operations keep their types. --auto-cast-type does
+      not apply to it.
   Input and output tensors keep the types the framework asked for: casts
   happen on chip (the DMA that loads an fp32 operand writes the narrow type).
 
@@ -33,8 +42,11 @@ fp32-cast-matmult-bf16 + no-fast-relayout, ``fp32-cast-all`` (bf16),
 choose whether PE transposes of fp32 data may run in the narrow type (ours
 always run in the matmul's operand type, so they follow the cast). When both
 are given, --fast-math's casting choice wins (it is the more specific
-request). ``tf32`` has no BIR element type yet: asking for it is refused
-with a clear error rather than silently computing in fp32.
+request).
+
+tf32 is BIR's ``tfloat32`` (1-8-10 held in 32 bits; common.dtypes.round_tf32 and
+birsim's encoder round to it, RNE): the operand DMAs write it, the PE runs it at
+its low-precision rate; under ``all`` elementwise results are rounded to it.
 """
 from dataclasses import dataclass, field
 
@@ -42,7 +54,7 @@ from neuronxcc.errors import InvalidArgumentError
 
 __all__ = ["CastPolicy", "policy", "TYPE_NAMES"]
 
-TYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tf32", "fp8_e4m3": "float8_e4m3"}
+TYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tfloat32", "fp8_e4m3": "float8_e4m3"}
 _FAST_MATH = {
     "all": ("all", "bf16", True),
     "none": ("matmult", "bf16", False),
@@ -56,14 +68,15 @@ _FAST_MATH = {
 
 @dataclass
 class CastPolicy:
-    mode: str = "none"            # none | matmult | all
+    mode: str = "none"            # none | matmult | all | fp32
     type_flag: str = "bf16"       # the --auto-cast-type spelling
     fast_relayout: bool = True
     counts: dict = field(default_factory=dict)     # what was cast: kind -> number of operations
 
     @property
     def dtype(self):
-        return TYPE_NAMES[self.type_flag]
+        """The type cast operations compute in: the --auto-cast-type, or float32 under fp32."""
+        return "float32" if self.mode == "fp32" else TYPE_NAMES[self.type_flag]
 
     @property
     def matmult(self):
@@ -72,6 +85,11 @@ class CastPolicy:
     @property
     def all(self):
         return self.mode == "all"
+
+    @property
+    def upcast(self):
+        """--auto-cast fp32: elementwise math of narrower float types computed in fp32."""
+        return self.mode == "fp32"
 
     def count(self, kind, n=1):
         self.counts[kind] = self.counts.get(kind, 0) + n
@@ -86,6 +104,9 @@ class CastPolicy:
         for k, n in sorted(self.counts.items()):
             noun, note = what.get(k, (k, ""))
             parts.append("%d %s%s%s" % (n, noun, "" if n == 1 else "s", note))
+        if self.upcast:
+            return ("Auto-cast (--auto-cast fp32): computed %s of bf16/fp16/fp8 type in fp32 on chip (the "
+                    "stored tensors keep the model's types)" % " and ".join(parts))
         return "Auto-cast (--auto-cast %s --auto-cast-type %s): cast %s from fp32 to %s" % (
             self.mode, self.type_flag, " and ".join(parts), self.type_flag)
 
@@ -103,8 +124,6 @@ def policy(options):
     typ = (get("auto_cast_type") or "bf16").lower()
     if mode == "matmul":
         mode = "matmult"
-    if mode == "fp32":
-        mode = "none"
     fast = True
     fm = get("fast_math")
     if fm:
@@ -122,11 +141,8 @@ def policy(options):
                 raise InvalidArgumentError("--fast-math: unknown value %r (all, none, fp32-cast-all, "
                                            "fp32-cast-all-fp16, fp32-cast-matmult, fp32-cast-matmult-bf16, "
                                            "fp32-cast-matmult-fp16, fast-relayout, no-fast-relayout)" % tok)
-    if mode not in ("none", "matmult", "all"):
+    if mode not in ("none", "matmult", "all", "fp32"):
         raise InvalidArgumentError("--auto-cast: unknown mode %r (none, matmult, all, fp32)" % mode)
     if typ not in TYPE_NAMES:
         raise InvalidArgumentError("--auto-cast-type: unknown type %r (bf16, fp16, tf32, fp8_e4m3)" % typ)
-    if typ == "tf32" and mode != "none":
-        raise InvalidArgumentError("--auto-cast-type tf32 is not supported by this compiler yet: BIR has no "
-                                   "tf32 element type (use bf16, fp16 or fp8_e4m3, or --auto-cast none)")
     return CastPolicy(mode, typ, fast)

@@ -76,7 +76,7 @@ def dtype_size(name):
 
 
 def is_float(name):
-    return name.startswith("float") or name == "bfloat16"
+    return name.startswith("float") or name in ("bfloat16", "tfloat32")
 
 
 def is_int(name):

@@ -639,7 +639,7 @@ class Kernels:
 
     @staticmethod
     def _mm_dtype(terms):
-        lowp = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+        lowp = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "tfloat32")
         dts = set([L.dtype for L, R, K in terms] + [R.dtype for L, R, K in terms])
         return dts.pop() if len(dts) == 1 and terms[0][0].dtype in lowp else "float32"
 

@@ -42,6 +42,8 @@ ALU_BINARY = {"add": "add", "subtract": "subtract", "multiply": "mult", "divide"
 CAST_ALL_OPS = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "negate", "abs",
                 "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt",
                 "erf", "sine", "cosine", "tan", "atan2", "cbrt"}
+# the narrow float types whose elementwise results --auto-cast fp32 computes in fp32
+UPCAST_FROM = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 CMP = {"EQ": "eq", "NE": "ne", "LT": "lt", "LE": "le", "GT": "gt", "GE": "ge"}
 SWAP_CMP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 REDUCE_ALU = {"add": "add", "max": "max", "min": "min", "mul": "mult"}   # HLO reducer -> ALU op
@@ -399,8 +401,8 @@ class TileEval:
         op = x.op
         dt = onchip_dtype(x.dtype)
         cast = self.cg.cast
-        if cast.all and dt == "float32" and op in CAST_ALL_OPS:
-            dt = cast.dtype                # --auto-cast all: the result tile is the narrow type
+        if (cast.all and dt == "float32" or cast.upcast and dt in UPCAST_FROM) and op in CAST_ALL_OPS:
+            dt = cast.dtype                # --auto-cast all: the result tile is the narrow type (fp32: fp32)
             if id(x) not in self.cg.cast_seen:
                 self.cg.cast_seen[id(x)] = x
                 cast.count("elementwise")
