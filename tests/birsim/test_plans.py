@@ -3,6 +3,7 @@ reference path (every instruction through its ``Executor.op_*`` handler):
 random looped programs must give bit-identical outputs and the same timeline;
 and the one-pass ``copy_raw`` kernel against gather_raw + scatter_raw."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from neuronxcc.hwm import get_target
@@ -28,7 +29,8 @@ def _run(m, inputs, plans):
 
 
 def _op(draw, b, i, ap):
-    kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool", "iota", "asel", "sel"]))
+    kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool", "iota", "asel", "sel",
+                                 "transpose"]))
     d0 = draw(st.sampled_from(DT))
     off = draw(st.integers(0, F))
     t0 = ap("t0", d0, off)
@@ -64,6 +66,12 @@ def _op(draw, b, i, ap):
         out = B.AccessPattern("ps", "float32", 0, [[1, F]], 0, 4)
         b.inst("matmul", "PE", [out], [s, mv], psum_zero=draw(st.booleans()))
         b.inst("tensor_copy", "DVE", [ap("t1", "float32", 0).copy(num_partitions=4)], [out])
+    elif kind == "transpose":
+        # a P x P block, same dtype (the typed raw plan) or converting (the handler)
+        src = B.AccessPattern("t0", d0, off, [[1, P]], 0, P)
+        d1 = draw(st.sampled_from([d0, d0, "float32", "int32"]))
+        b.inst("transpose", draw(st.sampled_from(["DVE", "PE"])), [B.AccessPattern("t1", d1, draw(st.integers(0, F)),
+                                                                                   [[1, P]], 0, P)], [src])
     else:
         # SBUF -> SBUF DMA, overlapping within t0 when the offsets are close
         b.inst("dma_copy", "SP", [ap("t0", d0, draw(st.integers(0, F)))], [t0], queue="qx")
@@ -264,3 +272,30 @@ def test_integer_scalar_select_and_converting_plans_match_the_handlers(op0, op1,
     x = np.random.default_rng(seed).integers(-2 ** 31, 2 ** 31, (P, 2 * F)).astype(np.int32)
     x[:, :4] = [0, -1, 31, 32]                  # shift counts at the edges
     _check((m, x))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "uint8", "int16", "float8_e4m3", "bool"])
+@pytest.mark.parametrize("free", [[[1, 12]], [[4, 3], [1, 4]]])
+def test_transpose_plan_matches_the_handler(dtype, free):
+    # a 5-partition tile with one or two free dims transposed into 12 partitions x 5
+    from neuronxcc.starfish.birsim import _plans
+    from neuronxcc.starfish.birpy import dtypes as _dt
+    m = B.Module("tr")
+    m.add_tensor("x", "input", "uint8", (5, 64))
+    m.add_tensor("y", "output", "uint8", (12, 64))
+    m.add_memloc("a", "SBUF", 5, 64)
+    m.add_memloc("o", "SBUF", 12, 64)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("a", dtype="uint8")], [b.ap("x")], queue="q0")
+    b.inst("transpose", "DVE", [B.AccessPattern("o", dtype, 1, [[1, 5]], 0, 12)], [B.AccessPattern("a", dtype, 2, free, 0, 5)])
+    b.inst("dma_copy", "SP", [b.ap("y")], [b.ap("o", dtype="uint8")], queue="q0")
+    b.finish()
+    m.ensure_ids()
+    x = np.random.default_rng(3).integers(0, 256, (5, 64)).astype(np.uint8)
+    fast, s1 = _run(m, [x], True)
+    ref, s2 = _run(m, [x], False)
+    assert np.array_equal(fast[0], ref[0]) and s1 == s2
+    tm = get_target("trn1")
+    ex = Executor(m, MachineState(m, tm), Timeline(m, tm))
+    typed = isinstance(ex._prepare(m.instructions()[1])[1], _plans.RawCopy)
+    assert typed == (dtype != "bool")

@@ -22,7 +22,9 @@ cdef class RawCopy:
     cdef Py_ssize_t dnum[6]
     cdef Py_ssize_t isz
 
-    def __init__(self, APInfo src, APInfo dst):
+    def __init__(self, APInfo src, APInfo dst, src_order=None):
+        """SRC_ORDER: the source's (strides, nums) in the order its elements are read (default
+        its own; a transpose passes its dims permuted)."""
         cdef uint8_t[::1] sv = src.tgt.buf
         cdef uint8_t[::1] dv = dst.tgt.buf
         cdef int k
@@ -34,9 +36,10 @@ cdef class RawCopy:
         self.dbuf = dst.tgt.buf
         self.sp = &sv[0]
         self.dp = &dv[0]
+        sstr, snum = (src.strides, src.nums) if src_order is None else src_order
         for k in range(6):
-            self.sstr[k] = src.strides[k]
-            self.snum[k] = src.nums[k]
+            self.sstr[k] = sstr[k]
+            self.snum[k] = snum[k]
             self.dstr[k] = dst.strides[k]
             self.dnum[k] = dst.nums[k]
         self.isz = src.itemsize

@@ -23,6 +23,7 @@ __all__ = ["prepare"]
 
 _F = np.float32
 _INT = frozenset(d.name for d in _dt.DTYPES.values() if d.is_int)
+_WHOLE_INTS = frozenset(("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
 
 
 # Tiles up to this many elements take the typed ElementWise plan (no numpy call overhead);
@@ -56,6 +57,23 @@ def _copy(ex, instr, attrs, out, src):
     if out.dtype != src.dtype or s.n != d.n or s.itemsize != d.itemsize:
         return None
     return RawCopy(s, d)
+
+
+def _transpose(ex, instr, attrs):
+    """op_transpose's same-dtype forms (a raw copy; whole-byte integers round-trip exactly
+    through int64 too): the source read with its partition dim innermost, written in the
+    output's order."""
+    out, src = instr.dsts[0], instr.srcs[0]
+    if out.dtype != src.dtype or src.num_partitions is None or (_is_int(src) and src.dtype not in _WHOLE_INTS):
+        return None
+    st = ex.st
+    d = st._static(out)
+    s = st._static(src)
+    if s.n != d.n or s.itemsize != d.itemsize:
+        return None
+    k = len(s.strides) - 1 - len(src.pattern)       # the partition dim among the six
+    order = [j for j in range(len(s.strides)) if j != k] + [k]
+    return RawCopy(s, d, ([int(s.strides[j]) for j in order], [int(s.nums[j]) for j in order]))
 
 
 def _dma_copy(ex, instr, attrs):
@@ -352,6 +370,7 @@ _PREP = {
     "affine_select": _affine_select,
     "dma_copy": _dma_copy,
     "tensor_copy": _tensor_copy,
+    "transpose": _transpose,
     "tensor_scalar": _tensor_scalar,
     "tensor_tensor": _tensor_tensor,
     "activation": _activation,
