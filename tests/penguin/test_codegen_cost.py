@@ -125,3 +125,38 @@ def test_dynamic_update_slice_copies_its_operand_hbm_to_hbm_over_queues():
     args = [rng.standard_normal(cache.shape).astype(ml_dtypes.bfloat16),
             rng.standard_normal(upd.shape).astype(ml_dtypes.bfloat16), np.int32(77)]
     np.testing.assert_array_equal(simulate(mod, args).outputs[0], jax_outputs(f, *args)[0])
+
+
+def _scalar_load_runs(mod, name):
+    """Descriptors of each DMA that reads HBM tensor NAME (a scalar parameter)."""
+    return [dma_shape(i, mod, TM)[1] for i in mod.instructions()
+            if i.opcode == "dma_copy" and i.srcs[0].target == name]
+
+
+@pytest.mark.parametrize("dt", ["float32", "int32", "uint32"])
+def test_broadcast_scalar_loads_one_element_per_partition_exactly(dt):
+    # a scalar broadcast over a tile (RMSNorm's 1/rms, the decode mask's position) is a [P,1]
+    # column: one descriptor per partition, not one per element; integer columns stay exact
+    # (values above 2^24 through POOL's integer ALU, not DVE's fp32)
+    npdt = np.dtype(dt)
+    x = jax.ShapeDtypeStruct((256, 512), getattr(jnp, dt))
+    s = jax.ShapeDtypeStruct((), getattr(jnp, dt))
+    if dt == "float32":
+        def f(x, s):
+            return x * s
+    else:
+        def f(x, s):
+            return jnp.where(x <= s, x, s), (x == s).astype(jnp.int32)
+    mod = bir_of(f, x, s)
+    runs = _scalar_load_runs(mod, "input1")
+    assert runs and max(runs) <= 128, runs
+    rng = np.random.default_rng(5)
+    if dt == "float32":
+        args = [rng.standard_normal(x.shape).astype(npdt), np.float32(1.5)]
+    else:
+        big = (1 << 24) + 3 if dt == "int32" else (1 << 31) + 5
+        xa = (big + rng.integers(-4, 4, x.shape)).astype(npdt)
+        args = [xa, npdt.type(big)]
+    got = simulate(mod, args).outputs
+    for g, w in zip(got, jax_outputs(f, *args)):
+        np.testing.assert_array_equal(g, w)

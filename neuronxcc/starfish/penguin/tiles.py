@@ -139,7 +139,9 @@ class TileEval:
             dt = onchip_dtype(dtype or tv.dtype)
             z = self.materialise(TV("splat", dt, value=0))
             out = self.new_tile(dt, "colx")
-            self.em.inst("tensor_scalar", "DVE", [out.ap], [z.ap, tv.ap], op0="add", operand0_ap=True)
+            # integers on POOL (exact integer ALU); DVE arithmetic goes through fp32
+            eng = "POOL" if bdt.is_int(dt) and bdt.is_int(tv.dtype) else "DVE"
+            self.em.inst("tensor_scalar", eng, [out.ap], [z.ap, tv.ap], op0="add", operand0_ap=True)
             return out
         if not tv.is_splat:
             return tv
@@ -167,7 +169,7 @@ class TileEval:
             return self.load_iota(v)
         t = self.em.m.tensors[v.base]
         pat = self.leaf_pattern(v)
-        if self._col_load(pat) and v.dtype == t.dtype:
+        if self._col_load(pat, True) and v.dtype == t.dtype:
             # broadcast along the free axis: one element per partition, a [P,1] column (a stride-0
             # DMA pattern would move one element per descriptor)
             out = self.new_col(t.dtype, "ld")
@@ -208,9 +210,11 @@ class TileEval:
             return self.cast(out, v.dtype)
         return out
 
-    def _col_load(self, pat):
-        """A tile pattern that repeats one element along the free axis (stride 0) on several partitions."""
-        return pat[1][0] == 0 and pat[1][1] > 1 and pat[0][1] > 1 and pat[0][0] != 0
+    def _col_load(self, pat, scalar_ok=False):
+        """A tile pattern that repeats one element along the free axis (stride 0) on several partitions;
+        with scalar_ok also the same element on all of them (a broadcast scalar: P descriptors instead
+        of P x F)."""
+        return pat[1][0] == 0 and pat[1][1] > 1 and pat[0][1] > 1 and (pat[0][0] != 0 or scalar_ok)
 
     # -- evaluation ------------------------------------------------------------------
     def key(self, x):
@@ -357,16 +361,19 @@ class TileEval:
         is a tensor_scalar with the column as the per-partition operand."""
         if bdt.is_int(onchip_dtype(out_dtype)) and alu not in ("eq", "ne", "lt", "le", "gt", "ge"):
             return self.binary(alu, self.materialise(a), self.materialise(b), out_dtype)
+        # integer operands on POOL (exact integer ALU); DVE compares and arithmetic go through fp32
+        ints = bdt.is_int(a.dtype) and bdt.is_int(b.dtype)
+        eng, sdt = ("POOL", a.dtype) if ints else ("DVE", "float32")
         if a.kind == "col" and b.kind in ("col", "splat"):
             out = self.new_col(out_dtype)
             if b.kind == "col":
-                self.em.inst("tensor_tensor", "DVE", [out.ap], [a.ap, b.ap], op=alu)
+                self.em.inst("tensor_tensor", eng, [out.ap], [a.ap, b.ap], op=alu)
             else:
-                self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap], op0=alu, operand0=_py(b.value, "float32"))
+                self.em.inst("tensor_scalar", eng, [out.ap], [a.ap], op0=alu, operand0=_py(b.value, sdt))
             return out
         if a.kind == "splat":             # splat op col
             out = self.new_col(out_dtype)
-            self.em.inst("tensor_scalar", "DVE", [out.ap], [b.ap], op0=alu, operand0=_py(a.value, "float32"),
+            self.em.inst("tensor_scalar", eng, [out.ap], [b.ap], op0=alu, operand0=_py(a.value, sdt),
                          reverse0=True)
             return out
         tile, col = (a, b) if b.kind == "col" else (b, a)
@@ -381,10 +388,11 @@ class TileEval:
                 self.em.inst("activation", "ACT", [out.ap], [tile.ap, col.ap], func="identity", bias_ap=True)
             return out
         out = self.new_tile(out_dtype)
+        eng = "POOL" if ints and tile.kind != "splat" else "DVE"
         if b.kind == "col":               # tile op col
-            self.em.inst("tensor_scalar", "DVE", [out.ap], [a.ap, b.ap], op0=alu, operand0_ap=True)
+            self.em.inst("tensor_scalar", eng, [out.ap], [a.ap, b.ap], op0=alu, operand0_ap=True)
         else:                             # col op tile
-            self.em.inst("tensor_scalar", "DVE", [out.ap], [b.ap, a.ap], op0=alu, operand0_ap=True, reverse0=True)
+            self.em.inst("tensor_scalar", eng, [out.ap], [b.ap, a.ap], op0=alu, operand0_ap=True, reverse0=True)
         return out
 
     def act(self, func, a, out_dtype, scale=1.0, bias=0.0):
