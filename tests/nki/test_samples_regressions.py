@@ -8,6 +8,8 @@ against numpy:
   before) accumulated onto the uninitialised PSUM contents instead of starting from zero.
 * flash_attn_bwd was refused: a PSUM tile (an nc_transpose result, a score tile) passed straight to nc_matmul /
   affine_select.
+* allocated_SD_attention failed on ``ncc.psum.alloc(functools.partial(f, bank_map=...))``: the allocation function
+  was called positionally.
 """
 import numpy as np
 
@@ -96,3 +98,26 @@ def test_psum_tiles_as_matmul_and_affine_select_operands():
     ref = x.astype(np.float64) @ y
     ref = np.where(np.tril(np.ones((128, 128), bool)), ref, -5.0)
     _check(out, ref)
+
+
+@nki.jit
+def _alloc_by_partial(a, b):
+    import functools
+
+    def psum_addr(bank_map, idx, pdim_size, fdim_size):
+        return (bank_map[idx], 0, 0)
+    out = nl.ndarray((64, 32), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((1, nl.par_dim(64), 32), nl.float32,
+                     buffer=ncc.psum.alloc(functools.partial(psum_addr, bank_map={(0,): 3})))
+    acc[0] = nisa.nc_matmul(nl.load(a), nl.load(b))
+    nl.store(out, nl.copy(acc[0]))
+    return out
+
+
+def test_allocation_function_bound_by_keyword_partial():
+    """allocated_SD_attention passes ncc.psum.alloc(functools.partial(f, bank_map=...)): the allocation function is
+    called with idx / pdim_size / fdim_size by keyword (positionally, idx would collide with bank_map)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((128, 32)).astype(np.float32)
+    _check(nki.simulate_kernel(_alloc_by_partial, a, b), a.astype(np.float64).T @ b)

@@ -30,6 +30,19 @@ def _blocks(buf):
     return tuple(buf.shape[:buf.pdim])
 
 
+def _call(func, idx, pdim_size, fdim_size):
+    """func(idx, pdim_size, fdim_size), by keyword when func takes those names (a functools.partial binding
+    leading parameters by keyword, as nki-samples' allocated attention passes ``partial(f, bank_map=...)``)."""
+    import inspect
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if all(n in params for n in ("idx", "pdim_size", "fdim_size")):
+        return func(idx=idx, pdim_size=pdim_size, fdim_size=fdim_size)
+    return func(idx, pdim_size, fdim_size)
+
+
 def resolve(func, buf, psum=False):
     """(start_partition, byte_offset) of BUF under allocation function FUNC."""
     blocks = _blocks(buf)
@@ -40,7 +53,7 @@ def resolve(func, buf, psum=False):
     fbytes *= buf.dtype.itemsize
     addrs = []
     for idx in itertools.product(*[range(n) for n in blocks]) if blocks else [()]:
-        r = func(tuple(idx), P, fbytes)
+        r = _call(func, tuple(idx), P, fbytes)
         if psum:
             bank, part, addr = (int(x) for x in r)
             addrs.append((part, bank * BANK_BYTES + addr))
