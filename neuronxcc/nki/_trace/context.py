@@ -9,28 +9,13 @@ kernel's file:line) to the innermost open body; ``affine_range`` / ``sequential_
 on-chip SBUF / PSUM tensor (a BIR memloc; its partition dimension is ``pdim``, every other dim is
 laid out row-major in the free bytes of each partition).
 """
-import threading
-
 from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import dtypes as D
+from neuronxcc.nki._trace.active import current, current_or_none, set_current  # noqa: F401 (re-exported)
 from neuronxcc.nki._trace.index import IndexVars
 
 __all__ = ["TraceContext", "TInst", "TLoop", "Buf", "current", "current_or_none"]
-
-_TLS = threading.local()
-
-
-def current_or_none():
-    return getattr(_TLS, "ctx", None)
-
-
-def current():
-    ctx = getattr(_TLS, "ctx", None)
-    if ctx is None:
-        raise E.err_nki_api_outside_of_nki_kernel(
-            "Calling NKI API outside of NKI kernels is not supported (decorate the kernel with nki.jit)")
-    return ctx
 
 
 class Buf:
@@ -154,11 +139,11 @@ class TraceContext:
     def __enter__(self):
         if current_or_none() is not None:
             raise E.err_nested_kernel_with_spmd_grid("a kernel is already being traced")
-        _TLS.ctx = self
+        set_current(self)
         return self
 
     def __exit__(self, *exc):
-        _TLS.ctx = None
+        set_current(None)
         return False
 
     # -- names -------------------------------------------------------------------

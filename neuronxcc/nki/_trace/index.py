@@ -35,7 +35,7 @@ _GLOBAL_VARS = IndexVars()
 
 
 def _registry():
-    from neuronxcc.nki._trace.context import current_or_none
+    from neuronxcc.nki._trace.active import current_or_none
     ctx = current_or_none()
     return ctx.index_vars if ctx is not None else _GLOBAL_VARS
 
@@ -275,7 +275,7 @@ class Pred:
                 "Control-flow depending on `nl.arange` or `nl.mgrid` is not supported")
         if all(e.is_const() for e, _ in self.atoms):
             return all(_holds(int(e), op) for e, op in self.atoms)
-        from neuronxcc.nki._trace.context import current_or_none
+        from neuronxcc.nki._trace.active import current_or_none
         ctx = current_or_none()
         if ctx is not None and not any(v.startswith("r_nki") for e, _ in self.atoms for v in e.free_vars()):
             from neuronxcc.nki._trace.guards import add_guard
