@@ -83,7 +83,7 @@ def indirect_view(t, key):
             "indirect indices on an on-chip tensor need the dimensions before the indexed one to be scalars "
             "(use nisa.tensor_copy_dynamic_src(t[0, idx_tile, ...]))")
     if d == 1 and t.ndim >= 2:
-        from neuronxcc.nki._trace.tensor import _slice_parts
+        from neuronxcc.nki._trace.tensor import slice_parts
         k0 = key[0]
         if isinstance(k0, Idx) and k0.shape and len(k0.shape) >= 1:
             terms = k0.expr.affine()
@@ -91,7 +91,7 @@ def indirect_view(t, key):
             if terms is not None and len(vs) == 1 and terms[0].get(vs[0]) == 1 and k0.shape[0] == idx.shape[0]:
                 return FreeGather(t, idx, (_pel.const(terms[1]), k0.shape[0]))
         elif isinstance(k0, slice) or type(k0).__name__ == "DynSlice":
-            start, size, step = _slice_parts(k0, t.axes[0])
+            start, size, step = slice_parts(k0, t.axes[0])
             if step == 1 and size == idx.shape[0]:
                 return FreeGather(t, idx, (start, size))
     raise E.err_indirect_indices_free_dim(

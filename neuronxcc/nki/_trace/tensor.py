@@ -196,7 +196,7 @@ class Tensor:
                 p0, off = _advance(self, p0, off, a, rest)
                 item = k.expr
             elif isinstance(k, (slice, DynSlice)):
-                start, size, step = _slice_parts(k, a)
+                start, size, step = slice_parts(k, a)
                 p0, off = _advance(self, p0, off, a, start)
                 v = new_index_var(size)
                 out_axes.append(Axis(size, a.pstep * step, a.fstep * step, v))
@@ -332,7 +332,7 @@ def _is_full(k, a):
     return False
 
 
-def _slice_parts(k, a):
+def slice_parts(k, a):
     """(start Expr, size, step) of a slice / ds on axis A."""
     if isinstance(k, DynSlice):
         start = as_expr(k.start)
