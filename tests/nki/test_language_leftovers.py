@@ -149,3 +149,39 @@ def test_a_view_across_non_consecutive_blocks_is_refused():
         return out
     with pytest.raises(E.err_invalid_argument, match="spans several of its blocks"):
         nki.simulate_kernel(k, rand(2, 64, 64))
+
+
+# -- nl.dropout, reversed commutative scan operands ----------------------------------------------------
+def test_nl_dropout_zeroes_at_the_rate_and_keeps_the_rest():
+    def k(a, r):
+        out = nl.ndarray((2,) + a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        nl.store(out[0], nl.dropout(x, 0.25))
+        nl.store(out[1], nl.dropout(x, nl.load(r)))        # a 1-element rate tile
+        return out
+    a = rand(128, 512, seed=6) + np.float32(3.0)               # no zeros of its own
+    o = nki.simulate_kernel(k, a, np.full((1, 1), 0.75, np.float32))
+    for got, rate in ((o[0], 0.25), (o[1], 0.75)):
+        kept = got != 0
+        assert abs((~kept).mean() - rate) < 0.02
+        np.testing.assert_array_equal(got[kept], a[kept])
+
+
+def test_tensor_tensor_scan_reversed_commutative_operands():
+    def k(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.tensor_tensor_scan(nl.load(a), nl.load(b), 0.0, np.multiply, np.add,
+                                              reverse0=True, reverse1=True))
+        return out
+    a, b = rand(16, 32, seed=7) * np.float32(0.5), rand(16, 32, seed=8)
+    want = np.empty_like(a)
+    prev = np.zeros(16, np.float32)
+    for i in range(32):
+        prev = a[:, i] * prev + b[:, i]
+        want[:, i] = prev
+    np.testing.assert_allclose(nki.simulate_kernel(k, a, b), want, rtol=1e-6, atol=1e-6)
+
+    def bad(a, b):
+        nisa.tensor_tensor_scan(nl.load(a), nl.load(b), 0.0, np.subtract, np.add, reverse0=True)
+    with pytest.raises(E.NkiNotImplementedError, match="subtract"):
+        nki.simulate_kernel(bad, a, b)

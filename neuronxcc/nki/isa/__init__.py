@@ -345,9 +345,10 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     """out[i] = (data0[i] op0 out[i-1]) op1 data1[i] along the free axis, out[-1] = initial."""
     _ops.tile_operand(data0, "tensor_tensor_scan", "data0")
     _ops.tile_operand(data1, "tensor_tensor_scan", "data1")
-    if reverse0 or reverse1:
-        raise _E.NkiNotImplementedError("nki.isa.tensor_tensor_scan", "reverse0/reverse1")
     attrs = {"op0": _op_name(op0, "alu"), "op1": _op_name(op1, "alu")}
+    for rev, key in ((reverse0, "op0"), (reverse1, "op1")):
+        if rev and attrs[key] not in ("add", "mult", "max", "min"):      # reversing a commutative op is a no-op
+            raise _E.NkiNotImplementedError("nki.isa.tensor_tensor_scan", "reversed operands of %s" % attrs[key])
     srcs = [data0, data1]
     v, t = _scalar_or_col(initial, data0, "tensor_tensor_scan", "initial")
     if t is None:

@@ -375,7 +375,14 @@ _reg(rms_norm)
 
 
 def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
-    raise _E.NkiNotImplementedError("nki.language.dropout", "no random number generator in birsim yet")
+    """Zero elements of x with probability RATE (a scalar, a [P, 1] tile or a 1-element tile), as
+    nisa.dropout: birsim's counter-based uniform draws, no rescaling of the kept elements."""
+    from neuronxcc.nki import isa as nisa
+    from neuronxcc.nki._trace.tensor import Tensor
+    _ops.tile_operand(x, "dropout", "x")
+    if isinstance(rate, Tensor) and rate.size == 1 and x.shape[0] > 1:
+        rate = _ops.broadcast_to(rate, (x.shape[0], 1))
+    return nisa.dropout(x, rate, mask=mask, dtype=dtype)
 
 
 _reg(dropout)
