@@ -89,6 +89,8 @@ def test_gqa_bf16_attention_is_fused_and_matches_jax():
     mm = [i for i in mod.instructions() if i.opcode == "matmul"]
     assert mm and all(i.srcs[0].dtype == "bfloat16" for i in mm)
     assert all(e < nh * t * t for e in _scratch_elems(mod))
+    # the result is stored in the layout the heads-back transpose/reshape reads: no copy of it
+    assert t * nh * hd not in _scratch_elems(mod), _scratch_elems(mod)
     check(gqa, q, k, v)
 
 

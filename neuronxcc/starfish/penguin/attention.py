@@ -342,10 +342,43 @@ def operand_views(cg, plan):
     return QX, KX, VX, cdt1, cdt2
 
 
+def _consumer_layout(cg, o):
+    """When dot2's result only flows through a chain of transposes/reshapes (jax's einsum puts the
+    heads back in place: [k, d, g, t] -> [t, k, g, d] -> [t, H]), a View in o's shape over the
+    target of the chain's end, so the kernel stores straight into the layout the consumer reads
+    (otherwise the chain would be an element-strided copy). None when there is no such chain."""
+    g = cg.g
+    outs = set(g.outputs)
+    chain, cur = [], o
+    while cur not in outs:
+        us = _uniq(cg.users.get(cur, []))
+        if len(us) != 1 or us[0].kind not in ("transpose", "reshape") or len(chain) >= 6:
+            break
+        chain.append(us[0])
+        cur = us[0].outputs[0]
+    if not chain:
+        return None
+    end = g.values[cur]
+    # the inverse of the chain applied to a contiguous View of the end's shape
+    v = View("__probe__", end.dtype, end.shape, row_major_strides(end.shape), 0)
+    for op in reversed(chain):
+        src = g.values[op.inputs[0]]
+        if op.kind == "transpose":
+            perm = list(op.attrs["permutation"])
+            inv = [perm.index(i) for i in range(len(perm))]
+            v = v.transpose(inv)
+        else:
+            v = v.reshape(src.shape)
+        if v is None:
+            return None
+    t = cg.target_for(cur)
+    return View(t.base, g.values[o].dtype, v.shape, v.strides, 0)
+
+
 def out_view(cg, plan):
     """The dot2 result's target, as a View over X dims but the last, then Dv."""
     o = plan.dot2.outputs[0]
-    out = cg.target_for(o)
+    out = _consumer_layout(cg, o) or cg.target_for(o)
     n = len(plan.xshape)
     st = []
     for i in range(n - 1):
@@ -355,17 +388,32 @@ def out_view(cg, plan):
 
 
 def score_expr(cg, plan):
-    """X as an expression of the score tile (a leaf in X-space) and the side inputs."""
+    """(X as an expression of the score tile (a leaf in X-space) and the side inputs, the leaf,
+    the scale the PSUM eviction applies): a leading x / c or x * c folds into the eviction."""
     from neuronxcc.starfish.penguin import rows
     g = cg.g
     leaf = View("__dot__%d" % id(plan.dot1), "float32", plan.xshape, row_major_strides(plan.xshape), 0)
     built = {plan.src: leaf}
-    for op in plan.chain:
+    chain = list(plan.chain)
+    scale = 1.0
+    if chain and chain[0].kind in ("divide", "multiply") and len(chain[0].inputs) == 2:
+        a, b = chain[0].inputs
+        c = _splat_value(cg, b if a == plan.src else a)
+        try:
+            c = float(c)
+        except (TypeError, ValueError):
+            c = None
+        if c is not None and c != 0.0 and c == c and abs(c) != float("inf") and \
+                (a == plan.src or chain[0].kind == "multiply") and a != b:
+            scale = 1.0 / c if chain[0].kind == "divide" else c
+            built[chain[0].outputs[0]] = leaf
+            chain = chain[1:]
+    for op in chain:
         args = [built[i] if i in built else cg.env[i] for i in op.inputs]
         o = op.outputs[0]
         built[o] = Node(op.kind, args, op.attrs, g.values[o].dtype, g.values[o].shape, op.loc)
-    expr = built[plan.X] if plan.chain else leaf
-    return rows.resolve(cg, expr), leaf
+    expr = built[plan.X]
+    return rows.resolve(cg, expr), leaf, scale
 
 
 def lower(kern, plan):
@@ -374,7 +422,7 @@ def lower(kern, plan):
     offs = kern.offsets()
     _k_tile = kern.k_tile
     QX, KX, VX, cdt1, cdt2 = operand_views(cg, plan)
-    expr, leaf = score_expr(cg, plan)
+    expr, leaf, scale = score_expr(cg, plan)
     out, OX = out_view(cg, plan)
     n, nb = len(plan.xshape), plan.nb
     N, K, Dv = plan.N, plan.K, plan.Dv
@@ -414,7 +462,9 @@ def lower(kern, plan):
         em.inst("memset", "DVE", [mrun], [], value=NEG_BIG)
         em.inst("memset", "DVE", [lrun], [], value=0.0)
         em.inst("memset", "POOL", [acc], [], value=0.0)
-        state = (qT, kres, vres, mrun, lrun, acc)
+        # loop-invariant tiles of the score expression (mask constants, iota grids): once per query tile
+        hoisted = TileEval(cg, Space(n - 2, n - 1, list(starts) + [P.const(0)], [1] * (n - 2) + [mn, NB])).hoist(expr)
+        state = (qT, kres, vres, mrun, lrun, acc, hoisted)
         em.nest([Axis(N, NB, "kb")], lambda st, sz: body_k(st, sz, state), list(starts), list(sizes))
         rl = col("fa_rsum", mn)
         em.inst("tensor_scalar", "DVE", [rl], [lrun], op0="divide", operand0=1.0, reverse0=True)
@@ -440,7 +490,7 @@ def lower(kern, plan):
             em.dma(em.hbm(OX.base, base + d0 * so_d, [[so_d, dn], [so_m, mn]]), oT)
 
     def body_k(starts, sizes, state):
-        qT, kres, vres, mrun, lrun, acc = state
+        qT, kres, vres, mrun, lrun, acc, hoisted = state
         n0, nk, mn = starts[-1], sizes[-1], sizes[-2]
         ps = em.psum("fa_s", mn, nk)
         ps_ap = em.chip(ps, f32, mn, [[1, nk]])
@@ -449,8 +499,9 @@ def lower(kern, plan):
                                               em.chip(kres, cdt1, TK, [[1, nk]], offset=n0 + j * N)],
                     psum_zero=(j == 0))
         s_ap = em.chip(em.sbuf("fa_scores", mn, nk, f32), f32, mn, [[1, nk]])
-        em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity")
+        em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity", scale=scale)
         te = TileEval(cg, Space(n - 2, n - 1, list(starts), [1] * (n - 2) + [mn, nk]))
+        te.hoisted = hoisted
         te.memo[id(leaf)] = TV("tile", f32, ap=s_ap)
         xv = te.materialise(te.value(expr))
         if xv.dtype != f32:
@@ -493,7 +544,5 @@ def lower(kern, plan):
     em.nest([Axis(plan.xshape[i], 1, "b") for i in range(nb)], body_b)
     for op in plan.ops[1:]:
         cg.fused.add(id(op))
-    o = plan.dot2.outputs[0]
-    ov = cg.g.values[o]
-    cg.env[o] = View.contiguous(out.base, ov.dtype, ov.shape)
+    cg.env[plan.dot2.outputs[0]] = out
     cg.flash_fused = getattr(cg, "flash_fused", 0) + 1

@@ -104,6 +104,7 @@ class TileEval:
         self.keys = {}
         self._alive = []
         self.nloads = 0
+        self.hoisted = {}     # loop-invariant tiles made before the loop (see hoist): key -> AP
 
     # -- storage -----------------------------------------------------------------
     def new_tile(self, dtype, prefix="t"):
@@ -146,6 +147,9 @@ class TileEval:
         if not tv.is_splat:
             return tv
         dtype = onchip_dtype(dtype or tv.dtype)
+        h = self.hoisted.get(("splat", dtype, _py(tv.value, dtype)))
+        if h is not None:
+            return TV("tile", dtype, ap=self.em.chip(h.target, dtype, self.s.pn, [[1, self.s.fn]]))
         out = self.new_tile(dtype, "splat")
         eng = "POOL" if bdt.is_int(dtype) else "DVE"
         self.em.inst("memset", eng, [out.ap], [], value=_py(tv.value, dtype))
@@ -200,14 +204,48 @@ class TileEval:
             # the static grid from POOL's iota plus the loop-dependent offset as a [P,1] column (one
             # element of the arange table, the same on every partition), instead of a DMA of the grid
             base = self.cg.arange_table(v)
-            grid = self.new_tile("int32", "iota")
-            self.em.inst("iota", "POOL", [grid.ap], [], pattern=[pat[1]], offset=0, channel_multiplier=pat[0][0])
+            h = self.hoisted.get(("iota", pat[1][0], pat[0][0]))
+            if h is not None:
+                grid = TV("tile", "int32", ap=self.em.chip(h.target, "int32", self.s.pn, [[1, self.s.fn]]))
+            else:
+                grid = self.new_tile("int32", "iota")
+                self.em.inst("iota", "POOL", [grid.ap], [], pattern=[pat[1]], offset=0,
+                             channel_multiplier=pat[0][0])
             dyn = self.new_col("int32", "iota_off")
             self.em.dma(dyn.ap, self.em.hbm(base, off, [[0, self.s.pn], [1, 1]]))
             out = self.new_tile("int32", "iota")
             self.em.inst("tensor_scalar", "POOL", [out.ap], [grid.ap, dyn.ap], op0="add", operand0_ap=True)
         if v.dtype != "int32":
             return self.cast(out, v.dtype)
+        return out
+
+    def hoist(self, expr):
+        """Emit here (before the loop whose tiles will evaluate expr) the loop-invariant tiles expr
+        needs: the constant operands of its selects (memsets) and the static grids of its iota
+        leaves; returns the dict to set as ``hoisted`` of those tiles' TileEvals (of this tile's
+        partitions and at most this tile's free size)."""
+        out, seen, todo = {}, set(), [expr]
+        while todo:
+            x = todo.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            if isinstance(x, Node):
+                todo.extend(x.args)
+                if x.op == "select":
+                    dt = onchip_dtype(x.dtype)
+                    for a in x.args[1:]:
+                        if isinstance(a, Splat) and ("splat", dt, _py(a.value, dt)) not in out:
+                            t = self.materialise(TV("splat", dt, value=a.value))
+                            out[("splat", dt, _py(a.value, dt))] = t.ap
+            elif isinstance(x, View) and x.base == IOTA_BASE:
+                pat = self.leaf_pattern(x)
+                key = ("iota", pat[1][0], pat[0][0])
+                if key not in out and not self._col_load(pat):
+                    grid = self.new_tile("int32", "hiota")
+                    self.em.inst("iota", "POOL", [grid.ap], [], pattern=[pat[1]], offset=0,
+                                 channel_multiplier=pat[0][0])
+                    out[key] = grid.ap
         return out
 
     def _col_load(self, pat, scalar_ok=False):
@@ -482,6 +520,10 @@ class TileEval:
             return out
         if op == "select":
             p, t, f = args
+            if dt == "bool" and t.is_splat and f.is_splat and bool(t.value) != bool(f.value) and not p.is_splat:
+                # select(p, true, false) is p; select(p, false, true) is not p (jnp.tril's mask)
+                p = self.cast(p, "bool") if p.dtype != "bool" else p
+                return p if bool(t.value) else self.binary("eq", p, TV("splat", "bool", value=0), "bool")
             p = self.materialise(p)
             t = self.materialise(t, dt)
             f = self.materialise(f, dt)
