@@ -185,3 +185,30 @@ def test_tensor_tensor_scan_reversed_commutative_operands():
         nisa.tensor_tensor_scan(nl.load(a), nl.load(b), 0.0, np.subtract, np.add, reverse0=True)
     with pytest.raises(E.NkiNotImplementedError, match="subtract"):
         nki.simulate_kernel(bad, a, b)
+
+
+def test_psum_accumulation_into_blocks_at_banks_one_and_five():
+    """nki-samples' allocated_SD_attention shape: `acc[g] += nc_matmul(...)` into a PSUM block tensor placed by
+    an allocation function (banks 1 and 5); the accumulator's zeroing at its creation covers both blocks and is
+    split per block."""
+    import functools
+
+    def k(a, b):
+        out = nl.ndarray((2, 128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+
+        def psum_addr(bank_map, idx, pdim_size, fdim_size):
+            return (bank_map[idx], 0, 0)
+        acc = nl.ndarray((2, nl.par_dim(128), 128), dtype=np.float32,
+                         buffer=ncc.psum.alloc(functools.partial(psum_addr, bank_map={(0,): 1, (1,): 5})))
+        sb = nl.ndarray((2, nl.par_dim(128), 128), dtype=np.float32,
+                        buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+        ip, jf = nl.mgrid[0:128, 0:128]
+        for g in nl.affine_range(2):
+            for t in nl.affine_range(3):
+                acc[g, ip, jf] += nisa.nc_matmul(moving=nl.load(b[g, t]), stationary=nl.load(a[g, t]))
+            sb[g, ip, jf] = nisa.tensor_copy(acc[g, ip, jf], dtype=np.float32, engine=nisa.vector_engine)
+            nl.store(out[g], value=sb[g, :, :])
+        return out
+    a, b = rand(2, 3, 128, 128, seed=9), rand(2, 3, 128, 128, seed=10)
+    want = np.einsum("gtkm,gtkn->gmn", a.astype(np.float64), b)
+    np.testing.assert_allclose(nki.simulate_kernel(k, a, b), want, rtol=1e-4, atol=1e-4)

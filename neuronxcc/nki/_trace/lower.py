@@ -132,7 +132,9 @@ class Lowerer:
                 out.extend(self.loop(n))
             else:
                 i = self.inst(n)
-                if i is not None:
+                if isinstance(i, list):
+                    out.extend(i)
+                elif i is not None:
                     out.append(i)
         return out
 
@@ -254,6 +256,10 @@ class Lowerer:
                 if a[0] <= 0:
                     return None
         self._check_bounds(ti, intervals)
+        if ti.opcode == "memset" and ti.dsts[0].buf.name in self.blocks:
+            split = self._memset_blocks(ti, views[0])
+            if split is not None:
+                return split
         aps = [self._ap(op, v, ti) for op, v in zip(ops, views)]
         nd = len(ti.dsts)
         attrs = {k: v for k, v in ti.attrs.items() if k not in ("partition_broadcast", "offset_expr")}
@@ -352,6 +358,38 @@ class Lowerer:
             return birpy.AccessPattern(name, dt, off, [[0, a0[0]]] + rest, p0, 1)
         return birpy.AccessPattern(name, dt, off, rest or [[1, 1]], p0, a0[0])
 
+
+    def _memset_blocks(self, ti, view):
+        """A memset over a contiguous run of several blocks of a tensor at non-consecutive addresses (the
+        zeroing of a PSUM accumulator where it was created): one memset per block, or None."""
+        op = ti.dsts[0]
+        p0, off, axes = view
+        off = off.subs(self.fixed) if self.fixed and not isinstance(off, int) else off
+        if not isinstance(off, int):
+            if not off.is_const():
+                return None
+            off = int(off)
+        free = [a for a in axes[1:] if a[0] > 1]
+        n, step = 1, 1
+        for a in reversed(free):
+            if a[2] != step:
+                return None
+            n *= a[0]
+            step *= a[0]
+        if not isinstance(p0, int) or not axes:
+            return None
+        nbytes, names = self.blocks[op.buf.name]
+        per = nbytes // op.dtype.itemsize
+        out, lo, hi = [], off, off + n
+        dt = D.bir_name(op.dtype)
+        while lo < hi:
+            k = lo // per
+            end = min(hi, (k + 1) * per)
+            ap = birpy.AccessPattern(names[k], dt, lo - k * per, [[1, end - lo]], p0, axes[0][0])
+            out.append(birpy.Instruction("memset", ti.engine, [ap], [], dict(ti.attrs),
+                                         name="%s:%s" % (self.ctx.func_name, ti.loc.rsplit(":", 1)[-1])))
+            lo = end
+        return out
 
     def _block_of(self, op, off, axes, ti):
         """(memloc, offset in it) of an access to a block tensor at non-consecutive addresses."""
