@@ -99,3 +99,24 @@ def test_printer_lists_everything():
     for s in ("for i in range(0, 2, 1)", "while r", "if r", "else:", "ACT.activation", "wait(q0>=i + 1)",
               "memloc a SBUF 128x1024B @p0+4096", "tensor k const bfloat16[4, 3]"):
         assert s in text
+
+
+def test_load_attrs_reads_the_attrs_without_the_rest(tmp_path):
+    m = _module()
+    m.attrs = {"io_transposes": [{"name": "x", "kind": "input", "shape": [256, 64], "permutation": [1, 0]}],
+               "note": "a } and a \"quote\""}
+    p = tmp_path / "m.json"
+    B.save(m, str(p))
+    assert B.load_attrs(str(p)) == B.load(str(p)).attrs == m.attrs
+    # attrs after the body (another writer's key order) still come back, the same
+    obj = B.to_json(m)
+    attrs = obj.pop("attrs")
+    obj["attrs"] = attrs
+    p.write_text(json.dumps(obj, indent=2))
+    assert B.load_attrs(str(p)) == m.attrs
+    obj.pop("attrs")
+    p.write_text(json.dumps(obj))
+    assert B.load_attrs(str(p)) == {}
+    p.write_text('{"format": "bir", "attrs": [1')
+    with pytest.raises(BirFormatError):
+        B.load_attrs(str(p))

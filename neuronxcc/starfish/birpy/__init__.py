@@ -38,7 +38,7 @@ from neuronxcc.starfish.birpy.builder import Builder, ap, row_major_pattern
 from neuronxcc.starfish.birpy.ir import (AccessPattern, If, Instruction, Loop, MemLoc, Module, Tensor, While,
                                          to_expr)
 from neuronxcc.starfish.birpy.opcodes import OPCODES
-from neuronxcc.starfish.birpy.serde import (dumps, load, loads, merge_engine_streams, module_from_json,
+from neuronxcc.starfish.birpy.serde import (dumps, load, load_attrs, loads, merge_engine_streams, module_from_json,
                                             module_to_json, save, split_by_engine, stream_from_json,
                                             stream_to_json)
 
@@ -66,6 +66,6 @@ def format_module(module):
 
 
 __all__ = ["AccessPattern", "Builder", "If", "Instruction", "Loop", "MemLoc", "Module", "OPCODES", "Tensor",
-           "While", "ap", "dtypes", "dumps", "format_module", "from_json", "load", "loads",
+           "While", "ap", "dtypes", "dumps", "format_module", "from_json", "load", "load_attrs", "loads",
            "merge_engine_streams", "module_from_json", "module_to_json", "opcodes", "row_major_pattern", "save",
            "split_by_engine", "stream_from_json", "stream_to_json", "to_expr", "to_json", "verify"]

@@ -304,6 +304,46 @@ def loads(text, body=True):
     return module_from_json(obj)
 
 
+def load_attrs(path):
+    """The module attrs of a BIR JSON file, without parsing its tensors, memlocs or body when
+    ``attrs`` comes before them (as ``module_to_json`` writes it): a walk over the top-level
+    keys, decoding only the values before ``attrs``. Raises BirFormatError like ``load``."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise BirFormatError("cannot read BIR file %s: %s" % (path, e.strerror or e))
+    dec = json.JSONDecoder()
+    ws = " \t\n\r"
+    try:
+        i = len(text) - len(text.lstrip(ws))
+        if text[i] != "{":
+            raise ValueError("not an object")
+        i += 1
+        while True:
+            while text[i] in ws:
+                i += 1
+            if text[i] == "}":
+                return {}
+            key, i = dec.raw_decode(text, i)
+            while text[i] in ws:
+                i += 1
+            if text[i] != ":":
+                raise ValueError("expected ':' at %d" % i)
+            i += 1
+            while text[i] in ws:
+                i += 1
+            val, i = dec.raw_decode(text, i)
+            if key == "attrs":
+                return dict(_obj(val, "module attrs"))
+            while text[i] in ws:
+                i += 1
+            if text[i] == ",":
+                i += 1
+    except (ValueError, IndexError) as e:
+        raise BirFormatError("BIR JSON does not parse: %s" % e)
+
+
 def save(m, path, indent=None):
     """Write module M as BIR JSON to PATH."""
     # json.dumps, not json.dump: only the one-shot form uses the C encoder (5x faster)

@@ -21,15 +21,19 @@ from neuronxcc.starfish import birpy
 
 def io_transposes(module):
     """The list of I/O layout changes of a BIR module (always empty for Penguin codegen)."""
+    return _from_attrs(module.attrs)
+
+
+def _from_attrs(attrs):
     out = []
-    for t in module.attrs.get("io_transposes", []) if isinstance(module.attrs, dict) else []:
+    for t in attrs.get("io_transposes", []) if isinstance(attrs, dict) else []:
         out.append(dict(t))
     return out
 
 
 def write_io_transposes(bir_path, out_path):
-    module = birpy.load(bir_path, body=False)     # the attrs are all it reads
-    doc = {"version": 1, "transposes": io_transposes(module)}
+    # the module attrs are all it reads: not the tensors, memlocs or body (32-layer prefill: 11 s)
+    doc = {"version": 1, "transposes": _from_attrs(birpy.load_attrs(bir_path))}
     with atomic_output(out_path) as tmp, open(tmp, "w") as fh:
         json.dump(doc, fh, indent=1)
     return out_path
