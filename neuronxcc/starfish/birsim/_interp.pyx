@@ -1,7 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """birsim's program-order interpreter loop, typed: it runs once per simulated
 instruction, so its per-instruction work (plan lookup, the plan call, the
-access records, the timeline step) happens without a Python frame of its own:
+access records, the timeline step) happens without a Python frame of its own;
+each body list is indexed once (``_Body``), so a loop body's instructions find
+their plans and timeline records by position, not by dictionary lookups;
 the timeline's core step is a C call on the instruction's cached record, and
 only a deadlock, a race or tracing goes back to ``Timeline.after``.
 
@@ -11,6 +13,8 @@ still use): loop variables set per trip and restored after the loop, While
 trips capped at ``max_trips``, If on a register, BirSimError messages with the
 instruction's id, opcode and engine.
 """
+from libc.stdlib cimport malloc, free
+
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birsim._timecore cimport Core, Rec
 
@@ -22,56 +26,109 @@ cdef object _reg(dict regs, object name, object node):
         raise BirSimError("%s #%s reads register %r before any register_load" % (node.kind, node.id, name))
 
 
+cdef class _Body:
+    """One body list as the loop runs it: node kinds as ints, and per node what the loop caches
+    (an instruction's plan and timeline record once it first ran; a loop's, while's or if's
+    nested bodies), so a body executed many times looks nothing up per instruction."""
+    cdef list nodes
+    cdef int* kinds
+    cdef list plans            # instruction: plan tuple or None (not yet run)
+    cdef list recs             # instruction: Rec or None
+    cdef list subs             # loop / while: _Body of the body; if: (then, else) _Bodies
+    cdef Py_ssize_t n
+
+    def __cinit__(self):
+        self.kinds = NULL
+
+    def __dealloc__(self):
+        free(self.kinds)
+
+
+cdef _Body _body_of(object ex, list body):
+    cdef dict cache = ex._bodies
+    cdef _Body b = cache.get(id(body))
+    cdef Py_ssize_t i
+    if b is not None and b.nodes is body:
+        return b
+    b = _Body()
+    b.nodes = body
+    b.n = len(body)
+    b.kinds = <int*>malloc(max(1, b.n) * sizeof(int))
+    if b.kinds == NULL:
+        raise MemoryError()
+    b.plans = [None] * b.n
+    b.recs = [None] * b.n
+    b.subs = [None] * b.n
+    for i in range(b.n):
+        k = body[i].kind
+        b.kinds[i] = 0 if k == "inst" else 1 if k == "loop" else 2 if k == "while" else 3
+    cache[id(body)] = b
+    return b
+
+
 cpdef run_body(object ex, list body, dict env, dict regs, object tl, long long default_max_trips):
     """Execute BODY in program order: ENV holds the loop variables and registers (REGS, the same
     dict in program order), TL is the timeline (``Timeline.step`` semantics)."""
+    _run(ex, _body_of(ex, body), env, regs, tl, tl.core, tl.trace, default_max_trips)
+
+
+cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint trace, long long default_max_trips):
     cdef tuple p
-    cdef dict plans = ex._plans
-    cdef dict recs = tl.recs
-    cdef Core core = tl.core
-    cdef bint trace = tl.trace
     cdef Rec r
     cdef long long trips, limit
     cdef object se
-    for n in body:
-        k = n.kind
-        if k == "inst":
-            p = plans.get(id(n))
-            if p is None or p[0] is not n:
-                p = ex._prepare(n)
-                plans = ex._plans
+    cdef Py_ssize_t i
+    cdef int kind
+    cdef _Body inner
+    for i in range(b.n):
+        n = b.nodes[i]
+        kind = b.kinds[i]
+        if kind == 0:
+            p = <tuple>b.plans[i] if b.plans[i] is not None else None
+            if p is None:
+                p = ex._plans.get(id(n))
+                if p is None or p[0] is not n:
+                    p = ex._prepare(n)
+                b.plans[i] = p
             try:
                 p[1](env)
             except BirSimError as e:
                 raise BirSimError("instruction #%s %s@%s: %s" % (n.id, n.opcode, n.engine, e.message))
-            r = recs.get(id(n))
-            if r is None or r.instr is not n:
-                r = tl.rec(n)
+            if b.recs[i] is None:
+                b.recs[i] = tl.rec(n)
+            r = <Rec>b.recs[i]
             if p[2] is None:
                 se = core.step(r, env, ex._indirect_regions(n, p[3]))
             else:
                 se = core.step_infos(r, env, p[2])
             if se is None or core.raced or trace:
                 tl.after(n, r, se)
-        elif k == "loop":
+        elif kind == 1:
             var = n.var
             saved = env.get(var)
-            inner = n.body
+            if b.subs[i] is None:
+                b.subs[i] = _body_of(ex, n.body)
+            inner = <_Body>b.subs[i]
             for v in range(n.start, n.stop, n.step):
                 env[var] = v
-                run_body(ex, inner, env, regs, tl, default_max_trips)
+                _run(ex, inner, env, regs, tl, core, trace, default_max_trips)
             if saved is None:
                 env.pop(var, None)
             else:
                 env[var] = saved
-        elif k == "while":
+        elif kind == 2:
             limit = n.max_trips if n.max_trips is not None else default_max_trips
             trips = 0
+            if b.subs[i] is None:
+                b.subs[i] = _body_of(ex, n.body)
+            inner = <_Body>b.subs[i]
             while _reg(regs, n.cond, n) != 0:
                 trips += 1
                 if trips > limit:
                     raise BirSimError("While #%s on %s ran more than %d trips" % (n.id, n.cond, limit))
-                run_body(ex, n.body, env, regs, tl, default_max_trips)
+                _run(ex, inner, env, regs, tl, core, trace, default_max_trips)
         else:
-            run_body(ex, n.then_body if _reg(regs, n.cond, n) != 0 else n.else_body, env, regs, tl,
-                     default_max_trips)
+            if b.subs[i] is None:
+                b.subs[i] = (_body_of(ex, n.then_body), _body_of(ex, n.else_body))
+            inner = <_Body>(b.subs[i][0] if _reg(regs, n.cond, n) != 0 else b.subs[i][1])
+            _run(ex, inner, env, regs, tl, core, trace, default_max_trips)

@@ -58,6 +58,7 @@ class Executor:
         self.regs = self.env      # register file; the same dict as env in program order
         self.custom_op_libs = custom_op_libs
         self._plans = {}
+        self._bodies = {}         # the typed loop's per-body caches (birsim._interp)
         self.plans = plans        # False: every instruction runs its op_* handler (the reference path)
         self._indirect = {}
         from neuronxcc.starfish.birsim import nki_ops
@@ -67,6 +68,7 @@ class Executor:
         """Drop the cached plans and handlers (they refer back to this executor), so the
         machine state can be freed, and its buffers reused, as soon as nothing else holds it."""
         self._plans = {}
+        self._bodies = {}
         self._handlers = {}
         self._indirect = {}
 
