@@ -160,3 +160,36 @@ def test_broadcast_scalar_loads_one_element_per_partition_exactly(dt):
     got = simulate(mod, args).outputs
     for g, w in zip(got, jax_outputs(f, *args)):
         np.testing.assert_array_equal(g, w)
+
+
+def test_k_contiguous_moving_side_and_broadcast_loads_keep_descriptors_large():
+    # x @ w.T: the moving side lies K-contiguous (as K^T of attention scores does); it is loaded
+    # as it lies and transposed on the PE, not moved one element per descriptor. The causal mask's
+    # row iota inside the loops is one element per partition, not one per element.
+    n = 260
+
+    def f(x, w):
+        y = x @ w.T
+        return jnp.where(jnp.arange(n)[:, None] >= jnp.arange(n)[None, :], y, 0.0)
+
+    s = jax.ShapeDtypeStruct((n, n), jnp.float32)
+    mod = bir_of(f, s, s)
+    # every DMA moves runs of >= 128 bytes, except the [P,1] iota columns (one element per partition)
+    for i in mod.instructions():
+        if i.opcode.startswith("dma_"):
+            nbytes, runs, _, _ = dma_shape(i, mod, TM)
+            chip = i.dsts[0] if not i.dsts[0].is_hbm else i.srcs[0]
+            if chip.pattern != [[1, 1]]:
+                assert nbytes / runs >= 128, (str(i.srcs[0]), str(i.dsts[0]), nbytes / runs)
+    assert sum(1 for i in mod.instructions() if i.opcode == "transpose" and i.engine == "PE") >= 3
+    rng = np.random.default_rng(3)
+    x, w = [(rng.standard_normal((n, n)) / 4).astype(np.float32) for _ in range(2)]
+    res = simulate(mod, [x, w])
+    assert_close(res.outputs[0], jax_outputs(f, x, w)[0], "mask(x @ w.T)")
+
+
+def test_tile_choice_fills_the_partitions():
+    from neuronxcc.starfish.penguin.emit import choose_tile
+    assert choose_tile(260, 128) == 128      # 128 + 128 + 4, not 4 x 65
+    assert choose_tile(16000, 256) == 250    # a divisor when it costs at most 1/8 more tiles
+    assert choose_tile(300, 128) == 100
