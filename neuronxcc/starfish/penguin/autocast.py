@@ -33,8 +33,11 @@ none since. This compiler reports version 2.24, and the frameworks (NxD, NxDI,
 optimum-neuron, ZML) pass --auto-cast=none explicitly anyway. A user who wants
 the PE's low-precision rate on an fp32 model asks for matmult.
 
---fast-math (neuron-cc's spelling, accepted by callers of neuronx-cc) maps onto
-the same two settings as its documentation defines the values: ``all`` =
+--fast-math is not in neuronx-cc's public CLI reference (a hidden flag there);
+it is neuron-cc's (Inf1) option, which replaced its --fp32-cast and which
+neuronx-cc's --auto-cast / --auto-cast-type in turn replace. Callers still pass
+it, so it maps onto the same two settings as neuron-cc's documentation defines
+the values: ``all`` =
 fp32-cast-all + fast-relayout (every fp32 op to bf16), ``none`` =
 fp32-cast-matmult-bf16 + no-fast-relayout, ``fp32-cast-all`` (bf16),
 ``fp32-cast-all-fp16``, ``fp32-cast-matmult`` / ``fp32-cast-matmult-bf16``
@@ -42,7 +45,8 @@ fp32-cast-matmult-bf16 + no-fast-relayout, ``fp32-cast-all`` (bf16),
 choose whether PE transposes of fp32 data may run in the narrow type (ours
 always run in the matmul's operand type, so they follow the cast). When both
 are given, --fast-math's casting choice wins (it is the more specific
-request).
+request). Note that ``none`` there still casts matmuls to bf16 (neuron-cc's
+most accurate setting), so ``--fast-math none`` is not ``--auto-cast none``.
 
 tf32 is BIR's ``tfloat32`` (1-8-10 held in 32 bits; common.dtypes.round_tf32 and
 birsim's encoder round to it, RNE): the operand DMAs write it, the PE runs it at
