@@ -18,6 +18,8 @@ CASES = [
      cast_precision("bf16")),
     ("mlp_gelu_softmax", ["--auto-cast=matmul", "--auto-cast-type=tf32"], "from fp32 to tf32",
      cast_precision("tf32")),
+    ("transformer_block", ["--auto-cast", "all", "--auto-cast-type", "tf32"], "elementwise operation",
+     cast_precision("tf32")),
     ("mlp_gelu_softmax", ["--auto-cast", "matmult", "--auto-cast-type", "fp8_e4m3"], "from fp32 to fp8_e4m3",
      cast_precision("fp8_e4m3")),
     ("mlp_gelu_softmax", ["--auto-cast", "all", "--auto-cast-type", "fp16"], "elementwise operation",
