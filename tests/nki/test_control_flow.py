@@ -178,3 +178,38 @@ def test_a_kernel_named_like_a_test_is_not_collected_by_pytest():
     def test_like(in_tensor):
         return in_tensor
     assert test_like.__test__ is False
+
+
+@nki.trace
+def _sub_branch(out, a, i):
+    if i == 0:
+        nl.store(out[i], nl.load(a[i]))
+    else:
+        nl.store(out[i], nl.exp(nl.load(a[i])))
+
+
+def _plain_branch(out, a, i):
+    if i == 0:
+        nl.store(out[i], nl.load(a[i]))
+    else:
+        nl.store(out[i], nl.exp(nl.load(a[i])))
+
+
+def test_if_else_in_a_trace_sub_kernel_and_the_error_in_a_plain_helper():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            _sub_branch(out, a, i)
+        return out
+    a = rand(3, 4, 4, seed=7)
+    ref = np.exp(a)
+    ref[0] = a[0]
+    np.testing.assert_allclose(nki.simulate_kernel(k, a), ref, rtol=1e-5)
+
+    def k2(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            _plain_branch(out, a, i)
+        return out
+    with pytest.raises(E.err_dynamic_control_flow_not_supported, match="nki.trace"):
+        nki.simulate_kernel(k2, a)
