@@ -39,41 +39,43 @@ def load(kern, R, nb, bs, n0, nn, K, cdt):
 def _transposed(kern, R, nb, offs, bs, n0, nn, K, TK, rr, cdt):
     """Resident moving side rr[k, t*nn + n] = R[t*TK + k, n0 + n] when R is contiguous along K:
     blocks of <= 128 N rows are loaded as they lie ([rows, K chunk], one descriptor per row),
-    transposed on the PE tile by tile into one PSUM bank and evicted into rr."""
+    transposed on the PE tile by tile into one PSUM bank and evicted into rr. Both the N blocks
+    and the K chunks are loops, so the instruction count does not grow with K or N."""
     em = kern.em
     P = kern.P
     sn_r = R.strides[nb + 1]
-    ntiles = -(-K // TK)
+    nfull, rem = divmod(K, TK)
     chunk = max(1, (RHS_T_CHUNK_BYTES // bdt.itemsize(cdt)) // TK)     # K tiles per natural load
     per = max(1, (em.tm.psum_bank_bytes // 4) // PMAX)                  # transposes per PSUM bank
     # two PSUM banks used in turn (a fresh one per group would let the scheduler keep many live)
     banks = [em.psum("psT", TK, per * PMAX) for _ in range(2)]
 
-    def block(starts, sizes):       # one block of <= 128 N rows (a loop over them: nn may be long)
-        b0, bn = starts[0], sizes[0]
-        ngroup = 0
-        for t0 in range(0, ntiles, chunk):
-            tc = min(chunk, ntiles - t0)
-            kc = min(K, (t0 + tc) * TK) - t0 * TK
-            nat = em.sbuf("rhs_nat", bn, kc, cdt)
-            em.dma(em.chip(nat, cdt, bn, [[1, kc]]),
-                   em.hbm(R.base, offs(R, bs + [P.const(t0 * TK), n0 + b0]), [[sn_r, bn], [1, kc]]))
-            for j0 in range(0, tc, per):
-                c = min(per, tc - j0)
-                ps = banks[ngroup % 2]
-                ngroup += 1
-                kn_last = min(TK, K - (t0 + j0 + c - 1) * TK)
-                for j in range(c):
-                    kn = min(TK, K - (t0 + j0 + j) * TK)
-                    em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, bn]], offset=j * bn)],
-                            [em.chip(nat, cdt, bn, [[1, kn]], offset=(j0 + j) * TK)])
-                # full tiles share one eviction; a short last tile (K % TK rows) goes alone
-                full = c if kn_last == TK else c - 1
-                for (a, n_, kn) in ((0, full, TK), (full, c - full, kn_last)):
-                    if n_ <= 0:
-                        continue
-                    dst = em.chip(rr, cdt, kn, [[nn, n_], [1, bn]], offset=(t0 + j0 + a) * nn + b0)
-                    src = em.chip(ps, "float32", kn, [[bn, n_], [1, bn]], offset=a * bn)
-                    kern._evict_copy(dst, src)
+    def tiles(b0, bn, t0, tc, kn_last):
+        """Tiles t0 .. t0+tc-1 (t0 a pelican Expr or int) of one N block; all TK rows but the
+        last, which has kn_last."""
+        kc = (tc - 1) * TK + kn_last
+        nat = em.sbuf("rhs_nat", bn, kc, cdt)
+        em.dma(em.chip(nat, cdt, bn, [[1, kc]]),
+               em.hbm(R.base, offs(R, bs + [P.const(0) + t0 * TK, n0 + b0]), [[sn_r, bn], [1, kc]]))
+        for g, j0 in enumerate(range(0, tc, per)):
+            c = min(per, tc - j0)
+            ps = banks[g % 2]
+            last = kn_last if j0 + c == tc else TK
+            for j in range(c):
+                kn = last if j == c - 1 else TK
+                em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, bn]], offset=j * bn)],
+                        [em.chip(nat, cdt, bn, [[1, kn]], offset=(j0 + j) * TK)])
+            # full tiles share one eviction; a short last tile (K % TK rows) goes alone
+            full = c if last == TK else c - 1
+            for (a, n_, kn) in ((0, full, TK), (full, c - full, last)):
+                if n_ <= 0:
+                    continue
+                dst = em.chip(rr, cdt, kn, [[nn, n_], [1, bn]], offset=(t0 + j0 + a) * nn + b0)
+                src = em.chip(ps, "float32", kn, [[bn, n_], [1, bn]], offset=a * bn)
+                kern._evict_copy(dst, src)
 
-    em.nest([Axis(nn, PMAX, "nt")], block)
+    if nfull:
+        em.nest([Axis(nn, PMAX, "nt"), Axis(nfull, chunk, "kt")],
+                lambda st, sz: tiles(st[0], sz[0], st[1], sz[1], TK))
+    if rem:
+        em.nest([Axis(nn, PMAX, "nt")], lambda st, sz: tiles(st[0], sz[0], P.const(nfull), 1, rem))
