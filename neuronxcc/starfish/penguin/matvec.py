@@ -13,11 +13,14 @@ engines' rate. Two layouts, chosen by ``stream(...)``:
   {i*NT + t : i < 128} (NT = N/128), read from the weight tile with step NT, so
   PSUM holds y as [128 partitions, NT] with partition i = y[i*NT : (i+1)*NT]: the
   whole output fits one PSUM bank (NT <= 512), accumulates over the K loop, is
-  evicted once and stored as 128 contiguous runs. The DMA steps of the K loop go
+  evicted once and stored as 128 contiguous runs. A weight row wider than one
+  buffer (the LM head: N = 128256) is split into column chunks of the widest multiple
+  of 128 that divides N and fits (runs of up to WS_BUF_BYTES), N-permuted within the
+  chunk, one chunk after the other. The DMA steps of the K loop go
   to ``WS_UNROLL`` different queues (the loop body holds that many DMAs), and walrus
   rotates each step's buffer, so 2 x WS_UNROLL weight tiles are in flight.
-* ``moving`` (the fallback: 1 < M <= STREAM_M_MAX, a column-major weight, or N too
-  wide for one buffer): the vector is stationary and PSUM_CHUNK_COLS columns of the
+* ``moving`` (the fallback: 1 < M <= STREAM_M_MAX, a column-major weight, or column
+  chunks narrower than WS_MIN_RUN_BYTES): the vector is stationary and PSUM_CHUNK_COLS columns of the
   weight stream as the moving side (runs of PSUM_CHUNK_COLS elements).
 
 PE time (weights stationary): 64 cycles (the matmul II floor) per 128 x 128 weight
@@ -34,6 +37,7 @@ PSUM_CHUNK_COLS = 2048  # moving layout: output columns per chunk (four PSUM ban
 WS_BUF_BYTES = 32 * 1024    # weights stationary: bytes per partition of one weight DMA (g rows x N)
 WS_UNROLL = 2           # weight DMAs (on different queues) per K-loop body
 WS_MIN_WEIGHT_BYTES = 1 << 20   # below this a weight is not worth a streaming kernel of its own
+WS_MIN_RUN_BYTES = 8 * 1024     # narrowest column chunk (run per partition) of the stationary layout
 
 
 def wants_stream(M, nb, terms, N):
@@ -61,37 +65,59 @@ def stream(kern, term, O, M, N, epilogue, cdt):
 
 
 def _ws_plan(term, O, M, N, epilogue, cdt):
-    """(g, O2, epilogue2) for the weights-stationary layout, or None when it does not apply."""
+    """(g, nc, views) for the weights-stationary layout, or None when it does not apply: g weight
+    rows per DMA, nc output columns per chunk (all of N when one row fits WS_BUF_BYTES, else the
+    widest multiple of 128 dividing N that fits), views(n0) = (O2, epilogue2) of the chunk at
+    column n0 laid out [128, nc/128] (N-permuted within the chunk)."""
     L, R, K = term
-    if M != 1 or N % PMAX or N // PMAX > 512 or R.strides[1] != 1:
+    if M != 1 or N % PMAX or R.strides[1] != 1:
         return None
     isz = bdt.itemsize(cdt)
-    if N * isz > WS_BUF_BYTES:
-        return None
-    KT = K // PMAX
-    g = max(d for d in range(1, KT + 1) if KT % d == 0 and d * N * isz <= WS_BUF_BYTES)
     NT = N // PMAX
-    O2 = O.reshape((PMAX, NT))
-    if O2 is None:
-        return None
-    epi2 = None
-    if epilogue is not None:
+    d = max(t for t in range(1, min(NT, 512) + 1) if NT % t == 0 and t * PMAX * isz <= WS_BUF_BYTES)
+    nc = d * PMAX
+    if nc < N and nc * isz < WS_MIN_RUN_BYTES:
+        return None                 # chunks this narrow would be short runs (whole rows are g*N)
+    KT = K // PMAX
+    g = max(e for e in range(1, KT + 1) if KT % e == 0 and e * nc * isz <= WS_BUF_BYTES) if nc == N else 1
+
+    def views(n0):
+        def fn(w):
+            if nc < N:
+                w = w.dynamic_slice([0, n0], [1, nc])
+            return w.reshape((PMAX, d))
+        O2 = fn(O)
+        if O2 is None:
+            return None
+        if epilogue is None:
+            return O2, None
         expr, leaf, dt = epilogue
         memo = {}
-        e2 = apply_view(expr, lambda w: w.reshape((PMAX, NT)), memo)
+        e2 = apply_view(expr, fn, memo)
         l2 = memo.get(id(leaf))
-        if e2 is None or l2 is None:
-            return None
-        epi2 = (e2, l2, dt)
-    return g, O2, epi2
+        return None if e2 is None or l2 is None else (O2, (e2, l2, dt))
+    return (g, nc, views) if views(0) is not None else None
 
 
 def _weights_stationary(kern, term, O, N, cdt, plan):
+    g, nc, views = plan
+    em = kern.em
+    nchunks = N // nc
+    if nchunks == 1:
+        _ws_chunk(kern, term, kern.P.const(0), nc, g, cdt, views)
+        return
+    cv = em.fresh("n")
+    with em.b.loop(cv, 0, nchunks, 1) as iv:
+        _ws_chunk(kern, term, iv * nc, nc, g, cdt, views)
+
+
+def _ws_chunk(kern, term, n0, nc, g, cdt, views):
+    """Output columns n0 .. n0+nc of the weights-stationary matvec (see module doc)."""
     L, R, K = term
-    g, O2, epi2 = plan
+    O2, epi2 = views(n0)
     em = kern.em
     P = kern.P
-    KT, NT = K // PMAX, N // PMAX
+    KT, NT = K // PMAX, nc // PMAX
     sk_l = L.strides[1]
     sk_r = R.strides[0]
     offs = _offs(P)
@@ -102,13 +128,14 @@ def _weights_stationary(kern, term, O, N, cdt, plan):
     queues = [em.next_queue() for _ in range(U)]
     # queue of each step, so that every queue carries the same number of steps: the peeled first
     # step and the loop's last body slot share a queue, the left-over steps take the first ones
-    q_first = queues[-1]
+    q_first = queues[-1] if U > 1 else em.next_queue()
 
     def load(s, queue):
-        """DMA step s: rows p*KT + s*g + r (r < g) of every partition: one run of g*N per partition."""
-        w = em.sbuf("wstream", PMAX, g * N, cdt)
-        em.dma(em.chip(w, cdt, PMAX, [[1, g * N]]),
-               em.hbm(R.base, offs(R, [s * g, P.const(0)]), [[KT * sk_r, PMAX], [sk_r, g], [1, N]]), queue=queue)
+        """DMA step s: rows p*KT + s*g + r (r < g) of every partition, columns n0 .. n0+nc: one run of
+        g*nc per partition when the chunk is all of N, else g runs of nc."""
+        w = em.sbuf("wstream", PMAX, g * nc, cdt)
+        em.dma(em.chip(w, cdt, PMAX, [[1, g * nc]]),
+               em.hbm(R.base, offs(R, [s * g, n0]), [[KT * sk_r, PMAX], [sk_r, g], [1, nc]]), queue=queue)
         return w
 
     def mms(w, s, first):
@@ -117,7 +144,7 @@ def _weights_stationary(kern, term, O, N, cdt, plan):
             tv = em.fresh("t")
             with em.b.loop(tv, 0, NT, 1) as t:
                 em.inst("matmul", "PE", [em.chip(ps, "float32", PMAX, [[1, 1]], offset=t)],
-                        [em.chip(w, cdt, PMAX, [[NT, PMAX]], offset=t + r * N),
+                        [em.chip(w, cdt, PMAX, [[NT, PMAX]], offset=t + r * nc),
                          em.chip(xs, cdt, PMAX, [[1, 1]], offset=s * g + r)],
                         psum_zero=first and r == 0)
 
