@@ -288,3 +288,39 @@ def test_many_gapped_transfers_keep_the_engines_accounting():
     assert res.busy_s["DMA"] == pytest.approx(300 * one, rel=1e-9)
     per = LAT + one / 16 + ACT + ACT_LAT
     assert res.total_s == pytest.approx(300 * per, rel=1e-9)
+
+
+def test_compiled_wait_values_and_offsets_in_a_long_loop():
+    # wait values and offsets evaluated in a loop are compiled after a few trips (birsim._apinfo):
+    # a max(0, ...) wait with a register in it, an i % 2 offset; the results, and a deadlock in a
+    # late trip (after the compile), are what pelican's evaluation gives
+    from neuronxcc.pelican import max_, var
+    n = 12
+    m = B.Module("longloop")
+    m.add_tensor("x", "input", "float32", (n, 128, 8))
+    m.add_tensor("y", "output", "float32", (n, 128, 8))
+    m.add_tensor("late", "input", "int32", (1,))
+    m.add_memloc("a", "SBUF", 128, 2 * 32)
+    m.add_memloc("r", "SBUF", 1, 4)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("r", dtype="int32")], [b.ap("late")], queue="q2", signals=[("q2", 1)])
+    b.inst("register_load", "ACT", [], [b.ap("r", dtype="int32")], register="k", min=0, max=99,
+           waits=[("q2", 1)], signals=[("R", 1)])
+    with b.loop("i", 0, n) as i:
+        t = b.ap("a", free=8, offset=(i % 2) * 8)
+        b.inst("dma_copy", "SP", [t], [B.AccessPattern("x", "float32", i * 1024, [[8, 128], [1, 8]])],
+               queue="q0", waits=[("Y", max_(0, i - 1))], signals=[("q0", 1)])
+        # i + 1, plus one more than was issued from trip k on
+        b.inst("activation", "ACT", [t], [t], func="square",
+               waits=[("q0", i + 1 + max_(0, i - var("k") + 1) - max_(0, i - var("k"))), ("R", 1)],
+               signals=[("ACT", 1)])
+        b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", i * 1024, [[8, 128], [1, 8]])], [t],
+               queue="q1", waits=[("ACT", i + 1)], signals=[("Y", 1)])
+    b.finish()        # (not verified: the verifier cannot bound a wait value holding a register)
+    x = rand((n, 128, 8), 11)
+    res = simulate(m, [x, np.array([99], np.int32)], strict=True)
+    np.testing.assert_array_equal(res.outputs[0], x * x)
+    act = m.instructions()[3]
+    with pytest.raises(BirSimError, match="deadlock: instruction #%s activation@ACT waits for q0 >= 10 but only 9"
+                       % act.id):
+        simulate(m, [x, np.array([8], np.int32)])      # trip 8 waits for q0 >= 10 with 9 loads issued
