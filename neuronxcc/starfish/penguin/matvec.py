@@ -120,7 +120,7 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
     KT, NT = K // PMAX, nc // PMAX
     sk_l = L.strides[1]
     sk_r = R.strides[0]
-    offs = _offs(P)
+    offs = kern.offsets()
     S = KT // g
     rest = S - 1
     U = WS_UNROLL if rest >= WS_UNROLL else 1
@@ -181,7 +181,7 @@ def _moving(kern, term, O, M, N, epilogue, cdt):
     L, R, K = term
     em = kern.em
     P = kern.P
-    offs = _offs(P)
+    offs = kern.offsets()
     KT = K // PMAX
     sk_l, sm_l = L.strides[1], L.strides[0]
     sk_r, sn_r = R.strides[0], R.strides[1]
@@ -215,13 +215,3 @@ def _moving(kern, term, O, M, N, epilogue, cdt):
 
     em.nest([Axis(N, choose_tile(N, PSUM_CHUNK_COLS), "n")], chunk)
 
-
-def _offs(P):
-    """offs(view, idx) -> the HBM element offset (pelican Expr) of view[idx]."""
-    def offs(view, idx_exprs):
-        e = P.const(view.offset) if isinstance(view.offset, int) else view.offset
-        for ex, st in zip(idx_exprs, view.strides):
-            if st:
-                e = e + ex * st
-        return e
-    return offs
