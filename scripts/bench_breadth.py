@@ -20,6 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -28,6 +29,7 @@ from jax import lax  # noqa: E402
 
 from neuronxcc.hlo import load_module, parse_hlo_text  # noqa: E402
 from neuronxcc.starfish.birsim import simulate  # noqa: E402
+from support.hlo_reducers import logaddexp_reducer  # noqa: E402
 from neuronxcc.starfish.penguin.codegen import lower_graph  # noqa: E402
 from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin  # noqa: E402
 
@@ -66,18 +68,7 @@ ENTRY main {
 }"""
 
 LAE = """HloModule lae
-lae {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  mx = f32[] maximum(x, y)
-  d = f32[] subtract(x, y)
-  ad = f32[] abs(d)
-  nad = f32[] negate(ad)
-  e = f32[] exponential(nad)
-  l = f32[] log-plus-one(e)
-  ROOT r = f32[] add(mx, l)
-}
-ENTRY main {
+""" + logaddexp_reducer("lae").replace("%", "%%") + """ENTRY main {
   x = f32[%(r)d,%(d)d] parameter(0)
   z = f32[] constant(-inf)
   ROOT r = f32[%(r)d] reduce(x, z), dimensions={1}, to_apply=lae

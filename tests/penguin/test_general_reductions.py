@@ -9,7 +9,7 @@ from jax import lax
 
 from hlo_text_helpers import check_text
 from penguin_helpers import check
-from support.hlo_reducers import torch_bool_reducer
+from support.hlo_reducers import logaddexp_reducer, torch_bool_reducer
 
 R = np.random.default_rng(11)
 
@@ -147,18 +147,7 @@ def test_scatter_any_combiner_and_variadic():
     upd = f32(9, 6)
     # jax.lax has no public scatter with a custom combiner: the HLO is written out here
     text = """HloModule scatter_general
-lae {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  mx = f32[] maximum(a, b)
-  d = f32[] subtract(a, b)
-  ad = f32[] abs(d)
-  nad = f32[] negate(ad)
-  e = f32[] exponential(nad)
-  l = f32[] log-plus-one(e)
-  ROOT r = f32[] add(mx, l)
-}
-sum_count {
+""" + logaddexp_reducer("lae") + """sum_count {
   a = f32[] parameter(0)
   c = f32[] parameter(1)
   b = f32[] parameter(2)
