@@ -6,7 +6,9 @@ runs; names in docs/INTERFACES.md section 1). A *native* job runs a tool of
 name private-first (``starfish/bin/private`` then ``starfish/bin``) and
 ``shellCommand`` runs it (``shell=False`` always, the inherited environment),
 logs 'Replay this job by calling: ...' and writes a replay script into the
-work directory. An *in-process* job calls a library directly.
+work directory. An *in-process* job calls a library directly. Whether the tool's process is a fork
+of the driver or an exec'd program is ``ToolProcess``'s decision (the package's own
+launchers are forked; everything else is exec'd).
 
 Failure mapping (so the console always shows one line):
   * a child that prints an ``[NCC_...]`` line and exits non-zero re-raises that
@@ -19,9 +21,9 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 
 import neuronxcc.errors as errors
+from neuronxcc.driver import ToolProcess
 from neuronxcc.errors import CompilerError, CompilerInvalidInputException, InternalCompilerError
 
 PRIVATE_BIN = "starfish/bin/private"
@@ -179,10 +181,7 @@ class Job:
             argv = ["/bin/bash", "-c", text]
         else:
             argv = shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT if expose_stderr else subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, close_fds=True, env=env, shell=False,
-                                universal_newlines=True)
+        proc = ToolProcess.start(argv, self.getPackageDir(), merged=expose_stderr, env=env)
         out, err = proc.communicate()
         if use_logger:
             self._logOutput(out, err)
@@ -195,8 +194,7 @@ class Job:
         mode, each line streamed into the log as ``[tag] line``; a failure raises as in shellCommand."""
         self.log("Executing " + self._quote(cmd), level=logging.INFO)
         self.getReplayCommandLine(cmd)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                universal_newlines=True, shell=False, close_fds=True)
+        proc = ToolProcess.start(list(cmd), self.getPackageDir(), merged=True)
         lines = []
         with proc.stdout:
             for line in proc.stdout:

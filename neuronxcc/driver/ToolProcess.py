@@ -1,0 +1,288 @@
+"""The process a native job's tool runs in: a forked copy of the driver, or an exec'd program.
+
+A native job runs its tool as a separate process (the seeds' process model): the job logs
+'Executing <argv>', writes the replay script, starts the process with stdin on /dev/null and
+stdout/stderr on pipes, waits for it and maps its exit status. What the process *is* is decided
+here, per command:
+
+* The package's own launcher (``starfish/bin/<tool>``, whose whole job is to exec the Python this
+  driver runs on with the package first on ``sys.path`` and call the tool's ``main(argv)`` from
+  ``neuronxcc.starfish.tools``): the driver forks, and the child, after putting the interpreter
+  back into the state a fresh one starts in (stdio on the pipes, the tool's argv, default signal
+  dispositions, logging unconfigured, no inherited atexit hooks, the cyclic collector on), calls
+  that same ``main(argv)`` and exits with its status. The tool runs in its own process with the
+  same argv, cwd, environment, files, output and exit status; what it no longer pays is a new
+  interpreter importing Python's startup modules, numpy and the package again (about 0.15 s of
+  CPU per tool against a small program's whole compile of 0.5-1 s).
+* Anything else (a private override in ``starfish/bin/private``, an absolute path, a shell
+  command, a custom environment, a launcher that would pick another interpreter, a driver whose
+  heap is large enough that a copy-on-write child would count it against its own address-space
+  limit): ``subprocess.Popen`` of the resolved program, as before.
+
+``NEURONXCC_TOOL_EXEC=1`` in the environment makes every tool exec'd (for comparing the two).
+
+Both kinds are driven through the same small interface (``communicate()``, line iteration over
+``stdout`` in merged mode, ``wait()``, ``returncode`` negative for a signal death).
+"""
+import io
+import os
+import sys
+
+# The launcher's text is checked before forking: a file edited or replaced by something else
+# is exec'd as it is.
+_LAUNCHER_LINE = 'exec /bin/sh "$(dirname -- "$0")/../launch.sh" %s "$@"'
+# A driver whose resident set is over this does not fork (see the module docstring).
+FORK_RSS_LIMIT = 1 << 30
+_EXEC_ENV = "NEURONXCC_TOOL_EXEC"
+
+
+def _tools():
+    from neuronxcc.starfish.tools import TOOLS
+
+    return TOOLS
+
+
+def _rss_bytes():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _launcher_python(pkgparent):
+    """The interpreters ``starfish/launch.sh`` tries first for a package under ``pkgparent``."""
+    base = os.path.basename(pkgparent)
+    if base in ("site-packages", "dist-packages"):
+        prefix = os.path.dirname(os.path.dirname(os.path.dirname(pkgparent)))
+        return [os.path.join(prefix, "bin", "python3"), os.path.join(prefix, "bin", "python")]
+    return [os.path.join(pkgparent, ".venv", "bin", "python3")]
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def forkableTool(argv, packageDir, env=None):
+    """The tool name when ``argv`` runs this package's own launcher of a known tool on the
+    interpreter this driver runs on (so a fork runs exactly what the exec would); else None."""
+    if env is not None or not argv or os.environ.get(_EXEC_ENV):
+        return None
+    if not hasattr(os, "fork") or not sys.executable:
+        return None
+    path = str(argv[0])
+    name = os.path.basename(path)
+    if name not in _tools():
+        return None
+    bindir = os.path.join(packageDir, "starfish", "bin")
+    if os.path.dirname(os.path.abspath(path)) != os.path.abspath(bindir):
+        return None
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    if _LAUNCHER_LINE % name not in text.splitlines():
+        return None
+    # launch.sh takes the first executable of its candidates; the fork is only the same program
+    # when that is this interpreter.
+    own = [p for p in _launcher_python(os.path.dirname(os.path.abspath(packageDir))) if os.access(p, os.X_OK)]
+    if not own or not _same_file(own[0], sys.executable):
+        return None
+    rss = _rss_bytes()
+    if rss is None or rss > FORK_RSS_LIMIT:
+        return None
+    return name
+
+
+def start(argv, packageDir, merged, env=None):
+    """Start ``argv`` (a list) with stdin on /dev/null and stdout/stderr piped (merged into one
+    pipe when ``merged``), in text mode; returns a Popen or a ForkedTool."""
+    tool = forkableTool(argv, packageDir, env)
+    if tool is not None:
+        return ForkedTool(tool, [str(a) for a in argv[1:]], merged)
+    import subprocess
+
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, close_fds=True, env=env, shell=False,
+                            universal_newlines=True)
+
+
+def _text(data):
+    """Bytes from a pipe as Popen's text mode gives them (locale encoding, universal newlines)."""
+    import locale
+
+    s = data.decode(locale.getpreferredencoding(False))
+    return s.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class ForkedTool:
+    """A tool running in a forked child of the driver (see the module docstring)."""
+
+    def __init__(self, tool, args, merged):
+        self.args = [tool] + list(args)
+        self.returncode = None
+        out_r, out_w = os.pipe()
+        err_r, err_w = (None, None) if merged else os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(out_r)
+            if err_r is not None:
+                os.close(err_r)
+            _runChild(tool, list(args), out_w, err_w if err_w is not None else out_w)
+        self.pid = pid
+        os.close(out_w)
+        if err_w is not None:
+            os.close(err_w)
+        self._out_fd, self._err_fd = out_r, err_r
+        self.stdout = io.TextIOWrapper(io.FileIO(out_r, "r"), newline=None) if merged else None
+
+    def wait(self):
+        if self.returncode is None:
+            while True:
+                try:
+                    _, status = os.waitpid(self.pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def communicate(self):
+        """Read both pipes to their end, wait; (stdout, stderr) as text (stderr None when merged)."""
+        import selectors
+
+        chunks = {self._out_fd: [], self._err_fd: []}
+        with selectors.DefaultSelector() as sel:
+            for fd in (self._out_fd, self._err_fd):
+                if fd is not None:
+                    sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map():
+                for key, _ in sel.select():
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        chunks[key.fd].append(data)
+                    else:
+                        sel.unregister(key.fd)
+                        os.close(key.fd)
+        self.wait()
+        out = _text(b"".join(chunks[self._out_fd]))
+        err = _text(b"".join(chunks[self._err_fd])) if self._err_fd is not None else None
+        return out, err
+
+
+def _stdio(fd):
+    """sys.stdin/stdout/stderr on ``fd`` as a new interpreter makes them (CPython's create_stdio):
+    stdin buffered; with PYTHONUNBUFFERED the writers unbuffered and write-through, else
+    block-buffered with stderr line-buffered; PYTHONIOENCODING's encoding and errors, else the
+    locale's, stderr with backslashreplace."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    enc, _, errs = (os.environ.get("PYTHONIOENCODING") or "").partition(":")
+    write = fd != 0
+    raw = io.FileIO(fd, "w" if write else "r", closefd=False)
+    buf = raw if (write and unbuffered) else (io.BufferedWriter(raw) if write else io.BufferedReader(raw))
+    return io.TextIOWrapper(buf, encoding=enc or None,
+                            errors=errs or ("backslashreplace" if fd == 2 else "strict"),
+                            line_buffering=not unbuffered and (fd == 2 or raw.isatty()),
+                            write_through=write and unbuffered)
+
+
+def _freshInterpreter(tool, args, out_fd, err_fd):
+    """Put this forked child into the state a new interpreter running the launcher starts in."""
+    import atexit
+    import gc
+    import logging
+    import signal
+    import time
+
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in {devnull, out_fd, err_fd} - {0, 1, 2}:
+        os.close(fd)
+    sys.stdin = sys.__stdin__ = _stdio(0)
+    sys.stdout = sys.__stdout__ = _stdio(1)
+    sys.stderr = sys.__stderr__ = _stdio(2)
+    sys.argv = [tool] + list(args)
+    # Signals: Python's own start-up dispositions (SIGINT raises KeyboardInterrupt; the driver's
+    # handlers, e.g. the work-dir cleanup on SIGTERM, are not the tool's).
+    for sig in signal.valid_signals():
+        try:
+            h = signal.getsignal(sig)
+        except (OSError, ValueError):
+            continue
+        if callable(h) and h is not signal.default_int_handler:
+            signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # faulthandler off (pytest, for one, leaves it on), unless the environment asks for it.
+    import faulthandler
+
+    if os.environ.get("PYTHONFAULTHANDLER"):
+        faulthandler.enable()
+    else:
+        faulthandler.disable()
+    # Logging as unconfigured as in a new process: no handlers, default levels, local-time stamps.
+    logging.captureWarnings(False)
+    logging.Formatter.converter = time.localtime
+    logging.disable(logging.NOTSET)
+    root = logging.getLogger()
+    for lg in [root] + [v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)]:
+        lg.handlers.clear()
+        lg.filters.clear()
+        lg.setLevel(logging.NOTSET)
+        lg.propagate = True
+        lg.disabled = False
+    root.setLevel(logging.WARNING)
+    # The driver's exit hooks are not the tool's; logging's own (flush and close the handlers the
+    # tool configures), registered when a new interpreter imports logging, is.
+    atexit._clear()
+    atexit.register(logging.shutdown)
+    gc.enable()
+
+
+def _runChild(tool, args, out_fd, err_fd):
+    status = 1
+    try:
+        _freshInterpreter(tool, args, out_fd, err_fd)
+        from neuronxcc.starfish.tools import run_tool
+
+        status = run_tool(tool, args)
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            status = 0
+        elif isinstance(code, int):
+            status = code
+        else:
+            try:
+                sys.stderr.write(str(code) + "\n")
+            except Exception:
+                pass
+            status = 1
+    except BaseException:  # what an uncaught exception does to a new interpreter: traceback, exit 1
+        try:
+            import traceback
+
+            traceback.print_exc()
+        except Exception:
+            pass
+        status = 1
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(status if isinstance(status, int) and 0 <= status <= 255 else 1)
