@@ -541,7 +541,12 @@ def lower(kern, plan):
                     psum_zero=(j == 0))
         em.inst("scalar_tensor_tensor", "DVE", [acc], [acc, pv_ap, corr], op0="mult", op1="add", operand0_ap=True)
 
-    em.nest([Axis(plan.xshape[i], 1, "b") for i in range(nb)], body_b)
+    from neuronxcc.starfish.penguin import decode_attn
+    layout = decode_attn.fit(plan, QX, KX, VX, OX, expr, leaf)
+    if layout is not None:      # few query rows per batch element (GQA decode): all rows in one tile
+        decode_attn.lower(kern, plan, layout, scale, cdt1, cdt2)
+    else:
+        em.nest([Axis(plan.xshape[i], 1, "b") for i in range(nb)], body_b)
     for op in plan.ops[1:]:
         cg.fused.add(id(op))
     cg.env[plan.dot2.outputs[0]] = out
