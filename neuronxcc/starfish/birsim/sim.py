@@ -2,7 +2,8 @@
 
 ``simulate`` builds the machine state, loads the inputs, interprets the body
 in program order (``executor``) while the ``timeline`` accounts time, and
-returns a ``SimResult``. birsim executes BIR only: it never reads HLO,
+returns a ``SimResult``: a ``model.Model`` executed once (``model.load_neff``
+loads a NEFF to execute it many times). birsim executes BIR only: it never reads HLO,
 Penguin IR or goldens.
 """
 import contextlib
@@ -12,21 +13,23 @@ import os
 import numpy as np
 
 from neuronxcc.errors import BirSimError
-from neuronxcc.hwm import get_target
-from neuronxcc.starfish.birsim.executor import Executor
-from neuronxcc.starfish.birsim.state import MachineState
-from neuronxcc.starfish.birsim.timeline import Timeline
+from neuronxcc.starfish.birsim.model import Model
+from neuronxcc.starfish.birsim.model import inputs_list as _inputs_list
 
 __all__ = ["SimResult", "simulate", "run_module", "run_neff", "simulate_neff"]
 
 
 class SimResult:
-    """outputs (list, flattened result order), timing summary, trace."""
+    """outputs (list, flattened result order), timing summary, trace. A result of a loaded
+    model's execution (``birsim.model``) keeps that run's timeline; its final memory contents
+    (memloc, tensor) are readable until the model executes again."""
 
-    def __init__(self, outputs, timeline, state=None):
+    def __init__(self, outputs, timeline, state=None, model=None, run=0):
         self.outputs = outputs
         self.timeline = timeline
         self.state = state
+        self._model = model
+        self._run = run
         s = timeline.summary()
         self.total_s = s["total_s"]
         self.instructions = s["instructions"]
@@ -38,34 +41,28 @@ class SimResult:
     def summary(self):
         return self.timeline.summary()
 
+    def _state(self):
+        if self._model is not None and self._model.runs != self._run:
+            raise BirSimError("the model executed again after this result: its memory holds run %d, this "
+                              "result is of run %d" % (self._model.runs, self._run))
+        return self.state
+
     def memloc(self, name, dtype="float32"):
         """Final contents of memloc NAME as [partitions, bytes_per_partition / itemsize] (debugging)."""
         from neuronxcc.starfish.birpy import dtypes as _dt
-        t = self.state.targets[name]
+        t = self._state().targets[name]
         rows = t.buf.reshape(-1, t.row_bytes)[t.row0:t.row0 + t.nrows, t.byte0:t.byte0 + t.nbytes]
         return np.ascontiguousarray(rows).view(_dt.np_dtype(dtype)).copy()
 
     def tensor(self, name):
         """Final contents of HBM tensor NAME (inputs, scratch and consts included)."""
-        return self.state.get_tensor(name)
+        return self._state().get_tensor(name)
 
     def trace_json(self):
         return self.timeline.trace_json()
 
     def write_trace(self, path):
         self.timeline.write_trace(path)
-
-
-def _inputs_list(module, inputs):
-    if isinstance(inputs, dict):
-        missing = [n for n in module.inputs if n not in inputs]
-        if missing:
-            raise BirSimError("missing inputs: %s" % ", ".join(missing))
-        return [inputs[n] for n in module.inputs]
-    inputs = list(inputs)
-    if len(inputs) != len(module.inputs):
-        raise BirSimError("the program takes %d inputs, got %d" % (len(module.inputs), len(inputs)))
-    return inputs
 
 
 @contextlib.contextmanager
@@ -101,41 +98,12 @@ def simulate(module, inputs, target=None, trace=False, poison=True, custom_op_di
         from neuronxcc.starfish.birsim.lnc import simulate_lnc       # both physical cores of the pair
         return simulate_lnc(simulate, module, inputs, target=target, trace=trace, poison=poison, custom_op_dir=custom_op_dir,
                             custom_op_libs=custom_op_libs, sync=sync, strict=strict, order=order)
-    tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
-    module.ensure_ids()
-    state = MachineState(module, tm, poison=poison)
-    for name, value in zip(module.inputs, _inputs_list(module, inputs)):
-        state.set_input(name, value)
-    tl = Timeline(module, tm, trace=trace, sync=sync, strict=strict)
-    libs = custom_op_libs
-    if libs is None:
-        cache = []
-
-        def libs():
-            if not cache:
-                from neuronxcc.starfish.birsim.customop import load_libraries
-                cache.extend(load_libraries(custom_op_dir))
-            return cache
-    ex = Executor(module, state, tl, libs)
-    if ranks is not None:
-        ex.ranks = ranks
-        ranks.load(state, module)
+    model = Model(module, target=target, poison=poison, sync=sync, strict=strict, order=order,
+                  custom_op_dir=custom_op_dir, custom_op_libs=custom_op_libs, ranks=ranks, prepare=False)
     try:
-        if order == "streams":
-            import numpy as _np
-
-            from neuronxcc.starfish.birsim.blas import single_threaded
-            from neuronxcc.starfish.birsim.streams import run_streams
-            with _np.errstate(all="ignore"), single_threaded():
-                run_streams(ex, module)
-        elif order == "program":
-            ex.run()
-        else:
-            raise ValueError("order must be 'program' or 'streams'")
+        return model.execute(inputs, trace=trace)
     finally:
-        ex.close()
-    outs = [state.get_tensor(n) for n in module.outputs]
-    return SimResult(outs, tl, state)
+        model.close()       # the plans refer back to the executor: dropped, the state frees promptly
 
 
 def run_module(module, inputs, target=None, **kw):
@@ -170,24 +138,14 @@ def to_logical_layout(module, res, perms):
 
 def simulate_neff(neff, inputs, target=None, trace=False, poison=True, **kw):
     """SimResult of the BIR program inside NEFF (a path, or what ``neuronxcc.neff.read_neff``
-    returned). Inputs and outputs are in their logical (HLO) layouts: io_transposes recorded in
-    the NEFF are applied."""
-    with gc_paused():
-        if isinstance(neff, (str, bytes, os.PathLike)):
-            from neuronxcc.neff import read_neff
-            neff = read_neff(neff)
-        module = neff.module
-    perms = io_permutations(neff)
-    inputs = to_stored_layout(module, inputs, perms)
-    if getattr(neff, "ucode_lib", None):
-        import tempfile     # only with custom ops: tempfile's imports would cost every walrus start-up
-        with tempfile.TemporaryDirectory(prefix="birsim-customop-") as d:
-            paths = neff.extract_custom_op_libraries(d)
-            from neuronxcc.starfish.birsim.customop import load_libraries
-            libs = load_libraries(paths=paths)
-            res = simulate(module, inputs, target=target, trace=trace, poison=poison, custom_op_libs=libs, **kw)
-            return to_logical_layout(module, res, perms)
-    return to_logical_layout(module, simulate(module, inputs, target=target, trace=trace, poison=poison, **kw), perms)
+    returned): ``load_neff`` then one execution. Inputs and outputs are in their logical (HLO)
+    layouts: io_transposes recorded in the NEFF are applied."""
+    from neuronxcc.starfish.birsim.model import load_neff
+    model = load_neff(neff, target=target, poison=poison, prepare=False, **kw)
+    try:
+        return model.execute(inputs, trace=trace)
+    finally:
+        model.close()
 
 
 def run_neff(neff_path, inputs, **kw):

@@ -83,8 +83,9 @@ class _BufferPool:
 _POOL = _BufferPool()
 
 
-def _filled(n, fill, owned):
-    """n bytes of FILL (a reused buffer, or zeros from calloc when FILL is 0)."""
+def _filled(n, fill, owned, resets):
+    """n bytes of FILL (a reused buffer, or zeros from calloc when FILL is 0); RESETS gets
+    (buffer, fill) so that ``MachineState.reset`` can fill it again."""
     b = _POOL.take(n)
     if b is None:
         b = np.zeros(n, np.uint8) if fill == 0 else np.full(n, fill, np.uint8)
@@ -92,31 +93,35 @@ def _filled(n, fill, owned):
         b.fill(fill)
     if n >= _POOL.MIN:
         owned.append(b)
+    resets.append((b, fill))
     return b
 
 
-def _fresh(parts, row_bytes, fill, memlocs, owned):
+def _fresh(parts, row_bytes, fill, memlocs, owned, resets):
     """The shared SBUF/PSUM array (parts x row_bytes, flat). Only the rows and
     bytes that allocated memlocs cover can ever be addressed (every access is
     bounds-checked against its memloc), so only that box is filled; the rest of
-    a fresh array stays untouched zero pages (of a reused one: unreachable bytes)."""
+    a fresh array stays untouched zero pages (of a reused one: unreachable bytes).
+    RESETS gets the (view, fill) pairs of what was filled."""
     n = parts * row_bytes
     buf = _POOL.take(n)
+    fresh_zero = buf is None
     if buf is None:
         buf = np.zeros(n, np.uint8)
-        if not fill:
-            owned.append(buf)
-            return buf
     owned.append(buf)
     grid = buf.reshape(parts, row_bytes)
     r1 = min(parts, max(x.start_partition + x.partitions for x in memlocs))
     b1 = min(row_bytes, max(x.byte_offset + x.bytes_per_partition for x in memlocs))
     if sum(x.partitions * x.bytes_per_partition for x in memlocs) < r1 * b1:
-        for x in memlocs:          # the memlocs' own rectangles cover less than their bounding box
-            grid[x.start_partition:x.start_partition + x.partitions,
-                 x.byte_offset:x.byte_offset + x.bytes_per_partition] = fill
+        # the memlocs' own rectangles cover less than their bounding box
+        boxes = [grid[x.start_partition:x.start_partition + x.partitions,
+                      x.byte_offset:x.byte_offset + x.bytes_per_partition] for x in memlocs]
     else:
-        grid[:r1, :b1] = fill
+        boxes = [grid[:r1, :b1]]
+    for v in boxes:
+        if fill or not fresh_zero:
+            v[...] = fill
+        resets.append((v, fill))
     return buf
 
 
@@ -142,37 +147,53 @@ class MachineState:
         self.targets = {}
         self.shared = {}
         owned = []
+        resets = []                 # (array, fill byte): what reset() fills again
+        consts = []                 # (byte buffer, const bytes): what reset() copies again
         sizes = {"SBUF": tm.sbuf_partition_bytes, "PSUM": tm.psum_partition_bytes}
         for mem in ("SBUF", "PSUM"):
             used = [x for x in module.memlocs.values() if x.allocated and x.memory == mem]
             if used:
-                self.shared[mem] = _fresh(tm.num_partitions, sizes[mem], fill, used, owned)
+                self.shared[mem] = _fresh(tm.num_partitions, sizes[mem], fill, used, owned, resets)
         for x in module.memlocs.values():
             if x.allocated:
                 self.targets[x.name] = _Target(x.name, self.shared[x.memory], sizes[x.memory], x.start_partition,
                                                x.byte_offset, x.partitions, x.bytes_per_partition, x.memory)
             else:
-                buf = _filled(x.partitions * x.bytes_per_partition, fill, owned)
+                buf = _filled(x.partitions * x.bytes_per_partition, fill, owned, resets)
                 self.targets[x.name] = _Target(x.name, buf, x.bytes_per_partition, 0, 0, x.partitions,
                                                x.bytes_per_partition, x.memory)
         arena_n = _hbm.arena_bytes(module)
-        arena = _filled(arena_n, fill, owned) if arena_n else None
+        arena = _filled(arena_n, fill, owned, resets) if arena_n else None
         for t in module.tensors.values():
             if t.arena_offset is not None:
                 # scratch placed by liveness (birpy/hbm.py): one shared buffer, so tensors that
                 # share bytes are one storage for the bounds checks and the access tracker
                 self.targets[t.name] = _Target(t.name, arena, arena_n, 0, t.arena_offset, 1, t.nbytes, "HBM")
                 continue
-            buf = _filled(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0, owned)
+            buf = _filled(max(t.nbytes, 1), fill if t.kind in ("output", "scratch") else 0, owned,
+                          resets if t.kind in ("output", "scratch") else [])
             if t.kind == "const":
                 arr = np.ascontiguousarray(np.asarray(t.data).astype(_dt.np_dtype(t.dtype), copy=False))
                 if arr.size != t.num_elements:
                     raise BirSimError("const tensor %s has %d elements, shape says %d" % (t.name, arr.size, t.num_elements))
                 buf[:t.nbytes] = arr.reshape(-1).view(np.uint8)
+                consts.append((buf[:t.nbytes], arr.reshape(-1).view(np.uint8)))
             self.targets[t.name] = _Target(t.name, buf, max(t.nbytes, 1), 0, 0, 1, t.nbytes, "HBM")
+        self._resets = resets
+        self._consts = consts
         self._cache = {}
         self._keep = []
         weakref.finalize(self, _POOL.give, owned)
+
+    def reset(self):
+        """Back to the state a fresh MachineState of the module starts in (poison or zeros where
+        it filled, the const tensors' data again; inputs are set by the caller), keeping the
+        buffers, so every prepared plan and access-pattern info stays valid. A loaded model
+        (``birsim.model``) calls it before each execution."""
+        for v, fill in self._resets:
+            v.fill(fill)
+        for dst, data in self._consts:
+            dst[...] = data
 
     # -- I/O --------------------------------------------------------------
     def set_input(self, name, value):

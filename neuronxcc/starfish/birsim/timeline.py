@@ -74,6 +74,21 @@ class Timeline:
         self.events = []
         self._recs = {}
 
+    def reset(self, trace=None):
+        """Time zero again for another execution of the same module: engines, queues, semaphores,
+        ports, the access tracker, races and trace events start empty; the per-instruction records
+        (costs, typed waits) and the track/semaphore/port numbering are kept (they depend on the
+        instructions only). TRACE: keep events in the next run (None: as before)."""
+        if trace is not None:
+            self.trace = trace
+        self.races = []
+        self.events = []
+        self._acc = AccessTracker()
+        self._core = Core(self._acc, self.sync == "dependencies", self.tm.dma_engines)
+        self._core.ensure_tracks(len(self._track_ids))
+        self._core.ensure_sems(len(self._sem_ids))
+        self._core.ensure_ports(len(self._port_ids))
+
     def _cost(self, instr):
         return self._rec(instr).cost
 

@@ -1,0 +1,187 @@
+"""A loaded program: load once, execute many times (as the Neuron runtime's
+nrt_load / nrt_execute).
+
+``load_neff(path)`` (or ``Model(module)``) reads the NEFF, parses its BIR,
+builds the machine state and prepares every instruction once: its execution
+plan (``plans``), its operands' access-pattern infos (``_apinfo``) and its
+timeline record (cost, typed waits; ``timeline``). ``Model.execute(inputs)``
+then only runs: it puts the machine state back to what a fresh one holds
+(poison where a fresh state has poison, the const tensors' data), sets the
+inputs, starts the timeline at zero and interprets the body.
+
+Invariants: every execution of a model gives the outputs and the simulated
+times a fresh ``simulate`` of the same module and inputs gives (tests/birsim/
+test_model.py runs programs several times and against ``simulate``); a model
+runs one execution at a time (a lock; executions from several threads queue);
+an instruction whose preparation fails at load (say an access outside its
+memloc in a branch that never runs) is prepared again when it first executes,
+so the error is raised only if it does, as ``simulate`` raises it.
+"""
+import copy
+import os
+import threading
+
+from neuronxcc.errors import BirSimError
+from neuronxcc.hwm import get_target
+from neuronxcc.starfish.birsim.executor import Executor
+from neuronxcc.starfish.birsim.state import MachineState
+from neuronxcc.starfish.birsim.timeline import Timeline
+
+__all__ = ["Model", "load_neff"]
+
+
+def inputs_list(module, inputs):
+    if isinstance(inputs, dict):
+        missing = [n for n in module.inputs if n not in inputs]
+        if missing:
+            raise BirSimError("missing inputs: %s" % ", ".join(missing))
+        return [inputs[n] for n in module.inputs]
+    inputs = list(inputs)
+    if len(inputs) != len(module.inputs):
+        raise BirSimError("the program takes %d inputs, got %d" % (len(module.inputs), len(inputs)))
+    return inputs
+
+
+class Model:
+    """MODULE loaded for execution on one NeuronCore (arguments as ``simulate``'s).
+
+    prepare=True prepares every instruction now (load); False leaves it to the first
+    execution (``simulate`` runs a model once). ranks: one rank's ``collective.RankContext``
+    (``simulate_ranks``); its rank ids are written into the state before each execution."""
+
+    def __init__(self, module, target=None, poison=True, sync="auto", strict=False, order="program",
+                 custom_op_dir=None, custom_op_libs=None, ranks=None, prepare=True):
+        if order not in ("program", "streams"):
+            raise ValueError("order must be 'program' or 'streams'")
+        self.module = module
+        self.order = order
+        self.ranks = ranks
+        self.tm = target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
+        module.ensure_ids()
+        self.state = MachineState(module, self.tm, poison=poison)
+        self.timeline = Timeline(module, self.tm, trace=False, sync=sync, strict=strict)
+        libs = custom_op_libs
+        if libs is None:
+            cache = []
+
+            def libs():
+                if not cache:
+                    from neuronxcc.starfish.birsim.customop import load_libraries
+                    cache.extend(load_libraries(custom_op_dir))
+                return cache
+        self.executor = Executor(module, self.state, self.timeline, libs)
+        if ranks is not None:
+            self.executor.ranks = ranks
+        self.runs = 0                   # executions so far (a result's memory is that of the last one)
+        self._lock = threading.Lock()
+        if prepare:
+            self.prepare()
+
+    def prepare(self):
+        """Prepare every instruction's plan, access infos and timeline record now."""
+        ex, tl = self.executor, self.timeline
+        for n in self.module.walk():
+            if n.kind != "inst":
+                continue
+            try:
+                ex._prepare(n)
+                tl.rec(n)
+            except BirSimError:
+                # raised again when (if) the instruction executes, as a fresh simulation does
+                ex._plans.pop(id(n), None)
+
+    def execute(self, inputs, trace=False):
+        """SimResult of one execution on INPUTS (a list in module.inputs order, or a dict by name)."""
+        from neuronxcc.starfish.birsim.sim import SimResult
+        vals = inputs_list(self.module, inputs)
+        with self._lock:
+            st, tl, ex = self.state, self.timeline, self.executor
+            if self.runs:
+                st.reset()
+                tl.reset(trace)
+                ex.env = {}
+                ex.regs = ex.env
+            else:
+                tl.trace = trace
+            for name, value in zip(self.module.inputs, vals):
+                st.set_input(name, value)
+            if self.ranks is not None:
+                self.ranks.load(st, self.module)
+            self.runs += 1
+            if self.order == "streams":
+                import numpy as _np
+
+                from neuronxcc.starfish.birsim.blas import single_threaded
+                from neuronxcc.starfish.birsim.streams import run_streams
+                with _np.errstate(all="ignore"), single_threaded():
+                    run_streams(ex, self.module)
+            else:
+                ex.run()
+            outs = [st.get_tensor(n) for n in self.module.outputs]
+            # the result keeps this run's timeline (the next run starts a fresh core, tracker, events)
+            return SimResult(outs, copy.copy(tl), st, model=self, run=self.runs)
+
+    def close(self):
+        """Drop the prepared plans (the machine state's buffers go back to birsim's pool)."""
+        self.executor.close()
+
+
+class _LncModel:
+    """An LNC=2 program (two physical cores in two threads, ``birsim.lnc``): not prepared
+    ahead; each execution is a fresh ``simulate``."""
+
+    def __init__(self, module, kw):
+        kw.pop("prepare", None)
+        self.module = module
+        self.kw = kw
+        self.runs = 0
+
+    def execute(self, inputs, trace=False):
+        from neuronxcc.starfish.birsim.sim import simulate
+        self.runs += 1
+        return simulate(self.module, inputs, trace=trace, **self.kw)
+
+    def close(self):
+        pass
+
+
+class NeffModel:
+    """A NEFF's program loaded (``load_neff``): execute() takes and returns the logical (HLO)
+    layouts, applying the NEFF's io_transposes."""
+
+    def __init__(self, neff, model, perms):
+        self.neff = neff
+        self.model = model
+        self.module = model.module
+        self.perms = perms
+
+    def execute(self, inputs, trace=False):
+        from neuronxcc.starfish.birsim.sim import to_logical_layout, to_stored_layout
+        res = self.model.execute(to_stored_layout(self.module, inputs, self.perms), trace=trace)
+        return to_logical_layout(self.module, res, self.perms)
+
+    def close(self):
+        self.model.close()
+
+
+def load_neff(neff, target=None, poison=True, **kw):
+    """The BIR program inside NEFF (a path, or what ``neuronxcc.neff.read_neff`` returned)
+    loaded for execution: a NeffModel whose execute(inputs) -> SimResult. Custom-op
+    libraries staged in the NEFF are loaded here (their temporary files removed at once)."""
+    from neuronxcc.starfish.birsim.sim import gc_paused, io_permutations
+    with gc_paused():
+        if isinstance(neff, (str, bytes, os.PathLike)):
+            from neuronxcc.neff import read_neff
+            neff = read_neff(neff)
+        module = neff.module
+        libs = kw.pop("custom_op_libs", None)
+        if libs is None and getattr(neff, "ucode_lib", None):
+            import tempfile     # only with custom ops: tempfile's imports would cost every walrus start-up
+            with tempfile.TemporaryDirectory(prefix="birsim-customop-") as d:
+                from neuronxcc.starfish.birsim.customop import load_libraries
+                libs = load_libraries(paths=neff.extract_custom_op_libraries(d))
+        if (getattr(module, "attrs", None) or {}).get("lnc") == 2:
+            model = _LncModel(module, dict(kw, target=target, poison=poison, custom_op_libs=libs))
+        else:
+            model = Model(module, target=target, poison=poison, custom_op_libs=libs, **kw)
+    return NeffModel(neff, model, io_permutations(neff))
