@@ -12,12 +12,14 @@ and does not change the values. Keyword arguments: ``sliding_window`` (keys olde
 masked), ``use_dma_transpose`` (accepted; a scheduling choice). A grid ``[n]`` splits the B*H heads
 over the n instances when it divides them (else every instance computes all heads: same values).
 The matmuls run in the inputs' dtype with fp32 accumulation and fp32 softmax.
-Our own implementation on the flash-attention core of ``flash_core``.
+Our own implementation on the flash-attention core of ``flash_core``. This module also gives NxD's import
+path of the ring-attention kernels (``ring_attention_fwd`` / ``ring_attention_bwd``, see ``ring_attention``).
 """
 import neuronxcc.nki.language as nl
 from neuronxcc.nki._private_kernels.flash_core import check, flash_attention_core
+from neuronxcc.nki._private_kernels.ring_attention import ring_attention_bwd, ring_attention_fwd  # noqa: F401
 
-__all__ = ["attention_isa_kernel"]
+__all__ = ["attention_isa_kernel", "ring_attention_fwd", "ring_attention_bwd"]
 
 
 def attention_isa_kernel(q, k, v, scale, out, kernel_name="AttentionMMSoftmaxMMWithoutSwap", **kwargs):

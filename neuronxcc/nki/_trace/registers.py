@@ -11,10 +11,13 @@ from neuronxcc.nki._trace.index import Idx
 __all__ = ["as_register", "load_registers"]
 
 
-def as_register(t):
+def as_register(t, hi=None):
+    """t's value as register ``r_nki<n>`` (an Idx); hi: the largest value it may take (a tile used directly as
+    the index of a dimension of n elements: n - 1), so walrus's verifier can bound the addresses it reaches."""
     from neuronxcc.nki._trace import ops
     ctx = current()
     regs = ctx.__dict__.setdefault("registers", {})
+    bounds = ctx.__dict__.setdefault("register_bounds", {})
     if t.buf.memory == "HBM":
         t = _load(t)
     if t.dtype != np.dtype(np.int32) or t.buf.memory != "SBUF":
@@ -23,6 +26,8 @@ def as_register(t):
         t = c
     name = "r_nki%d" % len(regs)
     regs[name] = t
+    if hi is not None:
+        bounds[name] = (0, int(hi))
     return Idx(_pel.var(name))
 
 
@@ -43,5 +48,6 @@ def load_registers(ctx, engine, operands):
                 view.buf.read = True
                 view.buf.uses += 1
                 from neuronxcc.nki import errors as E
-                ctx.emit(TInst("register_load", engine, [], [view], {"register": v, "min": 0, "max": (1 << 31) - 1},
+                lo, hi = getattr(ctx, "register_bounds", {}).get(v, (0, (1 << 31) - 1))
+                ctx.emit(TInst("register_load", engine, [], [view], {"register": v, "min": lo, "max": hi},
                                None, [], E.kernel_location()))

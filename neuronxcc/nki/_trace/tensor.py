@@ -148,7 +148,8 @@ class Tensor:
         from neuronxcc.nki._trace import indirect as _ind
         if any(isinstance(k, Tensor) for k in key):
             from neuronxcc.nki._trace.registers import as_register
-            key = tuple(as_register(k) if isinstance(k, Tensor) and k.size == 1 and (i > 0 or self.buf.onchip)
+            key = tuple(as_register(k, self.axes[i].size - 1 if i < len(self.axes) else None)
+                        if isinstance(k, Tensor) and k.size == 1 and (i > 0 or self.buf.onchip)
                         else k for i, k in enumerate(key))
             if any(isinstance(k, Tensor) for k in key):
                 return _ind.indirect_view(self, key)
