@@ -52,18 +52,21 @@ def _imports(path):
     return out
 
 
+def _targets(base, names):
+    """The modules ``from BASE import NAMES`` (or ``import BASE``) depends on: each name that is a
+    submodule, and BASE itself when some name is not (an attribute of BASE, or no names at all)."""
+    subs = [base + "." + n for n in names if base + "." + n in MODULES]
+    if len(subs) < len(names) or not names:
+        subs.append(base)
+    return [m for m in subs if m in MODULES]
+
+
 def _edges():
     edges = {}
     for mod, path in MODULES.items():
         deps = set()
         for base, names, _ in _imports(path):
-            for n in names:
-                if base + "." + n in MODULES:
-                    deps.add(base + "." + n)
-                    break
-            else:
-                if base in MODULES:
-                    deps.add(base)
+            deps.update(_targets(base, names))
         deps.discard(mod)
         edges[mod] = deps
     return edges
@@ -116,21 +119,19 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-# Circles inside work still being built (each with the work that ends it): a circle whose modules
-# all fall in one scope is tolerated there; any other circle -- in particular one across layers --
-# fails. When a scope's circles are broken, delete its entry.
-KNOWN_SCOPES = [
-    # NKI (issue 11): the public nl / nisa functions build traced Tensors whose operators call back
-    # into the tracer's ops (tensor <-> ops <-> indirect / registers <-> language / isa). The rest of
-    # the tracer (context, index, trace, lower, ...) is outside this scope: a circle there fails.
-    lambda m: m.startswith(("neuronxcc.nki.isa", "neuronxcc.nki.language")) or
-    m in ("neuronxcc.nki._trace.indirect", "neuronxcc.nki._trace.ops", "neuronxcc.nki._trace.registers",
-          "neuronxcc.nki._trace.tensor"),
-]
+def test_scanner_sees_lazy_imports_and_every_name(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import os\n\n\ndef f():\n    from neuronxcc.nki import language as nl\n    return nl\n\n\n"
+                   "class C:\n    def g(self):\n        import neuronxcc.nki.isa\n")
+    assert [(b, n) for b, n, _ in _imports(str(src))] == [("neuronxcc.nki", ["language"]), ("neuronxcc.nki.isa", [])]
+    assert sorted(_targets("neuronxcc.nki._trace", ["ops", "tensor"])) == ["neuronxcc.nki._trace.ops",
+                                                                           "neuronxcc.nki._trace.tensor"]
+    assert sorted(_targets("neuronxcc.nki._trace", ["ops", "trace_kernel"])) == ["neuronxcc.nki._trace",
+                                                                                 "neuronxcc.nki._trace.ops"]
 
 
 def test_no_import_cycles():
-    found = [c for c in _cycles(_edges()) if not any(all(scope(m) for m in c) for scope in KNOWN_SCOPES)]
+    found = _cycles(_edges())
     assert found == [], "import circles: %s" % found
 
 
@@ -140,8 +141,13 @@ def test_lower_layers_do_not_import_the_driver():
     assert bad == [], "\n".join(bad)
 
 
-# (importing module, name) pairs known when this test was written; delete an entry when it goes.
-KNOWN_PRIVATE = {("neuronxcc.nki._trace.tensor", "_broadcast"), ("neuronxcc.nki.language._math", "_broadcast")}
+def test_the_tracer_does_not_import_the_nki_api():
+    """nki.language / nki.isa are built on the tracer (they re-export its functions); the tracer never
+    reaches back up to them, not even lazily inside a function."""
+    api = ("neuronxcc.nki.language", "neuronxcc.nki.isa")
+    bad = ["%s:%d imports %s" % (mod, line, t) for mod in sorted(MODULES) if mod.startswith("neuronxcc.nki._trace")
+           for base, names, line in _imports(MODULES[mod]) for t in _targets(base, names) if t.startswith(api)]
+    assert bad == [], "\n".join(bad)
 
 
 def test_no_private_names_across_modules():
@@ -149,7 +155,6 @@ def test_no_private_names_across_modules():
     for mod, path in MODULES.items():
         for base, names, line in _imports(path):
             for n in names:
-                if n.startswith("_") and not n.startswith("__") and base + "." + n not in MODULES and \
-                        (mod, n) not in KNOWN_PRIVATE:
+                if n.startswith("_") and not n.startswith("__") and base + "." + n not in MODULES:
                     bad.append("%s:%d imports %s from %s" % (os.path.relpath(path, ROOT), line, n, base))
     assert bad == [], "\n".join(bad)

@@ -118,8 +118,12 @@ class TLoop:
 
 
 class TraceContext:
-    def __init__(self, func_name, target="trn1", grid=()):
+    """The trace of one kernel. TENSOR_TYPE is the class of the values the kernel sees (``nki.tensor``,
+    given by ``trace_kernel``); ``ops.new_tile`` makes fresh tiles of it (default: the plain ``View``)."""
+
+    def __init__(self, func_name, target="trn1", grid=(), tensor_type=None):
         self.func_name = func_name
+        self.tensor_type = tensor_type
         self.target = target
         self.grid = tuple(int(g) for g in grid)
         self.index_vars = IndexVars()

@@ -13,7 +13,7 @@ joined with ``&`` (a mask is a compile-time predicate; ``and``/``or``/``if`` on 
 from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 
-__all__ = ["Idx", "Pred", "DynSlice", "IndexVars", "as_expr", "new_index_var", "is_symbolic"]
+__all__ = ["Idx", "Pred", "DynSlice", "IndexVars", "as_expr", "new_index_var", "is_symbolic", "broadcast_shapes", "mgrid"]
 
 _OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 _NEG = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
@@ -55,7 +55,7 @@ def is_index_var(name):
     return name.startswith("_a")
 
 
-def _broadcast(s1, s2):
+def broadcast_shapes(s1, s2):
     n = max(len(s1), len(s2))
     a = (1,) * (n - len(s1)) + tuple(s1)
     b = (1,) * (n - len(s2)) + tuple(s2)
@@ -109,7 +109,7 @@ class Idx:
 
     def _combine(self, other, fn):
         if isinstance(other, Idx):
-            shape = _broadcast(self.shape, other.shape)
+            shape = broadcast_shapes(self.shape, other.shape)
             axes = self._aligned(len(shape))
             for v, a in other._aligned(len(shape)).items():
                 axes[v] = a
@@ -248,7 +248,7 @@ class Pred:
 
     def __and__(self, o):
         if isinstance(o, Pred):
-            shape = _broadcast(self.shape, o.shape)
+            shape = broadcast_shapes(self.shape, o.shape)
             axes = {v: a + len(shape) - len(self.shape) for v, a in self.axes.items()}
             axes.update({v: a + len(shape) - len(o.shape) for v, a in o.axes.items()})
             return Pred(self.atoms + o.atoms, shape, axes)
@@ -308,3 +308,49 @@ class DynSlice:
 
     def __repr__(self):
         return "ds(%s, %d)" % (self.start, self.size)
+
+
+class MGridResult(tuple):
+    """The index expressions of one ``nl.mgrid[...]``; ``.p``, ``.x``, ``.y``, ``.z`` name them."""
+
+    @property
+    def p(self):
+        return self[0]
+
+    @property
+    def x(self):
+        return self[1]
+
+    @property
+    def y(self):
+        return self[2]
+
+    @property
+    def z(self):
+        return self[3]
+
+
+class MGrid:
+    """``nl.mgrid[0:P, 0:F]``: one index expression per slice, all of the grid's shape."""
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        shape = []
+        parts = []
+        for s in key:
+            if not isinstance(s, slice):
+                raise E.err_invalid_argument("mgrid takes slices, e.g. nl.mgrid[0:128, 0:512]")
+            start = 0 if s.start is None else int(s.start)
+            step = 1 if s.step is None else int(s.step)
+            r = range(start, int(s.stop), step)
+            shape.append(len(r))
+            parts.append((start, step, len(r)))
+        out = []
+        for k, (start, step, n) in enumerate(parts):
+            v = new_index_var(n)
+            out.append(Idx(_pel.var(v) * step + start, tuple(shape), {v: k}))
+        return MGridResult(out)
+
+
+mgrid = MGrid()

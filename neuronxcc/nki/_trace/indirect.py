@@ -20,8 +20,10 @@ import numpy as np
 from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import ops
-from neuronxcc.nki._trace.index import Idx
-from neuronxcc.nki._trace.tensor import Tensor
+from neuronxcc.nki._trace.context import loop_iter
+from neuronxcc.nki._trace.elementwise import op_name
+from neuronxcc.nki._trace.index import DynSlice, Idx
+from neuronxcc.nki._trace.view import Axis, View, slice_parts
 
 __all__ = ["IndirectTensor", "FreeGather", "indirect_view", "gather", "scatter", "atomic_rmw", "free_gather"]
 
@@ -62,7 +64,7 @@ def _is_scalar_index(k):
 
 
 def indirect_view(t, key):
-    pos = [i for i, k in enumerate(key) if isinstance(k, Tensor)]
+    pos = [i for i, k in enumerate(key) if isinstance(k, View)]
     if len(pos) != 1:
         raise E.err_indirect_indices_free_dim(
             "Dynamic indexing for load/store takes one indirect index tile per access, got %d" % len(pos))
@@ -72,7 +74,7 @@ def indirect_view(t, key):
         raise E.err_invalid_argument("indirect indices must be in SBUF (nl.load them first)")
     pre, post = tuple(key[:d]), tuple(key[d + 1:])
     if all(_is_scalar_index(k) for k in pre) and not (t.buf.onchip and d == 0):
-        if ops._size(idx.shape[1:]) != 1:
+        if ops.size_of(idx.shape[1:]) != 1:
             raise E.err_invalid_argument("an indirect index tile has one index per partition, got shape %s"
                                          % (idx.shape,))
         base = t[pre] if pre else t
@@ -83,14 +85,13 @@ def indirect_view(t, key):
             "indirect indices on an on-chip tensor need the dimensions before the indexed one to be scalars "
             "(use nisa.tensor_copy_dynamic_src(t[0, idx_tile, ...]))")
     if d == 1 and t.ndim >= 2:
-        from neuronxcc.nki._trace.tensor import slice_parts
         k0 = key[0]
         if isinstance(k0, Idx) and k0.shape and len(k0.shape) >= 1:
             terms = k0.expr.affine()
             vs = [v for v in k0.axes]
             if terms is not None and len(vs) == 1 and terms[0].get(vs[0]) == 1 and k0.shape[0] == idx.shape[0]:
                 return FreeGather(t, idx, (_pel.const(terms[1]), k0.shape[0]))
-        elif isinstance(k0, slice) or type(k0).__name__ == "DynSlice":
+        elif isinstance(k0, (slice, DynSlice)):
             start, size, step = slice_parts(k0, t.axes[0])
             if step == 1 and size == idx.shape[0]:
                 return FreeGather(t, idx, (start, size))
@@ -125,7 +126,6 @@ def gather(it, dtype=None, mask=None, oob=None):
     out = ops.new_tile((P,) + tuple(a.size for a in axes) if axes else (P, 1), dtype or it.dtype, "SBUF", "gather")
     row = it.row.copy_view(axes=axes or [it.row.axes[0]] if it.row.axes else [])
     if it.buf.onchip:               # rows of one partition: the partition axis first
-        from neuronxcc.nki._trace.tensor import Axis
         row = it.row.copy_view(axes=[Axis(1, 1, 0)] + axes)
     attrs = dict(_attrs(it), queue=ops.next_queue())
     if oob:
@@ -135,7 +135,7 @@ def gather(it, dtype=None, mask=None, oob=None):
 
 
 def scatter(it, value, mask=None, accumulate=None, oob=None):
-    if not isinstance(value, Tensor):
+    if not isinstance(value, View):
         raise E.err_invalid_argument("an indirect store needs a tile value")
     if value.buf.memory == "PSUM":
         value = ops.copy_to_sbuf(value)
@@ -150,7 +150,6 @@ def scatter(it, value, mask=None, accumulate=None, oob=None):
 
 
 def atomic_rmw(it, value, op, mask=None):
-    from neuronxcc.nki.language._math import op_name
     if op_name(op, "alu") != "add":
         raise E.NkiNotImplementedError("nki.language.atomic_rmw", "only op=np.add / nl.add")
     scatter(it, value, mask, accumulate="add")
@@ -158,12 +157,10 @@ def atomic_rmw(it, value, op, mask=None):
 
 def free_gather(fg, dtype=None, mask=None):
     """nl.load(t[i_p, idx[p, f], rest]) (see module doc): a new SBUF tile [P, F, rest...]."""
-    from neuronxcc.nki import isa as nisa
-    from neuronxcc.nki import language as nl
     if mask is not None:
         raise E.err_invalid_argument("a mask on a per-partition free-dimension gather is not supported")
     t, idx = fg.base, fg.index
-    P, F = idx.shape[0], ops._size(idx.shape[1:])
+    P, F = idx.shape[0], ops.size_of(idx.shape[1:])
     a0, a1 = t.axes[0], t.axes[1]
     if a1.fstep <= 0 or a0.fstep % a1.fstep:
         raise E.err_indirect_indices_free_dim("a free-dimension gather needs dimension 0's stride to be a "
@@ -172,22 +169,22 @@ def free_gather(fg, dtype=None, mask=None):
     rest = tuple(a.size for a in t.axes[2:])
     out = ops.new_tile((P, F) + rest, dtype or t.dtype, "SBUF", "fgather")
     flat = idx.reshape((P, F)) if tuple(idx.shape) != (P, F) else idx
-    i32 = nl.ndarray((P, F), dtype=np.int32, buffer=nl.sbuf)
+    i32 = ops.new_tile((P, F), np.int32, "SBUF", "sb", kind="ndarray")
     ops.emit("tensor_scalar", "DVE", [i32], [flat], {"op0": "max", "operand0": 0.0, "reverse0": False,
                                                     "op1": "min", "operand1": float(a1.size - 1),
                                                     "reverse1": False})
-    ip, jf = nl.mgrid[0:P, 0:F]
-    rows = nisa.iota(ip * ratio + jf * 0, dtype=np.int32)
-    adj = nl.ndarray((P, F), dtype=np.int32, buffer=nl.sbuf)
+    rows = ops.new_tile((P, F), np.int32, "SBUF", "iota")          # ip * ratio: the row of partition p
+    ops.emit("iota", "POOL", [rows], [], {"pattern": [[0, F]], "offset": 0, "channel_multiplier": int(ratio)})
+    adj = ops.new_tile((P, F), np.int32, "SBUF", "sb", kind="ndarray")
     ops.emit("tensor_tensor", "DVE", [adj], [i32, rows], {"op": "add"})
     start, _ = fg.prange
     row = t[(start, 0) + (slice(None),) * len(rest)] if rest else t[start, 0]
     if not rest:
         row = row.copy_view(axes=[row.axes[0]] if row.axes else [])
     n_idx = P * ratio
-    for f in nl.affine_range(F):
-        col = adj[:, nl.ds(f, 1)]
-        dst = out[:, f] if rest else out[:, nl.ds(f, 1)]
+    for f in loop_iter(0, F, 1, "affine", E.kernel_location()):
+        col = adj[:, DynSlice(f, 1)]
+        dst = out[:, f] if rest else out[:, DynSlice(f, 1)]
         ops.emit("dma_gather", "SP", [dst], [row, col],
                  {"index_stride": int(a1.fstep), "index_min": 0, "index_max": int(n_idx - 1),
                   "queue": ops.next_queue()}, None, [])

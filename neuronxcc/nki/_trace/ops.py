@@ -1,5 +1,7 @@
-"""Emission helpers shared by ``nki.language`` and ``nki.isa``: new tiles, operand checks, one
-``emit`` that records a traced instruction, assignment and in-place update semantics.
+"""Emission helpers shared by ``nki.language``, ``nki.isa`` and the ``Tensor`` operators: new tiles,
+operand checks, one ``emit`` that records a traced instruction (loading the sequencer registers its
+operands use first), broadcasts and reshapes of views, and in-place update semantics. Assignment
+(``dst[...] = value``, which may load or store) is ``movement.assign``.
 
 Rules enforced here at trace time (with the original's error names): on-chip tiles have at most
 128 partitions (err_num_partition_exceed_arch_limit), a PSUM tile at most 2 KiB per partition,
@@ -13,7 +15,7 @@ from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import dtypes as D
 from neuronxcc.nki._trace.context import TInst, current
-from neuronxcc.nki._trace.tensor import Axis, Tensor, whole
+from neuronxcc.nki._trace.view import Axis, View, whole
 
 PMAX = 128
 PSUM_BANK_BYTES = 2048
@@ -30,7 +32,7 @@ def new_tile(shape, dtype, memory="SBUF", prefix="t", kind="tile", check=True):
     if memory != "HBM" and check:
         check_tile_shape(shape, memory, dtype)
     b = ctx.new_buf(prefix, memory, shape, dtype, 0, kind)
-    return whole(b)
+    return whole(b, ctx.tensor_type)
 
 
 def check_tile_shape(shape, memory, dtype, what="tile"):
@@ -53,7 +55,7 @@ def tile_operand(x, api, param, memories=("SBUF", "PSUM")):
         raise E.err_copy_dynamic_indirect_indices_not_natively_supported(
             "copying an on-chip tensor through indirect (run-time) indices is not natively supported; use "
             "nisa.tensor_copy_dynamic_src(%s[...]) instead" % x.buf.name)
-    if not isinstance(x, Tensor):
+    if not isinstance(x, View):
         raise E.err_invalid_argument("parameter '%s' of '%s' must be a tile, got %r" % (param, api, type(x).__name__))
     if x.buf.memory not in memories:
         raise E.err_unsupported_memory(
@@ -71,8 +73,8 @@ def tile_operand(x, api, param, memories=("SBUF", "PSUM")):
 
 
 def hbm_operand(x, api, param):
-    if not isinstance(x, Tensor) or x.buf.memory != "HBM":
-        mem = x.buf.memory.lower() if isinstance(x, Tensor) else type(x).__name__
+    if not isinstance(x, View) or x.buf.memory != "HBM":
+        mem = x.buf.memory.lower() if isinstance(x, View) else type(x).__name__
         raise E.err_unsupported_memory("Expected operand '%s' of '%s' to be in address space 'hbm', but got '%s'"
                                        % (param, api, mem))
     return x
@@ -96,8 +98,7 @@ def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
             raise E.err_unsupported_expression_in_mask("a mask must be a comparison of affine index expressions")
     regs = getattr(ctx, "registers", None)
     if regs:
-        from neuronxcc.nki._trace.registers import load_registers
-        load_registers(ctx, engine, list(dsts) + list(srcs))
+        _load_registers(ctx, regs, engine, list(dsts) + list(srcs))
     if getattr(ctx, "guards", None):
         from neuronxcc.nki._trace.guards import active_guard_atoms
         from neuronxcc.nki._trace.index import Pred as _P
@@ -119,6 +120,21 @@ def emit(opcode, engine, dsts, srcs, attrs=None, mask=None, links=None):
     return inst
 
 
+def _load_registers(ctx, regs, engine, operands):
+    """A ``register_load`` on ENGINE of each register (``registers.as_register``) OPERANDS' offsets use."""
+    seen = set()
+    for op in operands:
+        for v in op.off.free_vars():
+            if v in regs and v not in seen:
+                seen.add(v)
+                view = regs[v].copy_view(axes=[])
+                view.buf.read = True
+                view.buf.uses += 1
+                lo, hi = getattr(ctx, "register_bounds", {}).get(v, (0, (1 << 31) - 1))
+                ctx.emit(TInst("register_load", engine, [], [view], {"register": v, "min": lo, "max": hi},
+                               None, [], E.kernel_location()))
+
+
 def same_guard(ctx, p):
     """True if instruction P was traced under exactly the guards active now (so it may be retargeted)."""
     return p.gkey == tuple(id(g) for g in (getattr(ctx, "cond_guards", None) or ()))
@@ -138,7 +154,7 @@ def dma(dst, src, mask=None, **attrs):
 def rank_align(x, y):
     """Tiles are partition-first: a lower-rank tile is padded with size-1 axes on the RIGHT, so a (P,)
     reduction result lines up with a (P, F) tile as (P, 1)."""
-    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.buf.onchip and y.buf.onchip:
+    if isinstance(x, View) and isinstance(y, View) and x.buf.onchip and y.buf.onchip:
         if len(x.shape) < len(y.shape) and x.shape[:1] == y.shape[:1]:
             x = x.copy_view(axes=list(x.axes) + [Axis(1, 0, 0) for _ in range(len(y.shape) - len(x.shape))])
         elif len(y.shape) < len(x.shape) and x.shape[:1] == y.shape[:1]:
@@ -205,7 +221,7 @@ def reshape(t, shape):
     if not t.is_whole():
         raise E.NkiNotImplementedError("reshape of a tensor view", "reshape the whole tensor instead")
     b = t.buf
-    if _size(shape) != _size(t.shape):
+    if size_of(shape) != size_of(t.shape):
         raise E.err_invalid_argument("cannot reshape %s to %s" % (t.shape, shape))
     if b.onchip and (not shape or shape[0] != b.shape[b.pdim]):
         raise E.err_invalid_argument("reshape must keep the partition dimension of an on-chip tensor")
@@ -244,9 +260,9 @@ def bitcast(t, dtype):
     return t.copy_view(dtype=dt, axes=axes, off=_pel.const(int(off) // r), checks=())
 
 
-# -- assignment ------------------------------------------------------------------------------
-def _retarget(dst, value):
-    """Make VALUE's producer write DST directly when VALUE is a fresh, unused whole tile."""
+# -- assignment into a fresh result's producer, in-place update ------------------------------------
+def retarget(dst, value):
+    """Make VALUE's producer write DST directly when VALUE is a fresh, unused whole tile (True if done)."""
     ctx = current()
     b = value.buf
     p = b.producer
@@ -269,40 +285,8 @@ def _retarget(dst, value):
     return True
 
 
-def assign(dst, value, mask=None):
-    """dst[...] = value (a tile, or a scalar)."""
-    if is_scalar(value):
-        if dst.buf.memory == "HBM":
-            from neuronxcc.nki import language as nl
-            return nl.store(dst, value, mask=mask)
-        return emit("memset", "DVE", [dst], [], {"value": float(value)}, mask)
-    if type(value).__name__ in ("IndirectTensor", "FreeGather"):
-        tile_operand(value, "assign", "src")            # on chip: the original's copy-dynamic error
-        from neuronxcc.nki import language as nl
-        return assign(dst, nl.load(value, mask=mask, dtype=dst.dtype))
-    if not isinstance(value, Tensor):
-        raise E.err_invalid_argument("cannot assign %r to a tensor" % (value,))
-    if dst.buf.memory == "HBM":
-        from neuronxcc.nki import language as nl
-        return nl.store(dst, value, mask=mask)
-    if value.buf.memory == "HBM":
-        from neuronxcc.nki import language as nl
-        t = nl.load(value, mask=mask, dtype=dst.dtype)
-        return assign(dst, t)
-    if _size(dst.shape) < _size(value.shape):
-        raise E.err_store_dst_shape_smaller_than_other_shape(
-            "Illegal assignment destination shape in 'a = b': shape %s of parameter 'a' is smaller than "
-            "other parameter shapes b%s" % (list(dst.shape), list(value.shape)))
-    if mask is None and _retarget(dst, value):
-        return None
-    if value.shape != dst.shape and not (_size(value.shape) == _size(dst.shape) and value.shape[:1] == dst.shape[:1]):
-        value = broadcast_to(value, dst.shape)
-    tile_operand(dst, "assign", "dst")
-    tile_operand(value, "assign", "src")
-    return emit("tensor_copy", "DVE", [dst], [value], {}, mask)
-
-
-def _size(shape):
+def size_of(shape):
+    """The number of elements of SHAPE."""
     n = 1
     for s in shape:
         n *= s
@@ -317,7 +301,7 @@ def update_inplace(view, other, op):
     ctx = current()
     if view.buf.memory == "HBM":
         raise E.err_unsupported_memory("in-place update of an HBM tensor is not supported; load, update, store")
-    if isinstance(other, Tensor) and op == "add" and view.buf.memory == "PSUM":
+    if isinstance(other, View) and op == "add" and view.buf.memory == "PSUM":
         b = other.buf
         p = b.producer
         if p is not None and p.opcode == "matmul" and not b.uses and ctx.last is p and other.is_whole() \
@@ -329,7 +313,7 @@ def update_inplace(view, other, op):
                 # the first accumulation into a PSUM tensor nothing wrote (nl.ndarray) starts from zero,
                 # as the accumulation group's first matmul overwrites on the device: zero it where created
                 acc = view.buf
-                flat = Tensor(acc, acc.dtype, 0, 0, [Axis(acc.partitions, 1, 0), Axis(acc.free_elems, 0, 1)])
+                flat = view.like(acc, acc.dtype, 0, 0, [Axis(acc.partitions, 1, 0), Axis(acc.free_elems, 0, 1)])
                 ctx.emit_at_origin(acc, TInst("memset", "DVE", [flat], [], {"value": 0.0}, None, None, p.loc))
             view.buf.written = True
             view.buf.read = True

@@ -1,254 +1,67 @@
-"""``Tensor``: the value type of a traced kernel (``nl.ndarray``): a view over one ``Buf``.
+"""``Tensor``: the value type of a traced kernel (``nki.tensor``, what ``nl.ndarray`` returns).
 
-A view is ``(buf, dtype, p0, off, axes)``: for element ``(k_0, .., k_n)`` of the view the
-partition is ``p0 + sum(k_r * pstep_r)`` (on-chip only) and the free element (HBM: the
-row-major element) is ``off + sum(k_r * fstep_r)``; ``off`` is a pelican Expr over loop
-variables. Each axis also names the index variable that produced it (``nl.arange``/``mgrid``),
-or None, so masks can find it. Indexing follows NKI: basic (ints, slices, ``nl.ds``) or
-advanced (arange/mgrid expressions) but not both; loop iterators are scalar indices.
+A ``Tensor`` is a ``view.View`` (one ``Buf`` seen through partition / free steps; the data and the
+static indexing live there) plus what emits instructions: indices holding tiles (a one-element tile
+becomes a register, ``registers``; an index tile an indirect access, ``indirect``), ``t[...] = u``
+(``movement.assign``), ``t.T`` / ``t.astype`` / ``broadcast_to`` / ``reshape`` / ``view``, and the
+Python operators, which are the ``nki.language`` functions of the same meaning (``t + u`` is
+``nl.add(t, u)``: both are ``elementwise.add``). This module sits on top of the tracer's emission
+modules and nothing of the tracer imports it but ``trace`` (which gives the class to the trace
+context, so fresh tiles are Tensors).
 """
-import numpy as np
-
-from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
-from neuronxcc.nki._trace import dtypes as D
-from neuronxcc.nki._trace.index import DynSlice, Idx, as_expr, new_index_var
+from neuronxcc.nki._trace import buffers, elementwise, movement, ops
+from neuronxcc.nki._trace.index import Idx
+from neuronxcc.nki._trace.indirect import indirect_view
+from neuronxcc.nki._trace.registers import as_register
+from neuronxcc.nki._trace.view import Axis, View, slice_parts
+from neuronxcc.nki._trace.view import whole as _whole
 
-__all__ = ["Tensor", "Axis", "whole"]
-
-PMAX = 128
-
-
-class Axis:
-    __slots__ = ("size", "pstep", "fstep", "var")
-
-    def __init__(self, size, pstep, fstep, var=None):
-        self.size = int(size)
-        self.pstep = int(pstep)
-        self.fstep = int(fstep)
-        self.var = var
-
-    def copy(self, **kw):
-        a = Axis(self.size, self.pstep, self.fstep, self.var)
-        for k, v in kw.items():
-            setattr(a, k, v)
-        return a
-
-    def __repr__(self):
-        return "Axis(%d, p%d, f%d, %s)" % (self.size, self.pstep, self.fstep, self.var)
+__all__ = ["Tensor", "Axis", "whole", "slice_parts"]
 
 
 def whole(buf):
-    """The view of all of BUF."""
-    ps, fs = buf.strides()
-    return Tensor(buf, buf.dtype, 0, _pel.const(0), [Axis(n, p, f) for n, p, f in zip(buf.shape, ps, fs)])
+    """The Tensor of all of BUF."""
+    return _whole(buf, Tensor)
 
 
-class Tensor:
+_REGISTER_ARITH = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b}
+
+
+class Tensor(View):
     """See module doc. Public attributes: shape, dtype, ndim, buffer, name."""
 
-    __slots__ = ("buf", "dtype", "p0", "off", "axes", "_updated", "checks")
-    __array_priority__ = 1000
-
-    def __init__(self, buf, dtype, p0, off, axes, checks=()):
-        self.buf = buf
-        self.dtype = D.np_dtype(dtype)
-        # partition start: an int, or an Expr of loop iterators (the lowering unrolls that loop)
-        self.p0 = p0 if isinstance(p0, _pel.Expr) and not p0.is_const() else int(p0)
-        self.off = off if isinstance(off, _pel.Expr) else as_expr(off)
-        self.axes = list(axes)
-        self._updated = False
-        self.checks = tuple(checks)     # ((index Expr, dim size, dim), ...): bounds checked at lowering
-
-    # -- properties -------------------------------------------------------------
-    @property
-    def shape(self):
-        return tuple(a.size for a in self.axes)
-
-    @property
-    def ndim(self):
-        return len(self.axes)
-
-    @property
-    def name(self):
-        return self.buf.name
+    __slots__ = ()
 
     @property
     def buffer(self):
-        from neuronxcc.nki.language import buffers
         return buffers.for_buf(self.buf)
 
-    @property
-    def memory(self):
-        return self.buf.memory
-
-    @property
-    def size(self):
-        n = 1
-        for a in self.axes:
-            n *= a.size
-        return n
-
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
-
-    def is_whole(self):
-        w = whole(self.buf)
-        return self.p0 == 0 and self.off.is_const() and int(self.off) == 0 and \
-            [(a.size, a.pstep, a.fstep) for a in self.axes] == [(a.size, a.pstep, a.fstep) for a in w.axes]
-
-    def is_tile(self):
-        """On-chip operand form: axis 0 is the partition axis, no other axis moves partitions."""
-        if not self.buf.onchip or not self.axes:
-            return False
-        a0 = self.axes[0]
-        if a0.fstep != 0 and a0.size > 1:
-            return False
-        return all(a.pstep == 0 or a.size == 1 for a in self.axes[1:])
-
-    def copy_view(self, **kw):
-        t = Tensor(self.buf, kw.get("dtype", self.dtype), kw.get("p0", self.p0), kw.get("off", self.off),
-                   [a.copy() for a in kw.get("axes", self.axes)], kw.get("checks", self.checks))
-        return t
-
-    def __repr__(self):
-        return "Tensor(%s, %s, %s)" % (self.buf.name, self.shape, self.dtype)
-
-    def __bool__(self):
-        raise E.err_ambiguous_tensor_truth_value(
-            "Cannot evaluate truth value of a multi-element tensor (use &, |, ~ elementwise, or 'is None')")
-
-    def __len__(self):
-        return self.axes[0].size if self.axes else 0
-
-    def __iter__(self):
-        raise E.err_dynamic_control_flow_not_supported("a tensor cannot be iterated in Python")
-
     # -- indexing ---------------------------------------------------------------------
-    def _normalise_key(self, key):
-        if not isinstance(key, tuple):
-            key = (key,)
-        n = len(self.axes)
-        if any(k is Ellipsis for k in key):
-            i = [j for j, k in enumerate(key) if k is Ellipsis]
-            if len(i) > 1:
-                raise E.err_invalid_argument("an index can only have a single ellipsis ('...')")
-            i = i[0]
-            fill = n - (len(key) - 1)
-            key = key[:i] + (slice(None),) * fill + key[i + 1:]
-        if len(key) > n:
-            raise E.err_invalid_argument("too many indices for tensor '%s' of rank %d" % (self.buf.name, n))
-        return tuple(key) + (slice(None),) * (n - len(key))
-
-    def __getitem__(self, key):
-        return self._index(self._normalise_key(key))
-
     def _index(self, key):
-        from neuronxcc.nki._trace import indirect as _ind
-        if any(isinstance(k, Tensor) for k in key):
-            from neuronxcc.nki._trace.registers import as_register
+        if any(isinstance(k, View) for k in key):
             key = tuple(as_register(k, self.axes[i].size - 1 if i < len(self.axes) else None)
-                        if isinstance(k, Tensor) and k.size == 1 and (i > 0 or self.buf.onchip)
+                        if isinstance(k, View) and k.size == 1 and (i > 0 or self.buf.onchip)
                         else k for i, k in enumerate(key))
-            if any(isinstance(k, Tensor) for k in key):
-                return _ind.indirect_view(self, key)
-        adv = [k for k in key if isinstance(k, Idx) and k.shape]
-        basic = [k for k in key if isinstance(k, (slice, DynSlice))]
-        if adv and any(isinstance(k, (slice, DynSlice)) and not _is_full(k, a)
-                       for k, a in zip(key, self.axes)):
-            raise E.err_unsupported_mixing_basic_advanced_tensor_indexing(
-                "Mixing basic tensor indexing and advanced tensor indexing is not supported")
-        del basic
-        p0 = self.p0
-        off = self.off
-        out_axes = []
-        adv_shape = ()
-        mapping = {}
-        checks = []
-        if adv:
-            from neuronxcc.nki._trace.index import _broadcast
-            for k in adv:
-                adv_shape = _broadcast(adv_shape, k.shape)
-            if len(adv_shape) < 2 and self.buf.onchip:
-                raise E.err_1d_arange_not_supported(
-                    "indexing tensor `%s` with 1d arange is not supported (use nl.arange(n)[:, None])"
-                    % self.buf.name)
-            contrib = [[0, 0, None] for _ in adv_shape]
-        for dim, (k, a) in enumerate(zip(key, self.axes)):
-            if isinstance(k, Idx) and k.shape:
-                terms = k.expr.affine()
-                if terms is None:
-                    raise E.err_unsupported_expression_in_mask("index %s is not affine" % k.expr)
-                coeffs, const = terms
-                rest = _pel.const(const)
-                for v, c in coeffs.items():
-                    if v in k.axes:
-                        ax = k.axes[v] + len(adv_shape) - len(k.shape)
-                        ct = contrib[ax]
-                        ct[0] += a.pstep * c
-                        ct[1] += a.fstep * c
-                        if ct[2] is None:
-                            ct[2] = v
-                        elif ct[2] != v:
-                            ct[2] = "*"
-                    else:
-                        rest = rest + _pel.var(v) * c
-                p0, off = _advance(self, p0, off, a, rest)
-                item = k.expr
-            elif isinstance(k, (slice, DynSlice)):
-                start, size, step = slice_parts(k, a)
-                p0, off = _advance(self, p0, off, a, start)
-                v = new_index_var(size)
-                out_axes.append(Axis(size, a.pstep * step, a.fstep * step, v))
-                item = start + _pel.var(v) * step
-                if _is_full(k, a):
-                    item = None if a.var is None else item
-            elif isinstance(k, (Idx, int, np.integer, _pel.Expr)):
-                e = as_expr(k)
-                if e.is_const() and not 0 <= int(e) < a.size:
-                    raise E.err_tensor_access_out_of_bound(
-                        "Out-of-bound access for tensor `%s`: index %d exceeds dimension size of %d"
-                        % (self.buf.name, int(e), a.size))
-                p0, off = _advance(self, p0, off, a, e)
-                item = e
-            else:
-                raise E.err_invalid_argument("unsupported index %r" % (k,))
-            if item is not None:
-                if a.var is not None:
-                    mapping[a.var] = item
-                if not (item.is_const() and 0 <= int(item) < a.size):
-                    checks.append((item, a.size, dim))
-        old = [(e.subs(mapping) if mapping else e, n, d) for e, n, d in self.checks]
-        if adv:
-            first = next(i for i, k in enumerate(key) if isinstance(k, Idx) and k.shape)
-            adv_axes = [Axis(n, ct[0], ct[1], None if ct[2] in (None, "*") else ct[2])
-                        for n, ct in zip(adv_shape, contrib)]
-            for ax, n in zip(adv_axes, adv_shape):
-                if ax.var is None and n > 1:
-                    ax.pstep = ax.fstep = 0
-            out_axes = out_axes[:first] + adv_axes + out_axes[first:]
-        return Tensor(self.buf, self.dtype, p0, off, out_axes, tuple(old) + tuple(checks))
+            if any(isinstance(k, View) for k in key):
+                return indirect_view(self, key)
+        return View._index(self, key)
 
     def __setitem__(self, key, value):
-        from neuronxcc.nki._trace import ops
         dst = self[key]
         if isinstance(value, Tensor) and value._updated and value.buf is self.buf:
             value._updated = False
             return
-        ops.assign(dst, value)
+        movement.assign(dst, value)
 
     # -- methods --------------------------------------------------------------------------
     def broadcast_to(self, shape):
-        from neuronxcc.nki._trace import ops
         return ops.broadcast_to(self, tuple(shape))
 
     def reshape(self, shape):
-        from neuronxcc.nki._trace import ops
         return ops.reshape(self, tuple(shape))
 
     def view(self, dtype):
-        from neuronxcc.nki._trace import ops
         return ops.bitcast(self, dtype)
 
     def ap(self, *a, **k):
@@ -256,22 +69,17 @@ class Tensor:
 
     @property
     def T(self):
-        from neuronxcc.nki import language as nl
-        return nl.transpose(self)
+        return movement.nc_transpose(self)
 
     def astype(self, dtype):
-        from neuronxcc.nki import language as nl
-        return nl.copy(self, dtype=dtype)
+        return movement.copy(self, dtype=dtype)
 
     # -- operators ---------------------------------------------------------------------
     def _bin(self, other, name, reverse=False):
-        from neuronxcc.nki import language as nl
-        if isinstance(other, Idx) and self.size == 1 and name in ("add", "subtract", "multiply"):
-            from neuronxcc.nki._trace.registers import as_register
+        if isinstance(other, Idx) and self.size == 1 and name in _REGISTER_ARITH:
             r = as_register(self)
-            return {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
-                    "multiply": lambda a, b: a * b}[name](*((other, r) if reverse else (r, other)))
-        f = getattr(nl, name)
+            return _REGISTER_ARITH[name](*((other, r) if reverse else (r, other)))
+        f = getattr(elementwise, name)
         return f(other, self) if reverse else f(self, other)
 
     def __add__(self, o): return self._bin(o, "add")
@@ -301,19 +109,15 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __neg__(self):
-        from neuronxcc.nki import language as nl
-        return nl.negative(self)
+        return elementwise.negative(self)
 
     def __invert__(self):
-        from neuronxcc.nki import language as nl
-        return nl.invert(self)
+        return elementwise.invert(self)
 
     def __abs__(self):
-        from neuronxcc.nki import language as nl
-        return nl.abs(self)
+        return elementwise.abs(self)
 
     def _inplace(self, o, op):
-        from neuronxcc.nki._trace import ops
         ops.update_inplace(self, o, op)
         self._updated = True
         return self
@@ -323,53 +127,3 @@ class Tensor:
     def __imul__(self, o): return self._inplace(o, "mult")
     def __itruediv__(self, o): return self._inplace(o, "divide")
     def __imax__(self, o): return self._inplace(o, "max")
-
-
-def _is_full(k, a):
-    if isinstance(k, slice):
-        def is_(v, n):
-            return v is None or (isinstance(v, (int, np.integer)) and int(v) == n)
-        return is_(k.start, 0) and (k.stop is None or is_(k.stop, a.size)) and (k.step is None or is_(k.step, 1))
-    return False
-
-
-def slice_parts(k, a):
-    """(start Expr, size, step) of a slice / ds on axis A."""
-    if isinstance(k, DynSlice):
-        start = as_expr(k.start)
-        size, step = k.size, k.step
-    else:
-        step = 1 if k.step is None else int(k.step)
-        if step <= 0:
-            raise E.err_invalid_argument("slice steps must be positive")
-        s = 0 if k.start is None else k.start
-        e = a.size if k.stop is None else k.stop
-        start = as_expr(s)
-        stop = as_expr(e)
-        if start.is_const() and int(start) < 0:
-            start = _pel.const(int(start) + a.size)
-        if stop.is_const() and int(stop) < 0:
-            stop = _pel.const(int(stop) + a.size)
-        span = stop - start
-        if not span.is_const():
-            raise E.err_invalid_argument("slice %s:%s has a symbolic size; use nl.ds(start, size)" % (start, stop))
-        size = max(0, -(-int(span) // step))
-    return start, size, step
-
-
-def _advance(t, p0, off, a, e):
-    """Move the view base by index expression E along axis A."""
-    if a.pstep:
-        if not e.is_const():
-            if any(v.startswith("_a") or v.startswith("r_nki") for v in e.free_vars()):
-                raise E.err_invalid_argument(
-                    "a run-time start (%s) on the partition dimension of on-chip tensor '%s' is not supported"
-                    % (e, t.buf.name))
-            p0 = e * a.pstep + p0
-        else:
-            p0 += a.pstep * int(e)
-    if a.fstep:
-        off = off + e * a.fstep
-    return p0, off
-
-

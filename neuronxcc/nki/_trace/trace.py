@@ -13,6 +13,7 @@ import numpy as np
 
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import dtypes as D
+from neuronxcc.nki._trace.buffers import grid_size
 from neuronxcc.nki._trace.context import TLoop, TraceContext
 from neuronxcc.nki._trace.lower import lower
 from neuronxcc.nki._trace.tensor import Tensor, whole
@@ -89,14 +90,13 @@ def _unwrap(func):
 
 def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
     """Trace FUNC on ARGS (see module doc) -> TracedKernel."""
-    from neuronxcc.nki.language.buffers import grid_size
     func = _unwrap(func)
     kwargs = dict(kwargs or {})
     if not isinstance(grid, (tuple, list)):
         grid = (grid,)
     grid = tuple(grid_size(g) for g in grid)
     fname = name or getattr(func, "__name__", "kernel")
-    ctx = TraceContext(fname, target, grid)
+    ctx = TraceContext(fname, target, grid, tensor_type=Tensor)
     try:
         sig = inspect.signature(func)
         bound = sig.bind(*args, **kwargs)

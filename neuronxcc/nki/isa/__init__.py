@@ -6,53 +6,23 @@ VectorE unless ``engine=`` says otherwise, ``iota`` / ``affine_select`` on GpSim
 DMA queue. Output dtype defaults to the (first) input tile's dtype. Instructions not built yet
 raise ``NkiNotImplementedError`` naming the instruction.
 """
-from enum import IntEnum
-
 import numpy as np
 
 from neuronxcc.nki import errors as _E
 from neuronxcc.nki._trace import dtypes as _D
 from neuronxcc.nki._trace import ops as _ops
+from neuronxcc.nki._trace.elementwise import cast as _cast
+from neuronxcc.nki._trace.elementwise import op_name as _op_name
+from neuronxcc.nki._trace.elementwise import reduce as _reduce
+from neuronxcc.nki._trace.engines import dge_mode, engine, nc_version, oob_mode, reduce_cmd  # noqa: F401
+from neuronxcc.nki._trace.engines import engine_name as _eng
 from neuronxcc.nki._trace.index import Idx as _Idx
 from neuronxcc.nki._trace.index import Pred as _Pred
+from neuronxcc.nki._trace.movement import assign as _assign
+from neuronxcc.nki._trace.movement import nc_transpose  # noqa: F401
 from neuronxcc.nki._trace.tensor import Tensor as _Tensor
-from neuronxcc.nki.language._math import op_name as _op_name
-
-
-class dge_mode(IntEnum):
-    none = 0
-    swdge = 1
-    hwdge = 2
-    unknown = 3
-
-
-class engine(IntEnum):
-    tensor = 1
-    vector = 5
-    scalar = 2
-    gpsimd = 3
-    sync = 6
-    unknown = 0
-
-
-class nc_version(IntEnum):
-    gen2 = 2
-    gen3 = 3
-
-
-class oob_mode(IntEnum):
-    error = 0
-    skip = 1
-
 
 _OOB_SKIP = oob_mode.skip
-
-
-class reduce_cmd(IntEnum):
-    idle = 0
-    reset = 1
-    reset_reduce = 3
-    reduce = 2
 
 
 class fp32:
@@ -67,24 +37,12 @@ gpsimd_engine = engine.gpsimd
 dma_engine = engine.sync
 unknown_engine = engine.unknown
 
-_ENG = {engine.tensor: "PE", engine.vector: "DVE", engine.scalar: "ACT", engine.gpsimd: "POOL",
-        engine.sync: "SP"}
-
 
 def get_nc_version():
     from neuronxcc.nki._trace.context import current_or_none
     ctx = current_or_none()
     target = ctx.target if ctx is not None else "trn1"
     return nc_version.gen3 if target in ("trn2", "trn3") else nc_version.gen2
-
-
-def _eng(e, default="DVE", allowed=("DVE", "ACT", "POOL")):
-    if e is None or e == engine.unknown:
-        return default
-    name = _ENG.get(e, e if isinstance(e, str) else None)
-    if name not in allowed:
-        raise _E.err_invalid_argument("engine %r is not supported here (allowed: %s)" % (e, ", ".join(allowed)))
-    return name
 
 
 def _nyi(name, why=""):
@@ -111,8 +69,7 @@ def _in_sbuf(t):
     operand, a score tile into affine_select), which the original accepts."""
     if t.buf.memory != "PSUM":
         return t
-    from neuronxcc.nki.language._math import copy as _copy
-    return _copy(t, t.dtype)
+    return _cast(t, t.dtype)
 
 
 # -- TensorE -----------------------------------------------------------------------------------------
@@ -159,28 +116,6 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     out = _ops.new_tile((M,) + tuple(moving.shape[1:]), np.float32, "PSUM", "mm")
     links = [[(0, 0), (1, 1)], [(1, 0), (2, 0)]] + [[(0, r), (2, r)] for r in range(1, len(moving.shape))]
     inst = _ops.emit("matmul", "PE", [out], [stationary, moving], {"psum_zero": True}, mask, links)
-    return _ops.mark_producer(out, inst)
-
-
-def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
-    """2-D partition/free transpose: TensorE (<= 128x128, into PSUM) or VectorE (<= 32x32)."""
-    _ops.tile_operand(data, "nc_transpose", "data")
-    if len(data.shape) != 2:
-        raise _E.err_exceed_max_supported_dimension(
-            "parameter 'data%s' of 'nc_transpose' exceed max supported number of dimensions of 2" % (list(data.shape),))
-    P, F = data.shape
-    eng = _eng(engine, "PE" if (P > 32 or F > 32) else "DVE", ("PE", "DVE"))
-    lim = 128 if eng == "PE" else 32
-    for d, n in ((0, P), (1, F)):
-        if n > lim:
-            raise _E.err_size_of_dimension_exceed_arch_limit(
-                "size of dimension %d in 'data%s' of 'nc_transpose' exceed architecture limitation of %d"
-                % (d, list(data.shape), lim))
-    src = data
-    if eng == "PE" and data.buf.memory != "SBUF":
-        src = _ops.copy_to_sbuf(data)
-    out = _ops.new_tile((F, P), dtype or data.dtype, "PSUM" if eng == "PE" else "SBUF", "tp")
-    inst = _ops.emit("transpose", eng, [out], [src], {}, mask, [[(0, 0), (1, 1)], [(0, 1), (1, 0)]])
     return _ops.mark_producer(out, inst)
 
 
@@ -310,8 +245,7 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
 
 
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
-    from neuronxcc.nki.language._math import reduce
-    return reduce(_op_name(op, "reduce"), data, axis, dtype, mask, keepdims, "tensor_reduce", negate=negate)
+    return _reduce(_op_name(op, "reduce"), data, axis, dtype, mask, keepdims, "tensor_reduce", negate=negate)
 
 
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
@@ -519,7 +453,7 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
         if attrs_t is not None:
             g.buf.producer.dsts[0] = attrs_t
             g = attrs_t
-        _ops.assign(dst, g)
+        _assign(dst, g)
         return
     if isinstance(dst, IndirectTensor):
         acc = None
@@ -535,7 +469,7 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
     if dst_rmw_op is not None:
         raise _E.NkiNotImplementedError("nki.isa.dma_copy", "dst_rmw_op on a direct (not indirect) destination")
     if src.shape != dst.shape:
-        if _ops._size(src.shape) != _ops._size(dst.shape):
+        if _ops.size_of(src.shape) != _ops.size_of(dst.shape):
             raise _E.err_invalid_argument("dma_copy shapes %s and %s differ" % (dst.shape, src.shape))
     _ops.dma(dst, src, mask)
 
@@ -552,7 +486,7 @@ def _out2(data, n, dtype, prefix):
 def max8(*, src, mask=None, dtype=None, **kwargs):
     """The 8 largest values of each partition, descending (VectorE)."""
     _ops.tile_operand(src, "max8", "src")
-    n = _ops._size(src.shape[1:])
+    n = _ops.size_of(src.shape[1:])
     if not 8 <= n <= 16384:
         raise _E.err_size_of_dimension_exceed_arch_limit("max8 reads 8..16384 elements per partition, got %d" % n)
     out = _out2(src, 8, dtype or src.dtype, "max8")
@@ -563,7 +497,7 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
     """Index of the first occurrence of each of the 8 vals in each partition of data (VectorE)."""
     _ops.tile_operand(data, "nc_find_index8", "data")
     _ops.tile_operand(vals, "nc_find_index8", "vals")
-    if _ops._size(vals.shape[1:]) != 8:
+    if _ops.size_of(vals.shape[1:]) != 8:
         raise _E.err_invalid_argument("vals of nc_find_index8 must have 8 elements per partition")
     dt = _D.np_dtype(dtype) if dtype is not None else np.dtype(np.uint32)
     out = _out2(data, 8, dt, "fidx8")
@@ -592,7 +526,7 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     """(count, mean, var*count) of the even and of the odd free elements per partition (VectorE)."""
     _ops.tile_operand(data, "bn_stats", "data")
-    n = _ops._size(data.shape[1:])
+    n = _ops.size_of(data.shape[1:])
     if n > 512:
         raise _E.err_size_of_dimension_exceed_arch_limit(
             "bn_stats reads at most 512 elements per partition (nl.tile_size.bn_stats_fmax), got %d" % n)
@@ -603,7 +537,7 @@ def bn_stats(data, *, mask=None, dtype=None, **kwargs):
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     """(mean, variance) per partition from one or more bn_stats outputs (VectorE)."""
     _ops.tile_operand(data, "bn_aggr", "data")
-    if _ops._size(data.shape[1:]) % 3:
+    if _ops.size_of(data.shape[1:]) % 3:
         raise _E.err_invalid_argument("bn_aggr input must hold (count, mean, var*count) triples")
     out = _out2(data, 2, dtype or data.dtype, "bnag")
     return _ops.mark_producer(out, _ops.emit("bn_aggr", "DVE", [out], [data], {}, mask, [[(0, 0), (1, 0)]]))
@@ -615,7 +549,7 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
     _ops.tile_operand(dst, "nc_stream_shuffle", "dst")
     if len(shuffle_mask) != 32:
         raise _E.err_invalid_argument("shuffle_mask must have 32 entries")
-    if src.dtype != dst.dtype or _ops._size(src.shape[1:]) != _ops._size(dst.shape[1:]):
+    if src.dtype != dst.dtype or _ops.size_of(src.shape[1:]) != _ops.size_of(dst.shape[1:]):
         raise _E.err_invalid_argument("nc_stream_shuffle needs equal dtypes and elements per partition")
     _ops.emit("shuffle", "DVE", [dst], [src], {"mask": [int(m) for m in shuffle_mask]}, mask, [])
 
@@ -630,7 +564,7 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
     e = int(num_elem_per_idx)
     if e not in (1, 2, 4, 8, 16, 32):
         raise _E.err_invalid_argument("num_elem_per_idx must be one of 1, 2, 4, 8, 16, 32")
-    nv = _ops._size(index.shape[1:]) * 16 if num_valid_indices is None else int(num_valid_indices)
+    nv = _ops.size_of(index.shape[1:]) * 16 if num_valid_indices is None else int(num_valid_indices)
     if nv > 4096:
         raise _E.err_size_of_dimension_exceed_arch_limit("local_gather uses at most 4096 indices per core")
     out = _ops.new_tile((P, nv, e), src_buffer.dtype, "SBUF", "lgather")
@@ -760,7 +694,7 @@ def sequence_bounds(*, segment_ids, dtype=None):
     _ops.tile_operand(segment_ids, "sequence_bounds", "segment_ids", ("SBUF",))
     if segment_ids.shape[0] != 1:
         raise _E.err_invalid_argument("sequence_bounds takes one partition")
-    n = _ops._size(segment_ids.shape[1:])
+    n = _ops.size_of(segment_ids.shape[1:])
     out = _ops.new_tile((1, 2, n), dtype or segment_ids.dtype, "SBUF", "seqb")
     return _ops.mark_producer(out, _ops.emit("sequence_bounds", "POOL", [out], [segment_ids], {}, None, []))
 

@@ -41,8 +41,8 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
         ops.tile_operand(d, "builtin_custom_op", "dsts[%d]" % k, memories=("SBUF",))
     if x.buf.memory != "SBUF":
         x = ops.copy_to_sbuf(x)
-    n = ops._size(x.shape[1:])
-    width = ops._size(dsts[0].shape[1:])
+    n = ops.size_of(x.shape[1:])
+    width = ops.size_of(dsts[0].shape[1:])
     if function_name == "sort_f32" and width != n:
         raise E.err_invalid_argument("sort_f32 writes [P, %d] rows, got a destination %s" % (n, list(dsts[0].shape)))
     attrs = {"function": function_name, "library": LIBRARY, "with_indices": len(dsts) == 2,

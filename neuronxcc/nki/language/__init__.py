@@ -14,13 +14,17 @@ import numpy as np
 
 from neuronxcc.nki import errors as _E
 from neuronxcc.nki._trace import dtypes as _D
+from neuronxcc.nki._trace import elementwise as _ew
 from neuronxcc.nki._trace import ops as _ops
 from neuronxcc.nki._trace.context import current as _current
 from neuronxcc.nki._trace.context import loop_iter as _loop_iter
 from neuronxcc.nki._trace.index import DynSlice as _DynSlice
 from neuronxcc.nki._trace.index import Idx as _Idx
+from neuronxcc.nki._trace.index import mgrid  # noqa: F401
+from neuronxcc.nki._trace.movement import copy, load, store  # noqa: F401
 from neuronxcc.nki._trace.tensor import Axis as _Axis
 from neuronxcc.nki._trace.tensor import Tensor as _Tensor
+from neuronxcc.nki._trace.tensor import whole as _whole
 from neuronxcc.nki.language.buffers import (Buffer, ParDim, hbm, nc, par_dim, private_hbm, psum, sbuf,  # noqa: F401
                                             shared_hbm, spmd_dim)
 
@@ -103,8 +107,7 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
         if buffer.alloc is not None:
             b.alloc = buffer.alloc(b)
             ctx.direct_alloc = True
-    from neuronxcc.nki._trace.tensor import whole
-    return whole(b)
+    return _whole(b)
 
 
 def _flat(t):
@@ -146,8 +149,7 @@ def shared_constant(constant, dtype=None, **kwargs):
     dt = _D.np_dtype(dtype) if dtype is not None else _D.np_dtype(arr.dtype)
     b = ctx.new_buf("const", "HBM", arr.shape, dt, 0, "const")
     b.data = np.ascontiguousarray(arr.astype(dt))
-    from neuronxcc.nki._trace.tensor import whole
-    return whole(b)
+    return _whole(b)
 
 
 def shared_identity_matrix(n, dtype=np.uint8, **kwargs):
@@ -186,48 +188,6 @@ def arange(*args):
     return _Idx.arange(*args)
 
 
-class _MGridResult(tuple):
-    @property
-    def p(self):
-        return self[0]
-
-    @property
-    def x(self):
-        return self[1]
-
-    @property
-    def y(self):
-        return self[2]
-
-    @property
-    def z(self):
-        return self[3]
-
-
-class _MGrid:
-    def __getitem__(self, key):
-        if not isinstance(key, tuple):
-            key = (key,)
-        shape = []
-        parts = []
-        for s in key:
-            if not isinstance(s, slice):
-                raise _E.err_invalid_argument("mgrid takes slices, e.g. nl.mgrid[0:128, 0:512]")
-            start = 0 if s.start is None else int(s.start)
-            step = 1 if s.step is None else int(s.step)
-            r = range(start, int(s.stop), step)
-            shape.append(len(r))
-            parts.append((start, step, len(r)))
-        out = []
-        from neuronxcc import pelican as _pel
-        from neuronxcc.nki._trace.index import new_index_var
-        for k, (start, step, n) in enumerate(parts):
-            v = new_index_var(n)
-            out.append(_Idx(_pel.var(v) * step + start, tuple(shape), {v: k}))
-        return _MGridResult(out)
-
-
-mgrid = _MGrid()
 
 
 def ds(start, size):
@@ -262,66 +222,7 @@ def program_ndim():
     return len(_current().grid)
 
 
-# -- memory -------------------------------------------------------------------------------------
-def load(src, *, mask=None, dtype=None, **kwargs):
-    """HBM -> SBUF (a DMA); the tile's first axis is the partition axis."""
-    from neuronxcc.nki._trace.indirect import FreeGather, IndirectTensor, free_gather, gather
-    if isinstance(src, IndirectTensor):
-        if src.buf.onchip:
-            _ops.hbm_operand(src.base, "load", "src")
-        return gather(src, dtype, mask)
-    if isinstance(src, FreeGather):
-        return free_gather(src, dtype, mask)
-    _ops.hbm_operand(src, "load", "src")
-    shape = src.shape
-    if not shape:
-        raise _E.err_insufficient_rank("Insufficient rank: load needs at least one dimension")
-    out = _ops.new_tile(shape, dtype or src.dtype, "SBUF", "ld")
-    return _ops.mark_producer(out, _ops.dma(out, src, mask))
-
-
-def store(dst, value, *, mask=None, **kwargs):
-    """SBUF -> HBM (a DMA); PSUM values are copied to SBUF first; a scalar is memset first."""
-    from neuronxcc.nki._trace.indirect import IndirectTensor, scatter
-    if isinstance(dst, IndirectTensor):
-        return scatter(dst, value, mask)
-    _ops.hbm_operand(dst, "store", "dst")
-    if _ops.is_scalar(value):
-        shape = dst.shape if len(dst.shape) >= 1 else (1,)
-        t = _ops.new_tile(shape, dst.dtype, "SBUF", "st")
-        _ops.emit("memset", "DVE", [t], [], {"value": float(value)}, mask)
-        value = t
-    elif not isinstance(value, _Tensor):
-        raise _E.err_invalid_argument("store value must be a tile or a scalar")
-    if value.buf.memory == "PSUM":
-        value = _ops.copy_to_sbuf(value)
-    elif value.buf.memory == "HBM":
-        raise _E.err_unsupported_memory("Expected operand 'value' of 'store' to be in 'sbuf|psum', got 'hbm'")
-    if value.shape != dst.shape and _ops._size(dst.shape) != _ops._size(value.shape):
-        if _ops._size(dst.shape) < _ops._size(value.shape):
-            raise _E.err_store_dst_shape_smaller_than_other_shape(
-                "Illegal store destination shape %s is smaller than the value shape %s"
-                % (list(dst.shape), list(value.shape)))
-        value = _dma_broadcast(value, dst.shape)
-    if dst.buf.kind == "input" and not getattr(dst.buf, "mutable", True):
-        raise _E.err_cannot_update_immutable_parameter("Cannot update immutable parameter '%s'" % dst.buf.name)
-    _ops.dma(dst, value, mask)
-
-
-def _dma_broadcast(t, shape):
-    n = len(shape)
-    axes = [_Axis(1, 0, 0)] * (n - len(t.axes)) + list(t.axes)
-    out = []
-    for a, s in zip(axes, shape):
-        if a.size == s:
-            out.append(a.copy())
-        elif a.size == 1:
-            out.append(_Axis(s, 0, 0))
-        else:
-            raise _E.err_invalid_argument("cannot broadcast %s to %s" % (t.shape, tuple(shape)))
-    return t.copy_view(axes=out)
-
-
+# -- memory (load, store, copy: the tracer's, imported above) --------------------------------------
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     """HBM [a, b] -> SBUF tile [b, a] (a strided DMA)."""
     _ops.hbm_operand(src, "load_transpose2d", "src")
@@ -330,12 +231,6 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     v = src.copy_view(axes=[src.axes[1].copy(), src.axes[0].copy()])
     out = _ops.new_tile(v.shape, dtype or src.dtype, "SBUF", "ldT")
     return _ops.mark_producer(out, _ops.dma(out, v, mask))
-
-
-def copy(src, *, mask=None, dtype=None, **kwargs):
-    _ops.tile_operand(src, "copy", "src")
-    out = _ops.new_tile(src.shape, dtype or src.dtype, "SBUF", "copy")
-    return _ops.mark_producer(out, _ops.emit("tensor_copy", "DVE", [out], [src], {}, mask))
 
 
 def broadcast_to(src, *, shape, **kwargs):
@@ -351,8 +246,6 @@ def expand_dims(data, axis):
 
 
 from neuronxcc.nki.language._math import *  # noqa: E402,F401,F403
-from neuronxcc.nki.language._math import __all__ as _math_all  # noqa: E402
-from neuronxcc.nki.language import _math  # noqa: E402
 
 def device_print(prefix, x, *, mask=None, **kwargs):
     """Print PREFIX and the tile's values when the kernel is simulated (birsim prints them each time the
@@ -400,9 +293,8 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
     if isinstance(dst, IndirectTensor):
         return _rmw(dst, value, op, mask)
     _ops.hbm_operand(dst, "atomic_rmw", "dst")
-    from neuronxcc.nki.language._math import op_name
     cur = load(dst, mask=mask)
-    store(dst, _math._binary(op_name(op, "alu"), cur, value, dst.dtype, mask, "atomic_rmw"), mask=mask)
+    store(dst, _ew.binary(_ew.op_name(op, "alu"), cur, value, dst.dtype, mask, "atomic_rmw"), mask=mask)
 
 
 from neuronxcc.nki.language._reduce import all_reduce, loop_reduce  # noqa: E402,F401
@@ -414,4 +306,3 @@ def static_cast(input_data, dtype):
     """Host-side cast of a numpy array (round to nearest even), e.g. to bfloat16 / fp8."""
     return np.asarray(input_data).astype(_D.np_dtype(dtype))
 
-_math.OPS[copy] = {"alu": "bypass", "act": "copy", "reduce": None, "name": "copy"}

@@ -19,6 +19,8 @@ import sys
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import ops
 from neuronxcc.nki._trace.context import current
+from neuronxcc.nki._trace.elementwise import op_name
+from neuronxcc.nki._trace.movement import copy
 from neuronxcc.nki._trace.tensor import Tensor
 
 __all__ = ["loop_reduce", "all_reduce"]
@@ -75,7 +77,6 @@ def _destination():
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     """dst = dst op x, dst being the tile the result is assigned to (see module doc); returns dst."""
-    from neuronxcc.nki.language._math import op_name
     ops.tile_operand(x, "loop_reduce", "x")
     dst = _destination()
     ops.tile_operand(dst, "loop_reduce", "dst")
@@ -95,8 +96,6 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
 
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
     """x reduced over the SPMD programs along PROGRAM_AXES (see module doc)."""
-    from neuronxcc.nki import language as nl
-    from neuronxcc.nki.language._math import op_name
     ops.tile_operand(x, "all_reduce", "x")
     op_name(op, "alu")
     axes = [program_axes] if isinstance(program_axes, int) else list(program_axes)
@@ -111,4 +110,4 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
             "nki.language.all_reduce over %d programs" % n,
             "the instances of an SPMD grid run one after another on one core here, so none can see the "
             "others' values (reduce through an HBM tensor and a second kernel, or a grid of size 1)")
-    return nl.copy(x, dtype=dtype or x.dtype, mask=mask)
+    return copy(x, dtype=dtype or x.dtype, mask=mask)
