@@ -163,3 +163,39 @@ def test_bad_shapes_are_kernel_errors_at_the_callers_line():
         nki.simulate_kernel(flash_fwd[1, 1], z, z, np.zeros((1, 1, 100, 16), np.float32), np.zeros((1,), np.int32))
     line = ei.value.one_line()
     assert line.startswith("[NCC_ENKI") and "multiples of 128" in line and "test_kernels_attention.py:" in line
+
+
+def _prefix_reference(q, kp, vp, ka, va, mask, causal):
+    """out [BH, d, sq]: softmax over the used prefix positions of each sequence and the (causal) active tokens."""
+    bh, d, sq = q.shape
+    sp = kp.shape[1]
+    heads = bh // mask.shape[0]
+    out = np.zeros((bh, d, sq))
+    for r in range(bh):
+        k = np.concatenate([kp[r], ka[r]]).astype(np.float64)
+        v = np.concatenate([vp[r], va[r]]).astype(np.float64)
+        s = q[r].T.astype(np.float64) @ k.T
+        active = np.tril(np.ones((sq, sq), bool)) if causal else np.ones((sq, sq), bool)
+        vis = np.concatenate([np.broadcast_to(mask[r // heads] > 0, (sq, sp)), active], axis=1)
+        p = np.exp(np.where(vis, s, -np.inf) - np.where(vis, s, -np.inf).max(-1, keepdims=True))
+        out[r] = (p / p.sum(-1, keepdims=True) @ v).T
+    return out
+
+
+@pytest.mark.parametrize("kernel_name,grid", [("V2CausalAttentionMMSoftmaxMMWithoutSwap", 2),
+                                              ("V2AttentionMMSoftmaxMMWithoutSwap", None)])
+def test_prefix_caching_attention_prefix_mask_and_causal_active(kernel_name, grid):
+    """NxD-Inference's call: q pre-scaled, scale 1.0, out [B*H, d, sq]; each sequence uses its own prefix length
+    (the mask), the active tokens causally; the grid [2] splits every sequence's 2 heads."""
+    from neuronxcc.nki._private_kernels.prefix_caching_attention import prefix_caching_attention_fwd_isa_kernel
+    rng = np.random.default_rng(8)
+    b, h, d, sq, sp = 2, 2, 32, 128, 256
+    q = _rand(rng, b * h, d, sq) / math.sqrt(d)
+    ka, va = _rand(rng, b * h, sq, d), _rand(rng, b * h, sq, d)
+    kp, vp = _rand(rng, b * h, sp, d), _rand(rng, b * h, sp, d)
+    mask = np.zeros((b, sp), np.int32)
+    mask[0, :200], mask[1, :37] = 1, 1
+    out = np.zeros((b * h, d, sq), np.float32)
+    kern = nki.jit(prefix_caching_attention_fwd_isa_kernel, mode="simulation")
+    (kern[grid] if grid else kern)(q, ka, va, kp, vp, mask, 1.0, out, kernel_name=kernel_name)
+    _close(out, _prefix_reference(q, kp, vp, ka, va, mask, "Causal" in kernel_name), 2e-5)

@@ -80,6 +80,7 @@ from neuronxcc.nki._private_kernels.blockwise_mm import check_blockwise_mm_kerne
 from neuronxcc.nki._private_kernels.attention import ring_attention_bwd, ring_attention_fwd
 from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
 from neuronxcc.nki._private_kernels.cumsum import cumsum as nki_cumsum
+from neuronxcc.nki._private_kernels.prefix_caching_attention import prefix_caching_attention_fwd_isa_kernel
 from neuronxcc.nki.kernels.cumsum import cumsum as nki_cumsum
 from neuronxcc.nki.kernels.attention import attention_isa_kernel
 from neuronxcc.nki.kernels.attention import fused_self_attn_for_SD_small_head_size
@@ -91,7 +92,8 @@ from neuronxcc.nki.compiler.backends.neuron.dimensions import VNC
 
 def test_import_lines_of_nxd_and_nxdi_succeed():
     """The import statements NxD (parallel_state, moe/blockwise, moe/expert_mlps, kernels/ring_attention_kernel,
-    kernels/flash_attn) and NxD-Inference (sampling, model code) run at module load, verbatim."""
+    kernels/flash_attn) and NxD-Inference (sampling, model code, modules/attention/attention_base of releases 0.4-0.7:
+    prefix caching) run at module load, verbatim."""
     ns = {}
     exec(compile(_CALLER_IMPORTS, "<caller imports>", "exec"), ns)
     assert ns["nki_cumsum"].__name__ == "cumsum" and ns["SkipMode"](False, False).skip_token is False

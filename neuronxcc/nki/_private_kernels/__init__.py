@@ -1,6 +1,7 @@
 """``neuronxcc.nki._private_kernels``: the kernels the original ships privately, at the import paths
 framework code uses (our own implementations, same signatures and call forms): ``attention.attention_isa_kernel``
 and ``attention.{ring_attention_fwd, ring_attention_bwd}`` (one-rank rings; ``ring_attention``),
+``prefix_caching_attention.prefix_caching_attention_fwd_isa_kernel`` (NxD-Inference 0.4-0.7 import it at load),
 ``mlp.{mlp_isa_kernel, mlp_fused_add_isa_kernel, quant_mlp_isa_kernel, quant_mlp_fused_add_isa_kernel}``
 (the quantized math a documented approximation, see ``mlp``),
 ``qkv.{rmsnorm_qkv_isa_kernel, rmsnorm_qkv_isa_fused_add_kernel}``, ``rmsnorm.rmsnorm_quant_isa_kernel``,

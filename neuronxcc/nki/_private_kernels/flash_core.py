@@ -80,14 +80,14 @@ def _dropout(p, dropout, kb, mm_dtype):
 
 
 def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dtype, v_transposed=False,
-                         o_transposed=False, sliding_window=None, k_seq_major=False, dropout=None):
+                         o_transposed=False, sliding_window=None, k_seq_major=False, dropout=None, bi=None):
     """One head of the forward pass.
 
     q: HBM [..., d, seq_q], k: [..., d, seq_k] (k_seq_major: [..., seq_k, d], transposed on the TensorE per
     128 keys), v: [..., seq_k, d] (v_transposed: [..., d, seq_k]);
     o: [..., seq_q, d] (o_transposed: [..., d, seq_q]); lse: [..., 128, seq_q // 128] or None;
     bias: [..., seq_q, seq_k] or None. qi / ki / oi: the leading index tuples of the head in q,
-    k/v and o/lse/bias. Without a mask, the query tiles are an affine loop and the key blocks (512
+    k/v and o/lse/bias (bi: bias's, when it differs from oi: a bias shared by the heads of a batch). Without a mask, the query tiles are an affine loop and the key blocks (512
     keys when they divide seq_k) a sequential loop; with the causal mask (or a sliding window, which
     needs it) the query tiles are unrolled so every key block's mask is static: blocks wholly
     visible run in a sequential loop, the diagonal (and window-edge) blocks are masked by
@@ -103,6 +103,7 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
     jf_q = nl.arange(Q_TILE)[None, :]
     jf_d = nl.arange(d)[None, :]
     n_qt = seq_q // Q_TILE
+    bi = oi if bi is None else bi
     for i in (nl.static_range(n_qt) if causal else nl.affine_range(n_qt)):
         q_t = nl.load(q[qi + (ip_d, i * Q_TILE + jf_q)])
         q_t = nl.multiply(q_t, scale, dtype=mm_dtype)                         # [d, 128 q]
@@ -122,7 +123,7 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
                 k_t = nl.load(k[ki + (ip_d, k0 + jf_k)], dtype=mm_dtype)        # [d, kb]
             s = nisa.nc_matmul(q_t, k_t)                                      # [128 q, kb] fp32 PSUM
             if bias is not None:
-                s = nl.add(s, nl.load(bias[oi + (i * Q_TILE + ip_q, k0 + jf_k)], dtype=nl.float32))
+                s = nl.add(s, nl.load(bias[bi + (i * Q_TILE + ip_q, k0 + jf_k)], dtype=nl.float32))
             s = _select(s, masks, i * Q_TILE if causal else 0, kstatic, ip_q, jf_k, sliding_window)
             m_new = nl.maximum(m_run, nl.max(s, axis=[1], keepdims=True))
             neg_m = nl.negative(m_new)
