@@ -64,6 +64,8 @@ class Codegen:
         self.fuse_epilogues = True
         self.row_fusion = True
         self.rowred = {}                # "__row__k" -> rows.RowReduce (lazy last-axis reductions)
+        self.mmred = {}                 # "__mm__k" -> mmfuse.RowMatmul (matmuls evaluated in row tiles)
+        self.mm_fusion = True
         self.lnc = None                 # penguin/lnc.LncSplitter when the program is split over 2 cores
         self.top = graph
 
@@ -351,7 +353,7 @@ class Codegen:
                 return
             self.env[name] = self.materialise(x, name, allow_views=False)
             return
-        if not isinstance(x, Node) and not (isinstance(x, View) and x.base.startswith("__row__")):
+        if not isinstance(x, Node) and not (isinstance(x, View) and x.base.startswith(("__row__", "__mm__"))):
             return
         # a value computed only from row reductions is a cheap [P,1] column in its consumers:
         # reshapes/broadcasts of it stay lazy too (softmax/layernorm statistics)

@@ -112,18 +112,24 @@ class Emitter:
         return self.inst("dma_copy", "SP", [dst], [src], queue=queue or self.next_queue())
 
     # -- loop nests ----------------------------------------------------------------
-    def nest(self, axes, body, starts=(), sizes=()):
+    def nest(self, axes, body, starts=(), sizes=(), unroll=1):
         """Emit loops over AXES; call body(starts, sizes) in every peeled variant.
 
         starts: pelican Exprs (element index of the tile start on each axis),
-        sizes: ints (tile extent on each axis)."""
+        sizes: ints (tile extent on each axis). An axis of at most UNROLL tiles (the outermost
+        only) is emitted tile by tile: a handful of row tiles whose steps (loads, vector work,
+        matmuls) the scheduler may then overlap across tiles; longer axes stay loops, so the
+        instruction count is bounded by a constant independent of the tensor sizes."""
         P = pel()
         if not axes:
             body(list(starts), list(sizes))
             return
         ax, rest = axes[0], axes[1:]
         nfull, rem = divmod(ax.extent, ax.tile)
-        if nfull == 1:
+        if 1 < nfull and nfull + (1 if rem else 0) <= unroll:
+            for k in range(nfull):
+                self.nest(rest, body, tuple(starts) + (P.const(k * ax.tile),), tuple(sizes) + (ax.tile,))
+        elif nfull == 1:
             self.nest(rest, body, tuple(starts) + (P.const(0),), tuple(sizes) + (ax.tile,))
         elif nfull > 1:
             v = self.fresh(ax.name)

@@ -20,7 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import hbmcopy, matvec, resident
+from neuronxcc.starfish.penguin import hbmcopy, matvec, mmfuse, resident
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -52,6 +52,9 @@ class Kernels:
         for x in exprs:
             lv.extend(leaves(x))
         strides = [v.strides for v in lv] + [o.strides for o in outs]
+        # a lazy matmul is evaluated on row tiles: its row axes never merge with its column axes
+        N = {v.base: self.cg.mmred[v.base].N for v in lv if mmfuse.is_mm_leaf(v)}
+        strides += [tuple(0 if s and s % N[v.base] == 0 else s for s in v.strides) for v in lv if v.base in N]
         cshape, _ = collapse(shape, strides)
         if not cshape:
             cshape = (1,)
@@ -110,8 +113,15 @@ class Kernels:
             if bad:
                 # some row reductions cannot be computed inside this kernel's tiles: materialise them
                 keep = {v.base for v in rl if v not in bad and v.base not in {b.base for b in bad}}
-                return self.elementwise(rows.resolve(self.cg, x0, keep=keep), out0)
+                return self.elementwise(rows.resolve(self.cg, x0, keep=keep, mm=False), out0)
             free = shape[f]                  # whole rows per tile: the reductions run inline
+        mmctx = None
+        if mmfuse.reachable(self.cg, x):
+            # matmuls evaluated inside this kernel's row tiles (penguin/mmfuse.py), or resolved first
+            mmctx = mmfuse.prepare(self, x, shape, p, f)
+            if mmctx is None:
+                return self.elementwise(mmfuse.resolve(self.cg, x0), out0)
+            free = shape[f]
         axes = [Axis(shape[a], 1, "l") for a in loops] + [Axis(shape[p], choose_tile(shape[p], PMAX), "p"),
                                                            Axis(shape[f], choose_tile(shape[f], free), "f")]
 
@@ -121,9 +131,12 @@ class Kernels:
             for a, s0, n in zip(order, starts, sizes):
                 st[a], sz[a] = s0, n
             te = TileEval(self.cg, Space(p, f, st, sz))
+            if mmctx is not None:
+                mmfuse.TileScope(mmctx).register(te)
             self._store(te, te.value(x), out)
 
-        self.em.nest(axes, body)
+        # row tiles that evaluate matmuls inline: a few are emitted one by one (mmfuse.UNROLL_TILES)
+        self.em.nest(axes, body, unroll=mmfuse.UNROLL_TILES if mmctx is not None and len(axes) == 2 else 1)
 
     # -- reduce ----------------------------------------------------------------------------
     def op_reduce(self, op, args, outs):
@@ -385,6 +398,9 @@ class Kernels:
         if plan is not None:
             attention.lower(self, plan)
             return [None]
+        res = mmfuse.lower_dot(self, op, args, outs)
+        if res is not None:
+            return res
         a = op.attrs
         lb, lc = list(a["lhs_batch_dims"]), list(a["lhs_contracting_dims"])
         rb, rc = list(a["rhs_batch_dims"]), list(a["rhs_contracting_dims"])

@@ -77,8 +77,13 @@ def make_row_reduce(cg, op, args, outs):
     return View(base, o.dtype, o.shape, row_major_strides(o.shape), 0)
 
 
-def resolve(cg, x, keep=None):
-    """x with every row leaf not in KEEP (a set of bases) materialised and renamed to its tensor."""
+def resolve(cg, x, keep=None, mm=True):
+    """x with every row leaf not in KEEP (a set of bases) materialised and renamed to its tensor;
+    with MM also every lazy matmul leaf (penguin/mmfuse.py), for kernels that do not evaluate
+    matmuls inside their tiles."""
+    if mm:
+        from neuronxcc.starfish.penguin import mmfuse
+        x = mmfuse.resolve(cg, x)
     todo = {}
     for v in row_leaves(x):
         if keep is not None and v.base in keep:

@@ -105,6 +105,7 @@ class TileEval:
         self._alive = []
         self.nloads = 0
         self.hoisted = {}     # loop-invariant tiles made before the loop (see hoist): key -> AP
+        self.mm = None        # mmfuse.TileScope when the kernel evaluates matmuls inline
 
     # -- storage -----------------------------------------------------------------
     def new_tile(self, dtype, prefix="t"):
@@ -282,6 +283,9 @@ class TileEval:
             r = TV("splat", x.dtype, value=x.value)
         elif isinstance(x, View) and x.base.startswith("__row__"):
             r = self.row_reduce(x)
+        elif isinstance(x, View) and x.base.startswith("__mm__"):
+            from neuronxcc.starfish.penguin import mmfuse
+            r = mmfuse.tile_value(self, x)
         elif isinstance(x, View):
             r = self.load(x)
         else:

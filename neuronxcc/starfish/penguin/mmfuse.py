@@ -1,0 +1,472 @@
+"""Matmuls fused into the row tiles of their consumers: values stay in SBUF between kernels.
+
+A dot ``O[M, N] = L[M, K] @ R[K, N]`` whose moving side R is a weight already in HBM (small
+enough to stay resident in SBUF whole) and whose rows are independent is not given a kernel of
+its own. Its value is a lazy leaf ``View`` over a virtual contiguous tensor ``__mm__<k>`` (like
+the row reductions of rows.py), and the elementwise kernel that finally needs it evaluates it
+inside its own row tiles: R is loaded once before the row loop; per row tile of <= 128 rows the
+tile of L (whole rows of K: a layernorm is computed right there, or the previous matmul's tile
+of a chain) is built in SBUF, transposed on the PE, multiplied with the resident R into PSUM and
+evicted into an SBUF tile [rows, N] that the consumer's expression reads. So LayerNorm -> matmul
+-> GELU -> matmul -> residual add is one loop over row tiles, nothing goes through HBM between
+the steps, and the fixed latency of the DMAs that would have stored and reloaded each
+intermediate is gone.
+
+A dot is made lazy only when everything downstream of it that stays lazy (elementwise ops,
+views, last-axis reductions, further such dots through their L) ends in exactly one value, so
+one kernel evaluates it and no matmul is computed twice. Otherwise, when its L is itself lazy
+(a layernorm), the dot is materialised at once by the same row-tile evaluation (the LayerNorm
+fused into the matmul). Any other consumer (a reduce kernel, attention, an epilogue, a kernel
+whose tiles do not span whole rows, or one over the SBUF budget) resolves the leaf: the matmul is
+computed into a scratch tensor by the ordinary matmul kernel, once.
+
+Invariants: the resident weights of one kernel and its row-tile working set fit the SBUF budget
+from ``neuronxcc.hwm``; every memloc is created inside the loop body that uses it except the
+resident weights (created before the row loop, read by every iteration); the row loop stays a
+loop (the instruction count does not depend on M).
+"""
+from neuronxcc.errors import LoweringError
+from neuronxcc.starfish.birpy import dtypes as bdt
+from neuronxcc.starfish.penguin import ir, matvec, resident, rows
+from neuronxcc.starfish.penguin.expr import Node, apply_view, leaves
+from neuronxcc.starfish.penguin.views import View
+
+MM_PREFIX = "__mm__"
+MAX_K = 2048                 # whole rows of L held in SBUF per row tile
+MAX_N = 2048
+RES_FRACTION = 4             # all resident weights of one kernel: at most 1/4 of the usable SBUF
+WORK_FRACTION = 2            # resident weights + one row tile's working set: at most 1/2 of it
+UNROLL_TILES = 4             # at most this many row tiles are emitted one by one, not as a loop
+MAX_FOLLOW = 96              # downstream ops examined when deciding whether a dot stays lazy
+LOWP = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "tfloat32")
+
+
+class RowMatmul:
+    """What a lazy matmul needs: L as an [M, K] expression, R as an [K, N] HBM view, dtypes."""
+
+    def __init__(self, L, R, M, K, N, dtype, cdt):
+        self.L = L
+        self.R = R
+        self.M, self.K, self.N = M, K, N
+        self.dtype = dtype            # the dot's result type
+        self.cdt = cdt                # the PE's operand type
+        self.tensor = None            # set once materialised into HBM
+        self.inlined = 0              # kernels that evaluated it inside their row tiles
+
+    def resident_bytes(self, kern):
+        tk = kern.k_tile(self.K)
+        return -(-self.K // tk) * self.N * bdt.itemsize(self.cdt)
+
+
+def is_mm_leaf(v):
+    return isinstance(v, View) and v.base.startswith(MM_PREFIX)
+
+
+def mm_leaves(x):
+    return [v for v in leaves(x) if is_mm_leaf(v)]
+
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _float(dt):
+    return dt.startswith("float") or dt in ("bfloat16", "tfloat32")
+
+
+# -- the decision at the dot ----------------------------------------------------------------
+def _dims(cg, op):
+    """(M, K, N, lf, lc, rc, rf) of a dot without batch dims whose operands are floats, or None."""
+    a = op.attrs
+    if list(a.get("lhs_batch_dims") or ()) or list(a.get("rhs_batch_dims") or ()):
+        return None
+    g = cg.g
+    lv, rv, ov = g.values[op.inputs[0]], g.values[op.inputs[1]], g.values[op.outputs[0]]
+    if not (_float(lv.dtype) and _float(rv.dtype) and _float(ov.dtype)):
+        return None
+    lc, rc = list(a["lhs_contracting_dims"]), list(a["rhs_contracting_dims"])
+    lf = [d for d in range(len(lv.shape)) if d not in lc]
+    rf = [d for d in range(len(rv.shape)) if d not in rc]
+    M = _prod(lv.shape[d] for d in lf)
+    K = _prod(lv.shape[d] for d in lc)
+    N = _prod(rv.shape[d] for d in rf)
+    if min(M, K, N) < 1 or K > MAX_K or N > MAX_N:
+        return None
+    return M, K, N, lf, lc, rc, rf
+
+
+def _weight(cg, op, dims):
+    """R as a [K, N] view of an HBM tensor already lowered, or None."""
+    M, K, N, lf, lc, rc, rf = dims
+    R = cg.env.get(op.inputs[1])
+    if not isinstance(R, View) or R.base.startswith("__") or R.base not in cg.em.m.tensors:
+        return None
+    R2 = R.transpose(rc + rf).reshape((K, N))
+    return R2
+
+
+def _cdt(cg, L, R):
+    dts = {L.dtype, R.dtype}
+    cdt = dts.pop() if len(dts) == 1 and L.dtype in LOWP else "float32"
+    return cdt
+
+
+def _eligible(kern, op):
+    """(dims, R [K, N]) when the dot can be evaluated row tile by row tile with R resident."""
+    cg = kern.cg
+    dims = _dims(cg, op)
+    if dims is None:
+        return None
+    M, K, N = dims[:3]
+    R2 = _weight(cg, op, dims)
+    if R2 is None:
+        return None
+    if matvec.wants_stream(M, 0, [(None, R2, K)], N):
+        return None                       # the decode matvec streams the weight (penguin/matvec.py)
+    tk = kern.k_tile(K)
+    isz = 4 if R2.dtype not in LOWP else bdt.itemsize(R2.dtype)
+    if -(-K // tk) * N * isz > _res_budget(kern):
+        return None
+    return dims, R2
+
+
+def _res_budget(kern):
+    return kern.em.tm.sbuf_usable_bytes // RES_FRACTION
+
+
+def _lazy_user(kern, u, v):
+    cg = kern.cg
+    if u.kind in ir.ELEMENTWISE and len(u.outputs) == 1:
+        return True
+    if u.kind in ("broadcast", "reshape"):
+        return True                       # (a transpose or slice reads across the row tiles)
+    if cg._row_reduce_user(u):
+        return True
+    if u.kind == "dot" and u.inputs[0] == v and u.inputs[1] != v and len(u.outputs) == 1:
+        return _eligible(kern, u) is not None
+    return False
+
+
+def single_exit(kern, op):
+    """True when everything downstream of dot OP that stays lazy ends in one value: the one
+    kernel that computes that value evaluates the matmul, and nothing else needs it."""
+    cg = kern.cg
+    outs = set(cg.g.outputs)
+    d = op.outputs[0]
+    todo, seen, exits, n = [d], {d}, set(), 0
+    while todo:
+        v = todo.pop()
+        if v in outs:
+            exits.add(v)
+        for u in cg.users.get(v, []):
+            n += 1
+            if n > MAX_FOLLOW:
+                return False
+            if _lazy_user(kern, u, v):
+                for o in u.outputs:
+                    if o not in seen:
+                        seen.add(o)
+                        todo.append(o)
+            else:
+                exits.add(v)
+        if len(exits) > 1:
+            return False
+    # the dot's own value as the one exit: nothing downstream to fuse (its consumer's kernel reads
+    # it from HBM, and a while updates it in place)
+    return len(exits) == 1 and d not in exits
+
+
+def lower_dot(kern, op, args, outs):
+    """The dot as a lazy row-tile matmul (returns the env values), or None for the ordinary kernel."""
+    cg = kern.cg
+    if not getattr(cg, "mm_fusion", True):
+        return None
+    el = _eligible(kern, op)
+    if el is None:
+        return None
+    (M, K, N, lf, lc, rc, rf), R2 = el
+    L = args[0]
+    plain = isinstance(L, View) and not L.base.startswith("__")
+    if plain and (L.strides[lc[-1]] != 1 if lc else True):
+        return None                       # a K-strided L: the ordinary kernel's transposing loads
+    lazy = single_exit(kern, op)
+    if not lazy and (plain or not rows.row_leaves(L)):
+        # nothing to fuse downstream, and L is not a row-normalised value (a layernorm) that must
+        # be computed on whole rows anyway: the ordinary kernel (L materialised once)
+        return None
+    L2 = apply_view(L, lambda v: v.transpose(lf + lc))
+    L2 = apply_view(L2, lambda v: v.reshape((M, K))) if L2 is not None else None
+    if L2 is None:
+        return None
+    L2 = _settle(cg, L2, (M, K))
+    o = outs[0]
+    cdt = _cdt(cg, L2, R2)
+    if cdt == "float32" and cg.cast.matmult:
+        cdt = cg.cast.dtype               # --auto-cast: the PE operands in the narrow type
+        cg.cast.count("matmult")
+    info = RowMatmul(L2, R2, M, K, N, o.dtype, cdt)
+    base = "%s%d" % (MM_PREFIX, len(cg.mmred))
+    cg.mmred[base] = info
+    leaf = View(base, o.dtype, (M, N), (N, 1), 0).reshape(o.shape)
+    if lazy:
+        return [leaf]
+    # materialised now (the dot has several consumers), still with its lazy L fused in
+    epi = cg.plan_epilogue(op)
+    if epi is not None:
+        sink, expr, dleaf = epi
+        memo = {}
+        e2 = apply_view(expr, lambda w: View(base, w.dtype, w.shape, w.strides, w.offset)
+                        if w.base == dleaf.base else w, memo)
+        if e2 is not None:
+            sv = cg.g.values[sink]
+            out = cg.target_for(sink)
+            cg.commit_epilogue(op, sink)
+            kern.elementwise(e2, out)
+            cg.env[sink] = View.contiguous(out.base, sv.dtype, sv.shape)
+            return [None]
+    out = cg.target_for(o.name)
+    kern.elementwise(leaf, out)
+    return [View.contiguous(out.base, o.dtype, o.shape)]
+
+
+def _settle(cg, L2, shape):
+    """L2 with every virtual leaf that a row tile [rows, all of K] cannot evaluate materialised."""
+    rl = rows.row_leaves(L2)
+    bad = [v for v in rl if not rows.inline_ok(cg, v, 1, shape)]
+    if bad:
+        keep = {v.base for v in rl if v not in bad and v.base not in {b.base for b in bad}}
+        L2 = rows.resolve(cg, L2, keep=keep, mm=False)
+    badm = {v.base for v in mm_leaves(L2) if _align(cg, v, 1, 0, shape) is None}
+    if badm:
+        L2 = resolve(cg, L2, only=badm)
+    return L2
+
+
+# -- resolving (the matmul kernel into HBM) ------------------------------------------------
+def resolve(cg, x, only=None):
+    """x with its matmul leaves (those in ONLY, default all) materialised and renamed to their tensors."""
+    todo = {}
+    for v in mm_leaves(x):
+        if only is not None and v.base not in only:
+            continue
+        todo[v.base] = materialise_mm(cg, v.base)
+    if not todo:
+        return x
+    return apply_view(x, lambda v: View(todo[v.base], v.dtype, v.shape, v.strides, v.offset)
+                      if v.base in todo else v)
+
+
+def materialise_mm(cg, base):
+    info = cg.mmred[base]
+    if info.tensor is None:
+        t = cg.em.tensor("mm", "scratch", info.dtype, (info.M, info.N))
+        L = cg.materialise(info.L)
+        if not (isinstance(L, View) and L.shape == (info.M, info.K)):
+            L = cg.materialise(info.L, allow_views=False)
+        cg.k.matmul_terms([(L, info.R, info.K)], View.contiguous(t, info.dtype, (info.M, info.N)), 0,
+                          info.M, info.N)
+        info.tensor = t
+    return info.tensor
+
+
+# -- evaluation inside a row-tile kernel ------------------------------------------------------
+def _align(cg, v, f, p, shape):
+    """(row offset, per-axis row steps, column offset) when matmul leaf v read over an index
+    space of SHAPE with partitions on axis p and the free axis f covers whole rows of the leaf's
+    tile: consecutive rows on the partitions, consecutive columns on the free axis; else None."""
+    info = cg.mmred[v.base]
+    N = info.N
+    if not isinstance(v.offset, int) or p is None or f is None or p == f:
+        return None
+    if v.strides[p] != N or v.strides[f] != 1:
+        return None
+    steps = {}
+    for a, s in enumerate(v.strides):
+        if a in (p, f) or shape[a] == 1:
+            continue
+        if s % N:
+            return None
+        steps[a] = s // N
+    r0, c0 = divmod(v.offset, N)
+    if c0 + shape[f] > N:
+        return None
+    return r0, steps, c0
+
+
+def reachable(cg, x, out=None, seen=None):
+    """Every matmul (base -> info) x evaluates inline, through nested L expressions and the
+    inputs of row reductions computed inline."""
+    out = {} if out is None else out
+    seen = set() if seen is None else seen
+    for v in leaves(x):
+        if v.base in seen:
+            continue
+        seen.add(v.base)
+        if is_mm_leaf(v) and cg.mmred[v.base].tensor is None:
+            out[v.base] = cg.mmred[v.base]
+            reachable(cg, cg.mmred[v.base].L, out, seen)
+        elif rows.is_row_leaf(v) and cg.rowred[v.base].tensor is None:
+            reachable(cg, cg.rowred[v.base].x, out, seen)
+    return out
+
+
+def _all_aligned(cg, x, shape, p, f, depth=0):
+    """Every matmul leaf x reads (directly or in the inputs of its inline row reductions) can be
+    evaluated on row tiles of SHAPE (partitions on p, whole rows on f)."""
+    if depth > 16:
+        return False
+    for v in leaves(x):
+        if is_mm_leaf(v):
+            if cg.mmred[v.base].tensor is None and _align(cg, v, f, p, shape) is None:
+                return False
+        elif rows.is_row_leaf(v) and cg.rowred[v.base].tensor is None:
+            if not rows.inline_ok(cg, v, f, shape):
+                return False
+            if not _all_aligned(cg, rows.reindexed_input(cg, v, f), shape, p, f, depth + 1):
+                return False
+    return True
+
+
+class Context:
+    """The matmuls one kernel evaluates inline: their resident weights (loaded before the loop)."""
+
+    def __init__(self, kern, infos):
+        self.kern = kern
+        self.infos = infos
+        self.res = {}
+
+    def load_weights(self):
+        kern = self.kern
+        P = kern.P
+        for base, info in self.infos.items():
+            self.res[base] = resident.load(kern, info.R, 0, [], P.const(0), info.N, info.K, info.cdt)
+            info.inlined += 1
+
+
+def prepare(kern, x, shape, p, f):
+    """A Context for the elementwise kernel of x over SHAPE (partitions on p, whole rows on f), or
+    None when some matmul leaf of x cannot be evaluated inline (then the caller resolves them)."""
+    cg = kern.cg
+    if not _all_aligned(cg, x, shape, p, f):
+        return None
+    infos = reachable(cg, x)
+    if not all(_all_aligned(cg, i.L, (i.M, i.K), 0, 1) for i in infos.values()):
+        return None
+    res = sum(i.resident_bytes(kern) for i in infos.values())
+    work = rows.inline_tiles(cg, x) * shape[f] * 4
+    for i in infos.values():
+        work += (rows.inline_tiles(cg, i.L) + 2) * i.K * 4 + i.N * 4
+    usable = kern.em.tm.sbuf_usable_bytes
+    if res > usable // RES_FRACTION or res + work > usable // WORK_FRACTION:
+        return None
+    ctx = Context(kern, infos)
+    ctx.load_weights()
+    return ctx
+
+
+class TileScope:
+    """Per row tile of a kernel: the TileEvals of each (rows, width) space (so a value read by
+    several consumers of the tile is computed once) and the matmul tiles computed so far."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.evals = {}
+        self.tiles = {}
+
+    def register(self, te):
+        s = te.s
+        if s.p == 0 and s.f == 1 and len(s.sizes) == 2:
+            self.evals.setdefault((str(s.starts[0]), s.pn, s.fn), te)
+        te.mm = self
+
+    def space(self, row0, pn, width):
+        from neuronxcc.starfish.penguin.tiles import Space, TileEval
+        key = (str(row0), pn, width)
+        te = self.evals.get(key)
+        if te is None:
+            P = self.ctx.kern.P
+            te = TileEval(self.ctx.kern.cg, Space(0, 1, [row0, P.const(0)], [pn, width]))
+            te.mm = self
+            self.evals[key] = te
+        return te
+
+
+def tile_value(te, v):
+    """The TV of matmul leaf v on TileEval te's tile (computing the row tile's matmul once)."""
+    from neuronxcc.starfish.penguin.tiles import TV
+    cg = te.cg
+    info = cg.mmred[v.base]
+    if info.tensor is not None:          # materialised meanwhile: an ordinary load
+        return te.load(View(info.tensor, v.dtype, v.shape, v.strides, v.offset))
+    scope = getattr(te, "mm", None)
+    if scope is None or v.base not in scope.ctx.res:
+        raise LoweringError("[NCC_EPEN001] Internal: the matmul result %s is read by a kernel that does not "
+                            "evaluate matmuls inline (it should have been resolved first)" % v.base)
+    s = te.s
+    al = _align(cg, v, s.f, s.p, s.sizes)
+    if al is None:
+        raise LoweringError("[NCC_EPEN001] Internal: the matmul result %s is read across rows of its tiles"
+                            % v.base)
+    r0, steps, c0 = al
+    row0 = s.starts[s.p] + r0 if r0 else s.starts[s.p]
+    for a, k in steps.items():
+        row0 = row0 + s.starts[a] * k
+    key = (v.base, str(row0), s.pn)
+    t = scope.tiles.get(key)
+    if t is None:
+        t = _compute(scope, info, scope.ctx.res[v.base], row0, s.pn)
+        scope.tiles[key] = t
+    em = te.em
+    return TV("tile", t[1], ap=em.chip(t[0], t[1], s.pn, [[1, s.fn]], offset=c0))
+
+
+def _sub(em, ap, dtype, pn, col0, n):
+    from neuronxcc.starfish import birpy
+    return birpy.AccessPattern(ap.target, dtype, ap.offset + col0, [[1, n]], 0, pn)
+
+
+def _compute(scope, info, rr, row0, pn):
+    """Rows row0 .. row0+pn of the matmul into an SBUF tile [pn, N]: (memloc, dtype)."""
+    kern = scope.ctx.kern
+    em = kern.em
+    from neuronxcc.starfish.penguin.tiles import onchip_dtype
+    K, N, cdt = info.K, info.N, info.cdt
+    sub = scope.space(row0, pn, K)
+    lt = sub.materialise(sub.value(info.L))
+    if lt.dtype != cdt:
+        lt = sub.cast(lt, cdt)
+    TK = kern.k_tile(K)
+    nk = -(-K // TK)
+    lhsT = em.sbuf("lhsT", TK, nk * pn, cdt)
+    per = max(1, (em.tm.psum_bank_bytes // 4) // pn)
+    for j0 in range(0, nk, per):
+        c = min(per, nk - j0)
+        ps = em.psum("psT", TK, c * pn)
+        for j in range(c):
+            t = j0 + j
+            kn = min(TK, K - t * TK)
+            em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, pn]], offset=j * pn)],
+                    [_sub(em, lt.ap, cdt, pn, t * TK, kn)])
+        last = min(TK, K - (j0 + c - 1) * TK)
+        full = c if last == TK else c - 1
+        for a, n_, kn in ((0, full, TK), (full, c - full, last)):
+            if n_ > 0:
+                kern._evict_copy(em.chip(lhsT, cdt, kn, [[1, n_ * pn]], offset=(j0 + a) * pn),
+                                 em.chip(ps, "float32", kn, [[1, n_ * pn]], offset=a * pn))
+    odt = onchip_dtype(info.dtype)
+    out = em.sbuf("mm", pn, N, odt)
+    bank = em.tm.psum_bank_bytes // 4
+    for n0 in range(0, N, bank):
+        nc = min(bank, N - n0)
+        ps = em.psum("ps", pn, nc)
+        ps_ap = em.chip(ps, "float32", pn, [[1, nc]])
+        for t in range(nk):
+            kn = min(TK, K - t * TK)
+            em.inst("matmul", "PE", [ps_ap], [em.chip(lhsT, cdt, kn, [[1, pn]], offset=t * pn),
+                                              em.chip(rr, cdt, kn, [[1, nc]], offset=t * N + n0)],
+                    psum_zero=(t == 0))
+        kern._evict_copy(em.chip(out, odt, pn, [[1, nc]], offset=n0), ps_ap)
+    return out, odt

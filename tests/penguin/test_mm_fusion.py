@@ -1,0 +1,103 @@
+"""Matmuls evaluated in their consumers' row tiles (penguin/mmfuse.py): a layernorm -> matmul ->
+gelu -> matmul -> residual chain is one kernel with no HBM intermediate and each weight loaded
+once; a layernorm feeding a matmul with several consumers is fused into that matmul; a matmul
+whose result fans out to several kernels is computed once. Numerics against jax on birsim."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from neuronxcc.starfish.penguin.codegen import Codegen
+from penguin_helpers import check, jax_outputs, penguin_of, run_bir
+from neuronxcc.common.tolerances import assert_close
+
+
+def _ln(x, g):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean(jnp.square(x - m), axis=-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+
+def _mlp_block(x, g, w1, w2):
+    return x + jax.nn.gelu(_ln(x, g) @ w1) @ w2
+
+
+def _args(rng, S=260, D=256, F=384, dt=np.float32):
+    return [rng.standard_normal((S, D)).astype(dt), (rng.standard_normal(D) * 0.1 + 1).astype(dt),
+            (rng.standard_normal((D, F)) * D ** -0.5).astype(dt), (rng.standard_normal((F, D)) * F ** -0.5).astype(dt)]
+
+
+def _lower(f, args, fusion=True):
+    cg = Codegen(penguin_of(f, *args), "trn1")
+    cg.mm_fusion = fusion
+    return cg.run()
+
+
+def _scratch(m):
+    return [t for t in m.tensors.values() if t.kind == "scratch"]
+
+
+def _count(m, opcode):
+    """Executed instructions with OPCODE (loop bodies times their trip counts)."""
+    def walk(body):
+        n = 0
+        for node in body:
+            if node.kind == "inst":
+                n += node.opcode == opcode
+            elif node.kind == "loop":
+                n += node.trip_count * walk(node.body)
+            else:
+                raise AssertionError("unexpected %s" % node.kind)
+        return n
+    return walk(m.body)
+
+
+def _weight_dmas(m, name):
+    return [i for i in m.instructions() if i.opcode == "dma_copy" and any(s.target == name for s in i.srcs)]
+
+
+def test_layernorm_matmul_gelu_matmul_residual_is_one_kernel():
+    args = _args(np.random.default_rng(0))
+    m = check(_mlp_block, *args)
+    assert not _scratch(m), _scratch(m)                 # nothing between the steps goes through HBM
+    inputs = [t.name for t in m.tensors.values() if t.kind == "input"]
+    for w in inputs[2:]:
+        assert len(_weight_dmas(m, w)) == 1, w            # each weight loaded once, resident
+    # and not more PE matmul work than the unfused kernels
+    assert _count(m, "matmul") <= _count(_lower(_mlp_block, args, fusion=False), "matmul")
+
+
+def test_bf16_chain_matches_jax():
+    import ml_dtypes
+    args = _args(np.random.default_rng(1), S=200, D=128, F=256, dt=ml_dtypes.bfloat16)
+    m = check(_mlp_block, *args)
+    assert not _scratch(m)
+
+
+def test_layernorm_fused_into_a_matmul_with_several_consumers():
+    def f(x, g, w):
+        y = _ln(x, g) @ w
+        return y, jnp.sum(y, axis=0)
+    rng = np.random.default_rng(2)
+    x, g, w, _ = _args(rng, S=200, D=256, F=320)
+    m = check(f, x, g, w)
+    # the normalised rows stay on chip: no [200, 256] intermediate in HBM
+    assert not [t for t in _scratch(m) if tuple(t.shape) == (200, 256)], _scratch(m)
+
+
+def test_a_matmul_read_by_two_kernels_is_computed_once():
+    def f(x, w, b):
+        y = x @ w
+        return jnp.tanh(y + b), jnp.max(y, axis=0)
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((130, 256)).astype(np.float32),
+            (rng.standard_normal((256, 200)) / 16).astype(np.float32), rng.standard_normal(200).astype(np.float32)]
+    m = check(f, *args)
+    assert _count(m, "matmul") == _count(_lower(f, args, fusion=False), "matmul")
+
+
+def test_fusion_off_gives_the_same_numbers():
+    args = _args(np.random.default_rng(4), S=70, D=128, F=128)
+    m = _lower(_mlp_block, args, fusion=False)
+    assert _scratch(m)                                     # the unfused kernels round-trip through HBM
+    for a, e in zip(run_bir(m, args), jax_outputs(_mlp_block, *args)):
+        assert_close(a, e, "out", row="compiled")
