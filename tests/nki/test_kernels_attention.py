@@ -122,13 +122,43 @@ def test_attention_isa_kernel_out_argument(kernel_name, grid):
     _close(out, want, 2e-5)
 
 
-def test_backward_dropout_is_refused_clearly():
-    from neuronxcc.errors import CompilerError
-    z = np.zeros((1, 1, 16, 128), np.float32)
-    with pytest.raises(CompilerError) as ei:
-        nki.simulate_kernel(flash_attn_bwd[1, 1], z, z, z, z, z, np.zeros((1, 1, 128, 1), np.float32),
-                            np.zeros((1,), np.int32), dropout_p=0.1)
-    assert "dropout" in str(ei.value) and "[NCC_INBY001]" in ei.value.one_line()
+def _dropout_factors(seed, rate, bs, nh, s, causal):
+    """flash_fwd's dropout factors [bs, nh, s, s] (0 or 1 / (1 - rate)) read off its output: with v the 128 columns
+    of the identity for keys j*128 .. j*128+127, o is that slab of the dropped probabilities."""
+    rng = np.random.default_rng(9)
+    q, k = _rand(rng, bs, nh, 128, s), _rand(rng, bs, nh, 128, s)
+    slabs = []
+    for j in range(s // 128):
+        v = np.zeros((bs, nh, s, 128), np.float32)
+        v[:, :, j * 128:(j + 1) * 128] = np.eye(128, dtype=np.float32)
+        o, _ = nki.simulate_kernel(flash_fwd[bs, nh], q, k, v, seed, use_causal_mask=causal,
+                                   mixed_precision=False, dropout_p=rate)
+        slabs.append(o)
+    return np.where(np.concatenate(slabs, axis=-1) != 0, 1.0 / (1.0 - rate), 0.0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_bwd_dropout_regenerates_the_forward_mask(causal):
+    """flash_attn_bwd with the forward's seed and rate matches numpy's gradients of the dropped attention, the
+    mask taken from flash_fwd itself (keys tiled 512 wide in the forward, 128 in the backward); another seed
+    gives another mask, so the gradients differ."""
+    bs, nh, d, s, rate = 1, 2, 32, 512, 0.2
+    seed = np.array([5], np.int32)
+    keep = _dropout_factors(seed, rate, bs, nh, s, causal)
+    vis = np.tril(np.ones((s, s), bool)) if causal else np.ones((s, s), bool)
+    assert abs((keep[..., vis] == 0).mean() - rate) < 0.02           # >= 2 x 131k draws
+    assert not np.array_equal(keep[0, 0], keep[0, 1])                # each head its own mask
+    rng = np.random.default_rng(10)
+    q, k, v, dy = (_rand(rng, bs, nh, d, s) for _ in range(4))
+    scale = 1.0 / math.sqrt(d)
+    o, lse = R.fwd_outputs_for_bwd(q, k, v, scale, causal, keep=keep)
+    run = lambda sd: nki.simulate_kernel(flash_attn_bwd[bs, nh], q, k, v, o.astype(np.float32), dy,  # noqa: E731
+                                         lse.astype(np.float32), sd, use_causal_mask=causal, dropout_p=rate)
+    grads = run(seed)
+    for got, want in zip(grads, R.flash_bwd(q, k, v, dy, scale, causal, keep=keep)):
+        _close(got, want, 5e-5)
+    other = run(np.array([6], np.int32))
+    assert not np.allclose(other[2], grads[2])
 
 
 def test_attention_isa_kernel_sliding_window_and_transposed_out():

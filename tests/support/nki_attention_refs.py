@@ -39,15 +39,19 @@ def flash_fwd(q, k, v, scale, causal, bias=None, v_transposed=False):
     return o, lse_l
 
 
-def flash_bwd(q, k, v, dy, scale, causal):
-    """dq, dk, dv in [bs, nh, d, seq] for q, k, v, dy [bs, nh, d, seq] (o = softmax(s) v^T layout)."""
+def flash_bwd(q, k, v, dy, scale, causal, keep=None):
+    """dq, dk, dv in [bs, nh, d, seq] for q, k, v, dy [bs, nh, d, seq] (o = softmax(s) v^T layout); keep: the
+    forward's dropout factors [.., sq, sk] (0 dropped, 1 / (1 - rate) kept) or None."""
     q, k, v, dy = (x.astype(np.float64) for x in (q, k, v, dy))
     p, _ = _softmax_parts(scores(q, k, scale, causal))          # [.., sq, sk]
+    pd = p if keep is None else p * keep
     dyq = np.swapaxes(dy, -1, -2)                                 # [.., sq, d]
     vk = np.swapaxes(v, -1, -2)                                   # [.., sk, d]
-    dv = np.swapaxes(p, -1, -2) @ dyq                             # [.., sk, d]
+    dv = np.swapaxes(pd, -1, -2) @ dyq                            # [.., sk, d]
     dp = dyq @ np.swapaxes(vk, -1, -2)                            # [.., sq, sk]
-    o = p @ vk
+    if keep is not None:
+        dp = dp * keep
+    o = pd @ vk
     dsum = (dyq * o).sum(axis=-1, keepdims=True)
     ds = p * (dp - dsum)
     dq = scale * ds @ np.swapaxes(k, -1, -2)                      # [.., sq, d]
@@ -55,7 +59,11 @@ def flash_bwd(q, k, v, dy, scale, causal):
     return tuple(np.swapaxes(x, -1, -2) for x in (dq, dk, dv))
 
 
-def fwd_outputs_for_bwd(q, k, v, scale, causal):
-    """o and lse in flash_attn_bwd's layouts (o [bs, nh, d, seq]) for its inputs."""
-    o, lse = flash_fwd(q, k, np.swapaxes(v, -1, -2), scale, causal)
-    return np.swapaxes(o, -1, -2), lse
+def fwd_outputs_for_bwd(q, k, v, scale, causal, keep=None):
+    """o and lse in flash_attn_bwd's layouts (o [bs, nh, d, seq]) for its inputs (keep: as flash_bwd's)."""
+    if keep is None:
+        o, lse = flash_fwd(q, k, np.swapaxes(v, -1, -2), scale, causal)
+        return np.swapaxes(o, -1, -2), lse
+    p, _ = _softmax_parts(scores(q, k, scale, causal))
+    _, lse = flash_fwd(q, k, np.swapaxes(v, -1, -2), scale, causal)
+    return np.swapaxes((p * keep) @ np.swapaxes(v.astype(np.float64), -1, -2), -1, -2), lse

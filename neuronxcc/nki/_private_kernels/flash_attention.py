@@ -21,14 +21,13 @@ layout of the original (every tensor ``[bs, heads, d, seq]``): ``D = rowsum(dO *
 Precision: with ``mixed_precision`` the TensorE operands are bfloat16 and everything else fp32;
 without it they keep the input dtype.
 
-Dropout (``flash_fwd`` with ``dropout_p > 0``): each softmax probability is zeroed with probability
-dropout_p and the kept ones scaled by 1 / (1 - dropout_p) before the ``P @ V`` product (the row sums and
-``lse`` are those of the undropped softmax, as in the original). The original draws the mask from the
-device's random number generator seeded by ``seed``; that stream is not public, so ours is an
-approximation with the same statistics: keep where ``frac(u + frac(seed * 0.618...)) >= dropout_p``, u
-from birsim's counter-based uniform generator (``nl.rand``). The same kernel and seed give the same mask;
-another seed value gives another mask. ``flash_attn_bwd`` with ``dropout_p > 0`` is refused
-(NCC_INBY001): it would need the forward's mask, which this approximation does not regenerate.
+Dropout (``dropout_p > 0``): each softmax probability is zeroed with probability dropout_p and the kept ones
+scaled by 1 / (1 - dropout_p) before the ``P @ V`` product (the row sums and ``lse`` are those of the undropped
+softmax, as in the original). The original draws the mask from the device's random number generator seeded by
+``seed``; that stream is not public, so ours is an approximation with the same statistics: a hash of the seed,
+the (batch, head) and the query and key positions (``flash_core.dropout_scale``). The same seed gives the same
+mask in ``flash_fwd`` and ``flash_attn_bwd`` (which regenerates it: ``dV = (P * M)^T dO``, ``dP = (dO^T V) * M``
+with M the scaled keep mask), another seed another mask.
 
 Legacy call form: kernels written for the SDK before 2.21 call ``flash_fwd[bs, heads](q, k, v, seed, o,
 lse=None, softmax_scale=..., ...)`` with the outputs as arguments; ``flash_fwd`` recognises it (``o`` /
@@ -48,7 +47,8 @@ import numpy as np
 from neuronxcc import nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
-from neuronxcc.nki._private_kernels.flash_core import NEG_INF, Q_TILE, dropout_seed_column, flash_attention_core
+from neuronxcc.nki._private_kernels.flash_core import (NEG_INF, Q_TILE, dropout_scale, dropout_seed_column,
+                                                       flash_attention_core)
 from neuronxcc.nki._private_kernels.flash_core import check as _check
 
 __all__ = ["FlashConfig", "flash_fwd", "flash_attn_bwd"]
@@ -67,15 +67,6 @@ class FlashConfig:
     training: bool = True
     should_transpose_v: bool = False
     lse_dtype: str = ""
-
-
-def _no_dropout(dropout_p, kernel):
-    if dropout_p:
-        from neuronxcc.nki import errors
-        raise errors.NkiNotImplementedError(
-            "%s(dropout_p=%r)" % (kernel, dropout_p),
-            "the backward pass would need the forward's dropout mask, which is not regenerated here; "
-            "use dropout_p=0.0")
 
 
 def _heads(n_heads, nk_heads):
@@ -166,10 +157,11 @@ def flash_fwd(q, k, v, seed, *args, **kwargs):
         if config.training:
             lse_dtype = np.dtype(config.lse_dtype) if config.lse_dtype else nl.float32
             lse = nl.ndarray((bs, n_heads, Q_TILE, seq_q // Q_TILE), dtype=lse_dtype, buffer=nl.shared_hbm)
-    dropout = (float(dropout_p), dropout_seed_column(seed)) if dropout_p else None
+    seed_col = dropout_seed_column(seed) if dropout_p else None
 
     def head(b, h):
         kh = h if group == 1 else h // group
+        dropout = (float(dropout_p), seed_col, b * n_heads + h) if dropout_p else None
         flash_attention_core(q, k, v, o, lse, logit_bias, (b, h), (b, kh), (b, h), scale, use_causal_mask,
                              mm_dtype, v_transposed=config.should_transpose_v, dropout=dropout)
     _instances(bs, n_heads, head)
@@ -186,9 +178,10 @@ def flash_attn_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, seed_ref, logit_
     """Flash attention backward, launched as ``flash_attn_bwd[bs, nheads](...)``.
 
     q_ref, k_ref, v_ref, o_ref, dy_ref: [bs, nheads, d, seq]; lse_ref: [bs, nheads, 128, seq // 128]
-    (flash_fwd's lse); seed_ref: [1] (unused); logit_bias_ref: [bs, nheads, seq, seq] or None.
-    Returns (dq, dk, dv), each [bs, nheads, d, seq] in q's dtype."""
-    _no_dropout(dropout_p, "flash_attn_bwd")
+    (flash_fwd's lse); seed_ref: [1] (flash_fwd's dropout seed); logit_bias_ref: [bs, nheads, seq, seq] or None.
+    Returns (dq, dk, dv), each [bs, nheads, d, seq] in q's dtype. With dropout_p > 0 the forward's mask is
+    regenerated from seed_ref (see the module doc)."""
+    _check(0.0 <= float(dropout_p) < 1.0, "dropout_p must be in [0, 1), got %r" % (dropout_p,))
     bs, nh, d, seq = q_ref.shape
     _check(d <= 128 and seq % Q_TILE == 0, "needs d <= 128 and seq a multiple of 128, got d=%d seq=%d" % (d, seq))
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(d)
@@ -197,14 +190,17 @@ def flash_attn_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, seed_ref, logit_
     dk = nl.ndarray((bs, nh, d, seq), dtype=q_ref.dtype, buffer=nl.shared_hbm)
     dv = nl.ndarray((bs, nh, d, seq), dtype=q_ref.dtype, buffer=nl.shared_hbm)
 
+    seed_col = dropout_seed_column(seed_ref) if dropout_p else None
+
     def head(b, h):
+        dropout = (float(dropout_p), seed_col, b * nh + h) if dropout_p else None
         _attention_bwd_head(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, logit_bias_ref, dq, dk, dv, (b, h),
-                            scale, use_causal_mask, mm_dtype)
+                            scale, use_causal_mask, mm_dtype, dropout)
     _instances(bs, nh, head)
     return dq, dk, dv
 
 
-def _attention_bwd_head(q, k, v, o, dy, lse, bias, dq, dk, dv, hi, scale, causal, mm_dtype):
+def _attention_bwd_head(q, k, v, o, dy, lse, bias, dq, dk, dv, hi, scale, causal, mm_dtype, dropout=None):
     """One head of the backward pass: key tiles outer (dK, dV accumulate in PSUM over the query tiles),
     dQ accumulated in an SBUF [d, seq] fp32 buffer. With the causal mask the key tiles are unrolled:
     the diagonal query tile is masked statically, later ones are wholly visible, earlier ones skipped."""
@@ -242,8 +238,12 @@ def _attention_bwd_head(q, k, v, o, dy, lse, bias, dq, dk, dv, hi, scale, causal
             neg_lse = nl.negative(nl.load(lse[hi + (ip_t, i + nl.arange(1)[None, :])], dtype=nl.float32))
             p = nisa.activation(op=nl.exp, data=s, bias=neg_lse, dtype=nl.float32)  # [128 q, 128 k]
             dy_tr = nl.copy(nisa.nc_transpose(dy_t), dtype=mm_dtype)                 # [128 q, d]
-            dv_acc += nisa.nc_matmul(dy_tr, nl.copy(p, dtype=mm_dtype))             # [d, 128 k]
+            keep = dropout_scale(dropout[:2], dropout[2], i * t, j * t, t) if dropout is not None else None
+            pd = nl.multiply(p, keep, dtype=nl.float32) if keep is not None else p   # the dropped P of the forward
+            dv_acc += nisa.nc_matmul(dy_tr, nl.copy(pd, dtype=mm_dtype))            # [d, 128 k]
             dp = nisa.nc_matmul(dy_t, v_t)                                           # [128 q, 128 k]
+            if keep is not None:
+                dp = nl.multiply(dp, keep, dtype=nl.float32)
             ds = nl.multiply(nl.subtract(dp, d_all[ip_t, i + nl.arange(1)[None, :]]), p, dtype=nl.float32)
             q_tr = nl.copy(nisa.nc_transpose(q_t), dtype=mm_dtype)                  # [128 q, d]
             dk_acc += nisa.nc_matmul(q_tr, nl.copy(ds, dtype=mm_dtype))             # [d, 128 k]

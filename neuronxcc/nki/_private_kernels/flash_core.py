@@ -69,14 +69,31 @@ def dropout_seed_column(seed):
     return nl.mod(nl.multiply(col, 0.6180339887), 1.0, dtype=nl.float32)
 
 
-def _dropout(p, dropout, kb, mm_dtype):
-    """p with each probability zeroed with probability ``prob`` and the rest scaled by 1 / (1 - prob): keep where
-    frac(u + c) >= prob, u a fresh uniform tile of birsim's counter-based generator (nl.rand: a new draw on
-    every execution of the block) and c the seed column (see dropout_seed_column)."""
+def _frac(x):
+    return nl.mod(x, 1.0, dtype=nl.float32)
+
+
+def dropout_scale(dropout, head, q0, k0, kb):
+    """The dropout factor of the scores [128 queries q0 + p, kb keys k0 + f] of head ``head`` (an int or a loop /
+    program-id expression, unique per (batch, head)): 1 / (1 - prob) where kept, 0 where dropped. A function of
+    the seed and of the positions only, so the forward and the backward pass (which tile the keys differently)
+    compute the same mask: with x = frac(query * 0.1031), y = frac(key * 0.11369), z = frac(head * 0.13787 +
+    seed column), d = x (y + 33.33) + y (z + 33.33) + z (x + 33.33), keep where frac((x + d + y + d) (z + d)) >=
+    prob (a multiply-add hash over the positions; every step an fp32 VectorE operation, the same per element
+    whatever the tiling)."""
     prob, seed_col = dropout
-    u = nl.mod(nl.add(nl.rand((Q_TILE, kb), dtype=nl.float32), seed_col), 1.0, dtype=nl.float32)
-    keep = nl.greater_equal(u, float(prob), dtype=nl.float32)
-    return nl.multiply(nl.multiply(p, keep, dtype=nl.float32), 1.0 / (1.0 - float(prob)), dtype=mm_dtype)
+    ip, jf = nl.arange(Q_TILE)[:, None], nl.arange(kb)[None, :]
+    x = _frac(nl.multiply(nisa.iota(q0 + ip, dtype=nl.float32), 0.1031, dtype=nl.float32))          # [128, 1]
+    y = _frac(nl.multiply(nisa.iota(k0 + jf + ip * 0, dtype=nl.float32), 0.11369, dtype=nl.float32))  # [128, kb]
+    z = _frac(nl.add(nl.multiply(nisa.iota(head + ip * 0, dtype=nl.float32), 0.13787, dtype=nl.float32),
+                     seed_col, dtype=nl.float32))                                                     # [128, 1]
+    d = nl.add(nl.multiply(nl.add(y, 33.33, dtype=nl.float32), x, dtype=nl.float32),
+               nl.multiply(y, nl.add(z, 33.33, dtype=nl.float32), dtype=nl.float32), dtype=nl.float32)
+    d = nl.add(d, nl.multiply(z, nl.add(x, 33.33, dtype=nl.float32), dtype=nl.float32), dtype=nl.float32)
+    xy = nl.add(nl.add(y, x, dtype=nl.float32), nl.multiply(d, 2.0, dtype=nl.float32), dtype=nl.float32)
+    u = _frac(nl.multiply(xy, nl.add(d, z, dtype=nl.float32), dtype=nl.float32))
+    return nl.multiply(nl.greater_equal(u, float(prob), dtype=nl.float32), 1.0 / (1.0 - float(prob)),
+                       dtype=nl.float32)
 
 
 def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dtype, v_transposed=False,
@@ -87,8 +104,9 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
     128 keys), v: [..., seq_k, d] (v_transposed: [..., d, seq_k]);
     o: [..., seq_q, d] (o_transposed: [..., d, seq_q]); lse: [..., 128, seq_q // 128] or None;
     bias: [..., seq_q, seq_k] or None. qi / ki / oi: the leading index tuples of the head in q,
-    k/v and o/lse/bias (bi: bias's, when it differs from oi: a bias shared by the heads of a batch). Without a mask, the query tiles are an affine loop and the key blocks (512
-    keys when they divide seq_k) a sequential loop; with the causal mask (or a sliding window, which
+    k/v and o/lse/bias (bi: bias's, when it differs from oi: a bias shared by the heads of a batch).
+    dropout: None or (prob, seed column, head key), see dropout_scale. Without a mask, the query tiles are an
+    affine loop and the key blocks (512 keys when they divide seq_k) a sequential loop; with the causal mask (or a sliding window, which
     needs it) the query tiles are unrolled so every key block's mask is static: blocks wholly
     visible run in a sequential loop, the diagonal (and window-edge) blocks are masked by
     ``affine_select``, blocks no query sees are skipped."""
@@ -133,7 +151,7 @@ def flash_attention_core(q, k, v, o, lse, bias, qi, ki, oi, scale, causal, mm_dt
             alpha = nisa.activation(op=nl.exp, data=m_run, bias=neg_m, dtype=nl.float32)   # exp(m_old - m_new)
             l_run[...] = nl.add(nl.multiply(l_run, alpha), row_sum)
             if dropout is not None:
-                p = _dropout(p, dropout, kb, mm_dtype)
+                p = nl.multiply(p, dropout_scale(dropout[:2], dropout[2], i * Q_TILE, k0, kb), dtype=mm_dtype)
             pv = nl.zeros((Q_TILE, d), nl.float32, buffer=nl.psum)
             for c in nl.affine_range(kb // Q_TILE):
                 p_t = nl.copy(nisa.nc_transpose(p[ip_q, c * Q_TILE + jf_q]), dtype=mm_dtype)   # [128 k, 128 q]
