@@ -38,6 +38,9 @@ MAX_DV = 512               # value columns: one PSUM bank of fp32 output
 RESIDENT_BYTES = 64 * 1024  # bytes per partition K^T and V of one batch element may take in SBUF
 NEG_BIG = -3.4028234663852886e38
 NARROW = ("bfloat16", "float16")
+MAX_BANDS = 4              # causal: query bands with their own key-loop bounds (static code copies)
+MASKED_AT_MOST = -1e9      # a masked score this low gives exp(x - m) == 0 against any visible row max
+MASK_BIAS = -1e30          # what the mask matmul adds to a hidden score (bf16-representable)
 
 
 class Plan:
@@ -285,6 +288,66 @@ def _dims(cg, dot1, dims1, lc1, rc1, perm, xshape, dot2, P):
                 N=N, Dv=Dv, K=K)
 
 
+# -- causal masks ------------------------------------------------------------------------------
+def _iota_axis(x, n):
+    """(axis, offset) when x is the index grid of one X axis (stride 1, nothing else), else None."""
+    if not isinstance(x, View) or x.base != "__iota__" or not isinstance(x.offset, int) or len(x.strides) != n:
+        return None
+    axes = [k for k, st in enumerate(x.strides) if st and x.shape[k] > 1]
+    if len(axes) != 1 or x.strides[axes[0]] != 1:
+        return None
+    return axes[0], x.offset
+
+
+def _causal_offset(cg, expr, leaf, n):
+    """c when expr is select(k <= q + c, scores, masked) over X (q = axis n-2, k = axis n-1) with the
+    masked value low enough that exp(masked - row max) is exactly 0; else None. The predicate may be
+    wrapped as select(pred, True, False) (jnp.tril) and written either way round (q >= k, k <= q, >, <)."""
+    if not isinstance(expr, Node) or expr.op != "select" or len(expr.args) != 3 or expr.args[1] is not leaf:
+        return None
+    neg = expr.args[2]
+    if not isinstance(neg, Splat):
+        return None
+    try:
+        if not float(neg.value) <= MASKED_AT_MOST:
+            return None
+    except (TypeError, ValueError):
+        return None
+    pred = expr.args[0]
+    if isinstance(pred, Node) and pred.op == "select" and len(pred.args) == 3 and \
+            all(isinstance(a, Splat) for a in pred.args[1:]) and \
+            bool(pred.args[1].value) is True and bool(pred.args[2].value) is False:
+        pred = pred.args[0]
+    if not isinstance(pred, Node) or pred.op != "compare" or len(pred.args) != 2:
+        return None
+    a, b = (_iota_axis(x, n) for x in pred.args)
+    d = pred.attrs.get("direction")
+    if a is None or b is None or d not in ("GE", "GT", "LE", "LT"):
+        return None
+    if d in ("LE", "LT"):                       # b >= a / b > a
+        a, b, d = b, a, "GE" if d == "LE" else "GT"
+    if a[0] != n - 2 or b[0] != n - 1:          # the query side must be the larger one
+        return None
+    # q + oa >= k + ob  <=>  k <= q + (oa - ob); '>' is one less
+    return a[1] - b[1] - (1 if d == "GT" else 0)
+
+
+def causal_bands(cg, plan, expr, leaf, scale, Mi, TM, NB):
+    """The number of query bands for the causal fast path, or None when it does not apply: the mask
+    is exactly k <= q (every row sees key 0, so skipping hidden blocks is exact), the scores are
+    square in whole key blocks, query tiles of 128 and a positive scale (the mask matmul adds
+    MASK_BIAS before the eviction scales)."""
+    n = len(plan.xshape)
+    if not getattr(cg, "causal_blocks", True):
+        return None
+    if _causal_offset(cg, expr, leaf, n) != 0 or Mi != plan.N or NB != KEY_BLOCK or plan.N % NB:
+        return None
+    if TM != PMAX or NB % TM or not scale * -MASK_BIAS > -MASKED_AT_MOST:
+        return None
+    ng = plan.N // NB
+    return max(d for d in range(1, min(ng, MAX_BANDS) + 1) if ng % d == 0)
+
+
 # -- lowering ---------------------------------------------------------------------------------
 def _narrow(x):
     """(view, dtype) of a matmul operand: a convert of bf16/fp16 data to f32 feeds the narrow data
@@ -416,8 +479,43 @@ def score_expr(cg, plan):
     return rows.resolve(cg, expr), leaf, scale
 
 
+def _mask_tables(em, mn):
+    """SBUF constants of the causal mask matmul, made once per kernel on POOL: the identity
+    [128, mn] (stationary) and the bias table [128, d0 + 512] with 0 where column - row <= d0
+    and MASK_BIAS elsewhere (d0 = 384 + 512 (MAX_BANDS - 1)). The key block at k0 of query tile
+    m0 reads the 512 columns from d0 + k0 - m0: MASK_BIAS exactly where key > query, nothing
+    when the block lies wholly below the diagonal. Returns (identity, table, d0)."""
+    bf = "bfloat16"
+    d0 = KEY_BLOCK - PMAX + KEY_BLOCK * (MAX_BANDS - 1)
+    cols = d0 + KEY_BLOCK
+    ones = em.chip(em.sbuf("fa_ones", PMAX, mn, bf), bf, PMAX, [[1, mn]])
+    em.inst("memset", "POOL", [ones], [], value=1.0)
+    ident = em.chip(em.sbuf("fa_ident", PMAX, mn, bf), bf, PMAX, [[1, mn]])
+    em.inst("affine_select", "POOL", [ident], [ones],
+            pattern=[[-1, mn]], offset=0, channel_multiplier=1, cmp="eq", on_false=0.0)
+    zeros = em.chip(em.sbuf("fa_zeros", PMAX, cols, bf), bf, PMAX, [[1, cols]])
+    em.inst("memset", "POOL", [zeros], [], value=0.0)
+    table = em.chip(em.sbuf("fa_mask", PMAX, cols, bf), bf, PMAX, [[1, cols]])
+    # visible iff d0 - column + row >= 0
+    em.inst("affine_select", "POOL", [table], [zeros], pattern=[[-1, cols]], offset=d0,
+            channel_multiplier=1, cmp="ge", on_false=MASK_BIAS)
+    return ident, table, d0
+
+
 def lower(kern, plan):
-    """Emit the fused kernel (``kern``: the codegen's Kernels) and bind the second dot's result."""
+    """Emit the fused kernel (``kern``: the codegen's Kernels) and bind the second dot's result.
+
+    Causal masks (``causal_bands``): the query tiles are split into at most MAX_BANDS bands, each
+    its own copy of the query loop (static loop bounds; the copies do not grow with the sequence).
+    Band b of G key blocks' worth of queries runs the key blocks every query of it sees in full
+    (keys < b*G*512), then its G diagonal blocks. With G == 1 (sequences up to MAX_BANDS*512,
+    every band one block) the b + 1 blocks are one loop and the mask is one PE matmul per block
+    that adds MASK_BIAS to the hidden scores in PSUM (identity stationary, a slice of the bias
+    table moving: zeros below the diagonal); otherwise the visible blocks take no mask and the
+    mask expression is evaluated on the diagonal ones as in the general path. Key blocks after
+    the diagonal are skipped: their exp(x - m) would be exactly 0. (One loop per band, not a
+    separate diagonal body after the visible loop: walrus keeps the values of a body that is not
+    its own loop live over the whole query iteration, which would double the PSUM tiles.)"""
     cg, em, P = kern.cg, kern.em, kern.P
     offs = kern.offsets()
     _k_tile = kern.k_tile
@@ -435,6 +533,8 @@ def lower(kern, plan):
     TM = choose_tile(Mi, PMAX)
     odt = onchip_dtype(OX.dtype)
     f32 = "float32"
+    nband = causal_bands(cg, plan, expr, leaf, scale, Mi, TM, NB)
+    tables = _mask_tables(em, TM) if nband is not None else None
 
     def col(prefix, mn):
         return em.chip(em.sbuf(prefix, mn, 1, f32), f32, mn, [[1, 1]])
@@ -451,21 +551,44 @@ def lower(kern, plan):
         if rem:
             em.dma(em.chip(vres, cdt2, rem, [[1, Dv]], offset=nfull * W),
                    em.hbm(VX.base, offs(VX, bs + [P.const(nfull * PMAX), P.const(0)]), [[sn, rem], [sd, Dv]]))
-        axes = [Axis(plan.xshape[i], 1, "g") for i in range(nb, n - 2)] + [Axis(Mi, TM, "m")]
-        em.nest(axes, lambda st, sz: body_m(st, sz, kres, vres), bs, list(sizes))
+        gaxes = [Axis(plan.xshape[i], 1, "g") for i in range(nb, n - 2)]
+        if nband is None:
+            em.nest(gaxes + [Axis(Mi, TM, "m")], lambda st, sz: body_m(st, sz, kres, vres, None), bs, list(sizes))
+            return
+        G = N // NB // nband
+        for b in range(nband):
+            q0 = b * G * NB
+            em.nest(gaxes + [Axis(G * NB, TM, "m")],
+                    lambda st, sz, q0=q0: body_m(st[:-1] + [st[-1] + q0], sz, kres, vres, (q0, G)), bs, list(sizes))
 
-    def body_m(starts, sizes, kres, vres):
+    def body_m(starts, sizes, kres, vres, band):
         mn = sizes[-1]
         qT = kern._lhsT(QX, n - 2, offs(QX, list(starts) + [P.const(0)]), TK, ntk, mn, cdt1)
-        mrun, lrun = col("fa_max", mn), col("fa_sum", mn)
+        nmrun, lrun = col("fa_negmax", mn), col("fa_sum", mn)
         acc = em.chip(em.sbuf("fa_acc", mn, Dv, f32), f32, mn, [[1, Dv]])
-        em.inst("memset", "DVE", [mrun], [], value=NEG_BIG)
-        em.inst("memset", "DVE", [lrun], [], value=0.0)
+        em.inst("memset", "DVE", [nmrun], [], value=-NEG_BIG)
+        em.inst("memset", "POOL", [lrun], [], value=0.0)
         em.inst("memset", "POOL", [acc], [], value=0.0)
-        # loop-invariant tiles of the score expression (mask constants, iota grids): once per query tile
-        hoisted = TileEval(cg, Space(n - 2, n - 1, list(starts) + [P.const(0)], [1] * (n - 2) + [mn, NB])).hoist(expr)
-        state = (qT, kres, vres, mrun, lrun, acc, hoisted)
-        em.nest([Axis(N, NB, "kb")], lambda st, sz: body_k(st, sz, state), list(starts), list(sizes))
+        hoisted = None
+        if band is None or band[1] > 1:
+            # loop-invariant tiles of the score expression (mask constants, iota grids): once per query tile
+            hoisted = TileEval(cg, Space(n - 2, n - 1, list(starts) + [P.const(0)],
+                                         [1] * (n - 2) + [mn, NB])).hoist(expr)
+        state = (qT, kres, vres, nmrun, lrun, acc, hoisted)
+        if band is None:
+            em.nest([Axis(N, NB, "kb")], lambda st, sz: body_k(st, sz, state, "expr"), list(starts), list(sizes))
+        else:
+            q0, G = band
+            if G == 1:  # blocks 0..b, each adding the bias table from column d0 + k0 - m0
+                d0 = tables[2]
+                em.nest([Axis(q0 + NB, NB, "kb")],
+                        lambda st, sz: body_k(st, sz, state, st[-1] + d0 - starts[-1]), list(starts), list(sizes))
+            else:
+                if q0:      # keys every query of the band sees
+                    em.nest([Axis(q0, NB, "kb")], lambda st, sz: body_k(st, sz, state, None), list(starts),
+                            list(sizes))
+                em.nest([Axis(G * NB, NB, "kd")],
+                        lambda st, sz: body_k(st[:-1] + [st[-1] + q0], sz, state, "expr"), list(starts), list(sizes))
         rl = col("fa_rsum", mn)
         em.inst("tensor_scalar", "DVE", [rl], [lrun], op0="divide", operand0=1.0, reverse0=True)
         o = em.chip(em.sbuf("fa_out", mn, Dv, odt), odt, mn, [[1, Dv]])
@@ -489,8 +612,11 @@ def lower(kern, plan):
             kern._evict_copy(oT, em.chip(ps, f32, dn, [[1, mn]]))
             em.dma(em.hbm(OX.base, base + d0 * so_d, [[so_d, dn], [so_m, mn]]), oT)
 
-    def body_k(starts, sizes, state):
-        qT, kres, vres, mrun, lrun, acc, hoisted = state
+    def body_k(starts, sizes, state, mask):
+        """One key block. mask: "expr" (evaluate the score expression on the tile), None (every
+        score visible: the expression is the scores themselves) or the bias table's first column
+        (a pelican Expr) for the causal diagonal block."""
+        qT, kres, vres, nmrun, lrun, acc, hoisted = state
         n0, nk, mn = starts[-1], sizes[-1], sizes[-2]
         ps = em.psum("fa_s", mn, nk)
         ps_ap = em.chip(ps, f32, mn, [[1, nk]])
@@ -498,23 +624,32 @@ def lower(kern, plan):
             em.inst("matmul", "PE", [ps_ap], [em.chip(qT, cdt1, TK, [[1, mn]], offset=j * mn),
                                               em.chip(kres, cdt1, TK, [[1, nk]], offset=n0 + j * N)],
                     psum_zero=(j == 0))
+        if mask is not None and mask != "expr":
+            ident, table, _ = tables
+            em.inst("matmul", "PE", [ps_ap], [ident, em.chip(table.target, "bfloat16", PMAX, [[1, nk]], offset=mask)],
+                    psum_zero=False)
         s_ap = em.chip(em.sbuf("fa_scores", mn, nk, f32), f32, mn, [[1, nk]])
         em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity", scale=scale)
-        te = TileEval(cg, Space(n - 2, n - 1, list(starts), [1] * (n - 2) + [mn, nk]))
-        te.hoisted = hoisted
-        te.memo[id(leaf)] = TV("tile", f32, ap=s_ap)
-        xv = te.materialise(te.value(expr))
-        if xv.dtype != f32:
-            xv = te.cast(xv, f32)
-        bm, mnew, negm, rs, corr = (col(p, mn) for p in ("fa_bmax", "fa_mnew", "fa_negm", "fa_bsum", "fa_corr"))
-        em.inst("tensor_reduce", "DVE", [bm], [xv.ap], op="max", axes=1)
-        em.inst("tensor_tensor", "DVE", [mnew], [mrun, bm], op="max")
-        em.inst("tensor_scalar", "DVE", [negm], [mnew], op0="mult", operand0=-1.0)
+        if mask == "expr":
+            te = TileEval(cg, Space(n - 2, n - 1, list(starts), [1] * (n - 2) + [mn, nk]))
+            te.hoisted = hoisted
+            te.memo[id(leaf)] = TV("tile", f32, ap=s_ap)
+            xv = te.materialise(te.value(expr))
+            if xv.dtype != f32:
+                xv = te.cast(xv, f32)
+            x_ap = xv.ap
+        else:
+            x_ap = s_ap
+        # running state: -max (nmrun), sum (lrun), acc; negm = min(-block max, nmrun) = -new max
+        nbm, negm, rs, corr = (col(p, mn) for p in ("fa_nbmax", "fa_negm", "fa_bsum", "fa_corr"))
+        em.inst("tensor_reduce", "DVE", [nbm], [x_ap], op="max", axes=1, negate=True)
+        em.inst("tensor_tensor", "DVE", [negm], [nbm, nmrun], op="min")
         p_ap = em.chip(em.sbuf("fa_p", mn, nk, cdt2), cdt2, mn, [[1, nk]])
-        em.inst("activation", "ACT", [p_ap, rs], [xv.ap, negm], func="exp", bias_ap=True, reduce="add")
-        em.inst("activation", "ACT", [corr], [mrun, negm], func="exp", bias_ap=True)
-        em.inst("scalar_tensor_tensor", "DVE", [lrun], [lrun, rs, corr], op0="mult", op1="add", operand0_ap=True)
-        em.inst("tensor_copy", "DVE", [mrun], [mnew])
+        em.inst("activation", "ACT", [p_ap, rs], [x_ap, negm], func="exp", bias_ap=True, reduce="add")
+        # corr = exp(old max - new max) = exp(-nmrun + negm)
+        em.inst("activation", "ACT", [corr], [nmrun, negm], func="exp", bias_ap=True, scale=-1.0)
+        em.inst("scalar_tensor_tensor", "POOL", [lrun], [lrun, rs, corr], op0="mult", op1="add", operand0_ap=True)
+        em.inst("tensor_copy", "POOL", [nmrun], [negm])
         # P^T by 128-key chunks (PE transposes into one PSUM bank at a time), then P @ V in PSUM
         nch = -(-nk // PMAX)
         per = max(1, (em.tm.psum_bank_bytes // 4) // mn)
@@ -551,3 +686,4 @@ def lower(kern, plan):
         cg.fused.add(id(op))
     cg.env[plan.dot2.outputs[0]] = out
     cg.flash_fused = getattr(cg, "flash_fused", 0) + 1
+    cg.flash_causal = getattr(cg, "flash_causal", 0) + (nband is not None)
