@@ -7,6 +7,13 @@ aws-neuron-sdk 2.26 docs' ``general/nki/test`` (the last release documenting ``n
     git -C aws-neuron-sdk archive 8a38e733 general/nki/test | tar -x -C /tmp/sdk
     scripts/run_nki_sdk_tests.py /tmp/sdk/general/nki/test
 
+nki-samples' unit tests (the last commit with the legacy reference kernels, 7af4e4d) need the samples'
+``src`` on the path and their simulation-only switch:
+
+    git -C nki-samples archive 7af4e4d | tar -x -C /tmp/nki_samples
+    scripts/run_nki_sdk_tests.py /tmp/nki_samples/test/unit --path /tmp/nki_samples/src \
+        --pytest-arg=--simulation-only
+
 Each file runs in its own pytest process (several of them run their tests at import time), with this
 checkout first on PYTHONPATH and a 6 GB address-space cap. Nothing is asserted: the table is the result.
 """
@@ -22,15 +29,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("testdir")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--path", action="append", default=[], help="also put DIR on PYTHONPATH (after this checkout)")
+    ap.add_argument("--pytest-arg", action="append", default=[], help="pass ARG to every pytest run")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    path = [root] + [os.path.abspath(d) for d in args.path]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path + [os.environ.get("PYTHONPATH", "")]))
     files = sorted(glob.glob(os.path.join(args.testdir, "test_*.py")))
     tot = {"passed": 0, "failed": 0, "error": 0}
     ok_files = 0
     for f in files:
         cmd = ["prlimit", "--as=6000000000", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               os.path.basename(f)]
+               *args.pytest_arg, os.path.basename(f)]
         try:
             r = subprocess.run(cmd, cwd=args.testdir, env=env, capture_output=True, text=True, timeout=args.timeout)
             last = (r.stdout.strip().splitlines() or ["?"])[-1]

@@ -77,8 +77,8 @@ def indirect_view(t, key):
         if ops.size_of(idx.shape[1:]) != 1:
             raise E.err_invalid_argument("an indirect index tile has one index per partition, got shape %s"
                                          % (idx.shape,))
-        base = t[pre] if pre else t
-        row = base[(0,) + post]
+        base = t.select(pre) if pre else t
+        row = base.select((0,) + post)
         return IndirectTensor(base, idx, row)
     if t.buf.onchip:
         raise E.err_copy_dynamic_indirect_indices_not_natively_supported(

@@ -38,14 +38,14 @@ class Tensor(View):
         return buffers.for_buf(self.buf)
 
     # -- indexing ---------------------------------------------------------------------
-    def _index(self, key):
+    def _index(self, key, keep_rank=True):
         if any(isinstance(k, View) for k in key):
             key = tuple(as_register(k, self.axes[i].size - 1 if i < len(self.axes) else None)
                         if isinstance(k, View) and k.size == 1 and (i > 0 or self.buf.onchip)
                         else k for i, k in enumerate(key))
             if any(isinstance(k, View) for k in key):
                 return indirect_view(self, key)
-        return View._index(self, key)
+        return View._index(self, key, keep_rank)
 
     def __setitem__(self, key, value):
         dst = self[key]

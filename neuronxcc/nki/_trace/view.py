@@ -143,9 +143,19 @@ class View:
         return tuple(key) + (slice(None),) * (n - len(key))
 
     def __getitem__(self, key):
-        return self._index(self._normalise_key(key))
+        t = self
+        if self.buf.onchip and len(self.axes) == 1 and isinstance(key, tuple) and len(key) == 2 \
+                and self.axes[0].fstep == 0:
+            # a partition-only tile (a reduction's [P] result) is the [P, 1] tile it occupies
+            t = self.copy_view(axes=self.axes + [Axis(1, 0, 0)])
+        return t._index(t._normalise_key(key))
 
-    def _index(self, key):
+    def select(self, key):
+        """Indexing with numpy's rank rule everywhere (scalars always drop their dimension): for the
+        tracer's own views, e.g. one partition's rows of an on-chip tensor."""
+        return self._index(self._normalise_key(key), keep_rank=False)
+
+    def _index(self, key, keep_rank=True):
         """The view KEY selects (ints, slices, ``nl.ds``, index expressions; normalised to one per axis)."""
         adv = [k for k in key if isinstance(k, Idx) and k.shape]
         if adv and any(isinstance(k, (slice, DynSlice)) and not _is_full(k, a)
@@ -211,6 +221,8 @@ class View:
                 if not (item.is_const() and 0 <= int(item) < a.size):
                     checks.append((item, a.size, dim))
         old = [(e.subs(mapping) if mapping else e, n, d) for e, n, d in self.checks]
+        if self.buf.onchip and not adv and keep_rank:
+            out_axes = _keep_tile_rank(self.axes, key, out_axes)
         if adv:
             first = next(i for i, k in enumerate(key) if isinstance(k, Idx) and k.shape)
             adv_axes = [Axis(n, ct[0], ct[1], None if ct[2] in (None, "*") else ct[2])
@@ -220,6 +232,31 @@ class View:
                     ax.pstep = ax.fstep = 0
             out_axes = out_axes[:first] + adv_axes + out_axes[first:]
         return self.like(self.buf, self.dtype, p0, off, out_axes, tuple(old) + tuple(checks))
+
+
+def _is_scalar_key(k):
+    return not isinstance(k, (slice, DynSlice)) and not (isinstance(k, Idx) and k.shape)
+
+
+def _keep_tile_rank(axes, key, out_axes):
+    """NKI's rank rule for on-chip tiles indexed with scalars (ints, loop iterators).
+
+    A scalar index drops its dimension, as in numpy, except where that would leave no tile: a scalar
+    on the partition dimension keeps it as one partition (``buf[0, 0:M]`` of a ``[1, M]`` buffer is
+    a ``[1, M]`` tile), and scalars on every free dimension after the partition keep one free element
+    (``l_buffer[:, i]`` of a ``[P, n]`` buffer is the ``[P, 1]`` tile at column i, which can be indexed
+    again with ``[:, 0]``). Block dimensions in front of the partition drop as usual.
+    """
+    part = next((d for d, a in enumerate(axes) if a.pstep and (a.size > 1 or a.fstep == 0)), None)
+    if part is None:
+        return out_axes
+    out = list(out_axes)
+    pos = sum(1 for k in key[:part] if not _is_scalar_key(k))       # where the partition axis lands
+    if _is_scalar_key(key[part]):
+        out.insert(pos, Axis(1, axes[part].pstep, 0))
+    if len(axes) > part + 1 and all(_is_scalar_key(k) for k in key[part + 1:]) and len(out) == pos + 1:
+        out.append(Axis(1, 0, 0))
+    return out
 
 
 def _is_full(k, a):
