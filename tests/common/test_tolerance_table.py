@@ -45,6 +45,29 @@ def test_non_finite_must_agree():
     assert mismatch(np.array([np.nan, np.inf, np.nan], np.float32), b) != ""
 
 
+def test_finite_reference_catches_non_finite_results_and_names_the_worst():
+    b = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    for bad in (np.nan, np.inf, -np.inf):
+        a = b.copy()
+        a[2] = bad
+        why = mismatch(a, b)
+        assert "at 1 of 4 elements" in why and "at [2]" in why and "worst |got - want| = inf" in why
+    why = mismatch(np.array([1.0, 2.5, np.nan, 4.0], np.float32), b)
+    assert "at 2 of 4 elements" in why and "at [2]" in why            # NaN counts as the worst
+    assert mismatch(np.zeros(0, np.float32), np.zeros(0, np.float32)) == ""
+
+
+def test_spread_widens_elementwise_and_non_finite_spread_widens_nothing():
+    b = np.array([1.0, 1.0], np.float32)
+    a = np.array([1.1, 1.1], np.float32)
+    assert "at 2 of 2" in mismatch(a, b, row="compiled")
+    assert mismatch(a, b, row="compiled", spread=np.array([0.1 / SPREAD_K, 0.1 / SPREAD_K], np.float32)) == ""
+    why = mismatch(a, b, row="compiled", spread=np.array([0.1 / SPREAD_K, np.nan], np.float32))
+    assert "at 1 of 2" in why and "at [1]" in why
+    why = mismatch(a, b, row="compiled", spread=np.array([np.inf, 0.1 / SPREAD_K], np.float32))
+    assert "at 1 of 2" in why and "at [0]" in why
+
+
 def test_integers_and_pred_exact():
     assert mismatch(np.array([1, 2], np.int32), np.array([1, 2], np.int32)) == ""
     assert "exact" in mismatch(np.array([1, 3], np.int32), np.array([1, 2], np.int32))

@@ -100,27 +100,37 @@ def ill_conditioned(want, spread):
     """(largest spread, scale) when the output's spread exceeds SPREAD_ILL of its magnitude, else None."""
     if spread is None or np.size(spread) == 0:
         return None
-    w = np.asarray(want).astype(np.float64)
+    w = np.asarray(want)
+    if w.dtype.kind != "f":      # the largest |value| of a float array is exact in its own type
+        w = w.astype(np.float64)
     fin = np.isfinite(w)
-    scale = max(1.0, float(np.max(np.abs(w[fin])))) if fin.any() else 1.0
-    worst = float(np.max(np.nan_to_num(np.asarray(spread, np.float64), nan=0.0, posinf=0.0)))
+    if fin.all():
+        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
+    else:
+        scale = max(1.0, float(np.max(np.abs(w[fin])))) if fin.any() else 1.0
+    sp = np.asarray(spread, np.float64)
+    worst = float(np.max(sp if np.isfinite(sp).all() else np.nan_to_num(sp, nan=0.0, posinf=0.0)))
     return (worst, scale) if worst > SPREAD_ILL * scale else None
 
 
 WEAK_SPREAD = 0.25
 
 
-def weak_reason(want, spread):
+_UNSET = object()
+
+
+def weak_reason(want, spread, ill=_UNSET):
     """Why a golden output proves little ('' when it does not): non-finite values, or a spread (its
-    change under a few-ulp input perturbation) that is a large fraction of its magnitude."""
+    change under a few-ulp input perturbation) that is a large fraction of its magnitude.
+    ``ill``: ``ill_conditioned(want, spread)`` when the caller has it already."""
     w = np.asarray(want)
     if w.dtype.kind not in "fc":
         return ""
-    w = w.astype(np.complex128 if w.dtype.kind == "c" else np.float64)
     bad = int(np.size(w) - np.count_nonzero(np.isfinite(w)))
     if bad:
         return "has %d non-finite of %d values at the golden inputs" % (bad, np.size(w))
-    ill = ill_conditioned(want, spread)
+    if ill is _UNSET:
+        ill = ill_conditioned(want, spread)
     if ill and ill[0] > WEAK_SPREAD * ill[1]:
         return "moves by up to %.6g (magnitude %.6g) under a few-ulp input change" % ill
     return ""
@@ -268,10 +278,10 @@ class BirSim(WalrusPass):
     def _compare(self, module, outputs, wants, spreads, who):
         weak = []
         for i, (got, want, name) in enumerate(zip(outputs, wants, module.outputs)):
-            w = weak_reason(want, spreads[i])
+            ill = ill_conditioned(want, spreads[i])
+            w = weak_reason(want, spreads[i], ill)
             if w:
                 weak.append("%soutput%d '%s' %s" % (who, i, name, w))
-            ill = ill_conditioned(want, spreads[i])
             spread = spreads[i]
             if ill:
                 spread = np.full(np.shape(spread), ill[0], np.float64)   # one sample: use its worst
