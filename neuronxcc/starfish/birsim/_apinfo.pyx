@@ -11,6 +11,8 @@ without touching pelican; other offsets fall back to ``Expr.eval``.
 """
 from libc.stdint cimport int64_t
 
+from sys import intern
+
 from neuronxcc.errors import BirSimError
 
 cdef enum:
@@ -19,7 +21,9 @@ cdef enum:
 
 cpdef object compile_env_expr(object expr):
     try:
-        names = tuple(sorted(expr.free_vars()))
+        # interned, as the interpreter's loop variables and register names are: env lookups
+        # then find the key by identity, without comparing the strings
+        names = tuple([intern(v) for v in sorted(expr.free_vars())])
         if len(names) > ENV_VARS:
             return None
         return CompiledExpr(expr, names)
@@ -81,7 +85,7 @@ cdef class APInfo:
                 self.expr = expr
             else:
                 for v, c in coeffs:
-                    names.append(v)
+                    names.append(intern(v))        # see compile_env_expr
                     self.coeffs[self.ncoef] = c
                     self.ncoef += 1
         self.names = tuple(names)

@@ -14,6 +14,7 @@ trips capped at ``max_trips``, If on a register, BirSimError messages with the
 instruction's id, opcode and engine.
 """
 from libc.stdlib cimport malloc, free
+from sys import intern
 
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birsim._timecore cimport Core, Rec
@@ -35,6 +36,7 @@ cdef class _Body:
     cdef list plans            # instruction: plan tuple or None (not yet run)
     cdef list recs             # instruction: Rec or None
     cdef list subs             # loop / while: _Body of the body; if: (then, else) _Bodies
+    cdef list names            # loop: its variable, while / if: its register, interned (env lookups by identity)
     cdef Py_ssize_t n
 
     def __cinit__(self):
@@ -59,9 +61,14 @@ cdef _Body _body_of(object ex, list body):
     b.plans = [None] * b.n
     b.recs = [None] * b.n
     b.subs = [None] * b.n
+    b.names = [None] * b.n
     for i in range(b.n):
         k = body[i].kind
         b.kinds[i] = 0 if k == "inst" else 1 if k == "loop" else 2 if k == "while" else 3
+        if k == "loop":
+            b.names[i] = intern(body[i].var)
+        elif k != "inst":
+            b.names[i] = intern(body[i].cond)
     cache[id(body)] = b
     return b
 
@@ -104,7 +111,7 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
             if se is None or core.raced or trace:
                 tl.after(n, r, se)
         elif kind == 1:
-            var = n.var
+            var = b.names[i]
             saved = env.get(var)
             if b.subs[i] is None:
                 b.subs[i] = _body_of(ex, n.body)
@@ -122,7 +129,7 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
             if b.subs[i] is None:
                 b.subs[i] = _body_of(ex, n.body)
             inner = <_Body>b.subs[i]
-            while _reg(regs, n.cond, n) != 0:
+            while _reg(regs, b.names[i], n) != 0:
                 trips += 1
                 if trips > limit:
                     raise BirSimError("While #%s on %s ran more than %d trips" % (n.id, n.cond, limit))
@@ -130,5 +137,5 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
         else:
             if b.subs[i] is None:
                 b.subs[i] = (_body_of(ex, n.then_body), _body_of(ex, n.else_body))
-            inner = <_Body>(b.subs[i][0] if _reg(regs, n.cond, n) != 0 else b.subs[i][1])
+            inner = <_Body>(b.subs[i][0] if _reg(regs, b.names[i], n) != 0 else b.subs[i][1])
             _run(ex, inner, env, regs, tl, core, trace, default_max_trips)

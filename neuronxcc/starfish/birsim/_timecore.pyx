@@ -465,7 +465,7 @@ cdef class Core:
         else:
             t = self.free_at[r.eng]
         if nreg:
-            dep = self.acc.conflict_regs(tr, regs, nreg)
+            dep = self.acc.conflict_regs(tr, regs, nreg, t)
             if self.sync_deps and dep > t:
                 t = dep
             if self.acc.same_dep > t:       # the engine (or queue) interlocks on its own results

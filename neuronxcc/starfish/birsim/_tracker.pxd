@@ -17,6 +17,7 @@ cdef class _Ring:
     cdef long long iid[RING]
     cdef int n
     cdef int head
+    cdef double maxend          # >= every end in the ring (the largest ever recorded)
 
 
 # One operand's access: its storage's ring (borrowed: the tracker keeps every ring alive),
@@ -33,7 +34,7 @@ cdef class AccessTracker:
     cdef public double same_dep
     cdef _Ring ring_for(self, object key)
     cdef int regions_from_list(self, list regions, Region* out) except -1
-    cdef double conflict_regs(self, int track, Region* regs, int n)
+    cdef double conflict_regs(self, int track, Region* regs, int n, double floor)
     cdef void record_regs(self, int track, Region* regs, int n, double end, long long iid)
     cpdef double conflict_time(self, int track, list regions)
     cpdef record(self, int track, list regions, double end, long long iid)

@@ -35,6 +35,7 @@ cdef class AccessTracker:
             rg = _Ring()
             rg.n = 0
             rg.head = 0
+            rg.maxend = 0.0
             self.rings[key] = rg
         return rg
 
@@ -53,36 +54,42 @@ cdef class AccessTracker:
             i += 1
         return i
 
-    cdef double conflict_regs(self, int track, Region* regs, int n):
+    cdef double conflict_regs(self, int track, Region* regs, int n, double floor):
         """The latest end of another track's overlapping access (one side writing); sets
-        last_conflict_id, and same_dep for the asking track's own accesses."""
-        cdef double dep = 0.0
+        last_conflict_id, and same_dep for the asking track's own accesses. Accesses that end
+        at or before FLOOR are not looked at (the timeline passes the issue time, which they
+        cannot delay): the result is then max(FLOOR, that end), same_dep likewise."""
+        cdef double dep = floor
+        cdef double same = floor
+        cdef double e
         cdef _Ring rg
         cdef long long r0, r1, b0, b1
         cdef bint w
         cdef int k, i
         self.last_conflict_id = -1
-        self.same_dep = 0.0
         for i in range(n):
             rg = <_Ring>regs[i].ring
+            if rg.maxend <= floor:
+                continue
             r0 = regs[i].r0
             r1 = regs[i].r1
             b0 = regs[i].b0
             b1 = regs[i].b1
             w = regs[i].write
             for k in range(rg.n):
-                if not (w or rg.write[k]):
+                e = rg.end[k]
+                if e <= floor or not (w or rg.write[k]):
                     continue
                 if rg.track[k] == track:
-                    if rg.end[k] > self.same_dep and r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] \
-                            and rg.b0[k] < b1:
-                        self.same_dep = rg.end[k]
+                    if e > same and r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
+                        same = e
                     continue
-                if rg.end[k] <= dep:
+                if e <= dep:
                     continue
                 if r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
-                    dep = rg.end[k]
+                    dep = e
                     self.last_conflict_id = rg.iid[k]
+        self.same_dep = same
         return dep
 
     cdef void record_regs(self, int track, Region* regs, int n, double end, long long iid):
@@ -99,6 +106,8 @@ cdef class AccessTracker:
             rg.end[h] = end
             rg.track[h] = track
             rg.iid[h] = iid
+            if end > rg.maxend:
+                rg.maxend = end
             rg.head = (h + 1) % RING
             if rg.n < RING:
                 rg.n += 1
@@ -110,7 +119,7 @@ cdef class AccessTracker:
         if regs == NULL:
             raise MemoryError()
         try:
-            dep = self.conflict_regs(track, regs, self.regions_from_list(regions, regs))
+            dep = self.conflict_regs(track, regs, self.regions_from_list(regions, regs), 0.0)
         finally:
             free(regs)
         return dep

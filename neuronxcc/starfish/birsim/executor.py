@@ -61,6 +61,7 @@ class Executor:
         self._bodies = {}         # the typed loop's per-body caches (birsim._interp)
         self.plans = plans        # False: every instruction runs its op_* handler (the reference path)
         self._indirect = {}
+        self._blas = None         # does the module have matmuls (BLAS single-threaded while it runs)
         from neuronxcc.starfish.birsim import nki_ops
         self._handlers = {name: getattr(self, "op_" + name, None) or nki_ops.handler(self, name) for name in OPCODES}
 
@@ -74,8 +75,10 @@ class Executor:
 
     # -- control --------------------------------------------------------------
     def run(self):
-        from neuronxcc.starfish.birsim.blas import single_threaded
-        with np.errstate(all="ignore"), single_threaded():
+        from neuronxcc.starfish.birsim.blas import no_change, single_threaded
+        if self._blas is None:      # only matmuls reach BLAS; switching its threads costs ~0.3 ms
+            self._blas = any(n.kind == "inst" and n.opcode == "matmul" for n in self.m.walk())
+        with np.errstate(all="ignore"), (single_threaded() if self._blas else no_change()):
             cls = type(self)
             if self.plans and cls.execute is Executor.execute and cls.run_body is Executor.run_body \
                     and type(self.tl).step is Timeline.step:

@@ -116,7 +116,11 @@ class Model:
                 with _np.errstate(all="ignore"), single_threaded():
                     run_streams(ex, self.module)
             else:
-                ex.run()
+                # the collector paused: an execution makes no cyclic garbage worth its passes
+                # (it builds no machine state; the per-step tuples go by reference counting)
+                from neuronxcc.starfish.birsim.sim import gc_paused
+                with gc_paused():
+                    ex.run()
             outs = [st.get_tensor(n) for n in self.module.outputs]
             # the result keeps this run's timeline (the next run starts a fresh core, tracker, events)
             return SimResult(outs, copy.copy(tl), st, model=self, run=self.runs)

@@ -9,6 +9,8 @@ the matching ``Executor.op_*`` handler (the executable definition); opcodes or
 operand forms without a plan here run that handler. tests/birsim compare the
 two paths on random programs.
 """
+import sys
+
 import numpy as np
 
 from neuronxcc.starfish.birpy import dtypes as _dt
@@ -311,7 +313,7 @@ def _register_load(ex, instr, attrs):
     base, read = s.base, st.read_i_at
     lo = None if attrs.get("min") is None else int(attrs["min"])
     hi = None if attrs.get("max") is None else int(attrs["max"])
-    reg = attrs["register"]
+    reg = sys.intern(attrs["register"])      # env keys and lookups are interned (``_apinfo``)
 
     def run(env):
         v = int(read(s, base(env)).reshape(-1)[0])
