@@ -503,8 +503,6 @@ def update_readme(readme, text):
     if i < 0 or j < i:
         return False
     new = old[:i + len(BEGIN)] + "\n" + text.rstrip("\n") + "\n" + old[j:]
-    tmp = readme + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(new)
-    os.replace(tmp, readme)
+    from neuronxcc.common.toolshell import atomic_write
+    atomic_write(readme, new)
     return True

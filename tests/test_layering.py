@@ -1,5 +1,6 @@
 """The package's import structure: no import circles, no lower layer reaching up to the
-driver, no private name used across modules.
+driver, the NKI tracer not reaching up to nki.language / nki.isa, no private name used across
+modules (imported, or read as ``module._name``).
 
 Read from the sources (every ``import`` statement, function-level ones included: a lazy
 import is still a dependence), so the test needs nothing built.
@@ -150,6 +151,32 @@ def test_the_tracer_does_not_import_the_nki_api():
     assert bad == [], "\n".join(bad)
 
 
+def _private_attribute_uses(path):
+    """(line, alias, name, module) of every ``alias._name`` where ``alias`` is a neuronxcc module this
+    file imported (``import neuronxcc.x as alias`` / ``from neuronxcc import x``)."""
+    if not path.endswith(".py"):
+        return []
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    alias = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module.startswith("neuronxcc"):
+            alias.update((a.asname or a.name, node.module + "." + a.name) for a in node.names
+                         if node.module + "." + a.name in MODULES)
+        elif isinstance(node, ast.Import):
+            alias.update((a.asname, a.name) for a in node.names if a.asname and a.name in MODULES)
+    return [(node.lineno, node.value.id, node.attr, alias[node.value.id]) for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in alias
+            and node.attr.startswith("_") and not node.attr.startswith("__")
+            and alias[node.value.id] + "." + node.attr not in MODULES]
+
+
+def test_private_attribute_scanner(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from neuronxcc.nki._trace import ops\nimport neuronxcc.errors as E\n\n\n"
+                   "def f():\n    return ops._hidden(E._x, ops.public)\n")
+    assert [(a, n) for _, a, n, _ in _private_attribute_uses(str(src))] == [("ops", "_hidden"), ("E", "_x")]
+
+
 def test_no_private_names_across_modules():
     bad = []
     for mod, path in MODULES.items():
@@ -157,4 +184,6 @@ def test_no_private_names_across_modules():
             for n in names:
                 if n.startswith("_") and not n.startswith("__") and base + "." + n not in MODULES:
                     bad.append("%s:%d imports %s from %s" % (os.path.relpath(path, ROOT), line, n, base))
+        bad.extend("%s:%d uses %s.%s of %s" % (os.path.relpath(path, ROOT), line, a, n, m)
+                   for line, a, n, m in _private_attribute_uses(path))
     assert bad == [], "\n".join(bad)

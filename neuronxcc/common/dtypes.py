@@ -32,7 +32,8 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["DType", "DTYPES", "BY_HLO", "BY_NAME", "BY_NUMPY", "NAN_PAYLOAD_BITS", "by_hlo", "by_name",
-           "by_numpy", "hlo_numpy", "hlo_name_of", "onchip_as", "round_tf32", "round_to", "TF32_MANTISSA_BITS"]
+           "by_numpy", "hlo_numpy", "hlo_name_of", "onchip_as", "round_tf32", "round_to", "TF32_MANTISSA_BITS",
+           "AUTO_CAST_TYPES"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,18 @@ class DType:
     @property
     def itemsize(self):
         return self.np.itemsize
+
+    @property
+    def mantissa_bits(self):
+        """Explicit significand bits of a float type (tfloat32: 10, in its fp32 container)."""
+        if self.kind != "float":
+            raise ValueError("%s is not a float type" % self.name)
+        return TF32_MANTISSA_BITS if self.name == "tfloat32" else int(ml_dtypes.finfo(self.np).nmant)
+
+    @property
+    def unit_roundoff(self):
+        """Half an ulp at 1: the relative error of one round-to-nearest into the type."""
+        return 2.0 ** -(self.mantissa_bits + 1)
 
     @property
     def is_float(self):
@@ -123,7 +136,10 @@ assert len(BY_HLO) == len([d for d in DTYPES if d.hlo is not None]) and len(BY_N
 
 # Spellings accepted for a BIR name besides its own (HLO names and the short float names).
 ALIASES = {"fp32": "float32", "fp16": "float16", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2",
-           "f8e4m3fn": "float8_e4m3fn", "tf32": "tfloat32"}
+           "f8e4m3fn": "float8_e4m3fn", "tf32": "tfloat32", "fp8_e4m3": "float8_e4m3"}
+# The types ``--auto-cast-type`` names (neuronx-cc's spellings; each an alias above): what matmul
+# operands (and under --auto-cast all, elementwise results) are rounded to.
+AUTO_CAST_TYPES = ("bf16", "fp16", "tf32", "fp8_e4m3")
 ALIASES.update({d.hlo: d.name for d in DTYPES if d.hlo is not None})
 
 _ONCHIP_AS = {"int64": "int32", "uint64": "uint32", "float64": "float32"}

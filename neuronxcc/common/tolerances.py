@@ -60,9 +60,10 @@ TOLERANCES = {
     "c64": {"interpreter": (1e-5, 1e-5), "compiled": None},      # real and imaginary parts each as f32
     "c128": {"interpreter": (1e-12, 1e-12), "compiled": None},
 }
-# --auto-cast-type -> unit roundoff of the type the PE operands are rounded to (RNE: half an ulp at 1):
-# bf16 8 significant bits, fp16 and tf32 11, fp8_e4m3 (Neuron's FP8_EXP4) 4.
-CAST_UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "tf32": 2.0 ** -11, "fp8_e4m3": 2.0 ** -4}
+# --auto-cast-type -> unit roundoff of the type the PE operands are rounded to (RNE: half an ulp at 1),
+# from the registry: bf16 8 significant bits (2^-8), fp16 and tf32 11 (2^-11), fp8_e4m3 (Neuron's
+# FP8_EXP4) 4 (2^-4).
+CAST_UNIT_ROUNDOFF = {t: _dt.by_name(t).unit_roundoff for t in _dt.AUTO_CAST_TYPES}
 CAST_K = 4.0
 # precision name -> {row: (rtol, atol)}: fp32 results of matmuls on operands rounded to the type
 CAST_TOLERANCES = {"f32/matmult-%s" % t: {"interpreter": (CAST_K * u, CAST_K * u), "compiled": (CAST_K * u, CAST_K * u)}

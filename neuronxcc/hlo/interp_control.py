@@ -67,7 +67,7 @@ def h_conditional(ev, inst, args):
 
 @handler("custom_call")
 def h_custom_call(ev, inst, args):
-    tgt = _ops._custom_call_target(inst)
+    tgt = _ops.custom_call_target(inst)
     name = _ops.CUSTOM_CALL_TARGETS.get(tgt)
     if name is None:
         raise _ops.unsupported_error(inst, getattr(inst, "parent", None))

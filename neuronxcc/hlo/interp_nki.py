@@ -17,7 +17,7 @@ from neuronxcc.hlo.interp_base import cast, dtype_of, is_tuple_shape, preparer, 
 def _runner(inst):
     call = nki_call.kernel_call_of(inst)
     module = nki_call.program_module(call)
-    leaves = nki_call._leaves(inst.shape)
+    leaves = nki_call.result_leaves(inst.shape)
     tuple_result = is_tuple_shape(inst.shape)
 
     def run(args):

@@ -340,7 +340,7 @@ class Evaluator(object):
             return functools.partial(_call_lifted, self, inst)
         name = op.handler
         if opc == "custom-call":
-            tgt = _ops._custom_call_target(inst)
+            tgt = _ops.custom_call_target(inst)
             if tgt not in _ops.CUSTOM_CALL_TARGETS:
                 raise _ops.unsupported_error(inst, comp)
             name = _ops.CUSTOM_CALL_TARGETS[tgt]

@@ -135,11 +135,12 @@ def kernel_call_of(inst):
     return call
 
 
-def _leaves(shape):
+def result_leaves(shape):
+    """The array shapes of SHAPE's leaves, depth first (a tuple's elements, tokens skipped)."""
     if getattr(shape, "is_tuple", False) or getattr(shape, "element_type", None) == "tuple":
         out = []
         for s in shape.tuple_shapes:
-            out.extend(_leaves(s))
+            out.extend(result_leaves(s))
         return out
     if getattr(shape, "element_type", None) == "token":
         return []
@@ -160,7 +161,7 @@ def check_binding(call, inst):
     except BirFormatError as e:
         raise NkiCustomCallError("Cannot read the NKI kernel of %s: its BIR is malformed: %s" % (where, e)) from None
     operands = list(getattr(inst, "operands", []) or [])
-    results = _leaves(inst.shape)
+    results = result_leaves(inst.shape)
     if len(operands) != len(call.input_names):
         raise fail("%d operands for a kernel of %d inputs" % (len(operands), len(call.input_names)))
     if len(results) != len(call.output_names):

@@ -211,7 +211,8 @@ def category(opcode):
     return OPS[opcode].category
 
 
-def _custom_call_target(inst):
+def custom_call_target(inst):
+    """The custom_call_target of a custom-call instruction (its attribute, or the parsed field), or None."""
     attrs = getattr(inst, "attrs", None) or {}
     tgt = attrs.get("custom_call_target")
     if tgt is None:
@@ -223,7 +224,7 @@ def unsupported_error(inst, computation=None):
     """The ``UnsupportedOperatorError`` for instruction ``inst`` (not raised)."""
     where = location(inst.name, getattr(computation, "name", None), getattr(inst, "metadata", None))
     if inst.opcode == "custom-call":
-        return unsupported(_custom_call_target(inst), where, hint="supported targets: %s"
+        return unsupported(custom_call_target(inst), where, hint="supported targets: %s"
                            % ", ".join(CUSTOM_CALL_TARGETS), cls=UnknownCustomCallError,
                            prefix="Unsupported custom-call target")
     return unsupported_inst(inst, computation=computation,
@@ -239,9 +240,9 @@ def check_supported(module):
     """
     for comp in module_computations(module):
         for inst in comp.instructions:
-            if not is_implemented(inst.opcode, _custom_call_target(inst) if inst.opcode == "custom-call" else None):
+            if not is_implemented(inst.opcode, custom_call_target(inst) if inst.opcode == "custom-call" else None):
                 raise unsupported_error(inst, comp)
-            if inst.opcode == "custom-call" and _custom_call_target(inst) is None:
+            if inst.opcode == "custom-call" and custom_call_target(inst) is None:
                 raise unsupported_error(inst, comp)
             if inst.opcode == "rng-bit-generator" and \
                     (inst.attrs or {}).get("algorithm", "rng_default") not in RNG_ALGORITHMS:

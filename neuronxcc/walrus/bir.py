@@ -71,9 +71,10 @@ def save_module(module, path):
 
 
 def save_module_json(obj, path):
-    """Write BIR JSON dict ``obj`` (as ``read_module_json`` returned it, possibly edited) to ``path``."""
+    """Write BIR JSON dict ``obj`` (as ``read_module_json`` returned it, possibly edited) to ``path``
+    atomically."""
+    from neuronxcc.common.toolshell import atomic_write
     try:
-        with open(path, "w") as f:
-            json.dump(obj, f, indent=1)
+        atomic_write(path, json.dumps(obj, indent=1), user_error=False)
     except OSError as e:
         raise _output_error(path, e) from e

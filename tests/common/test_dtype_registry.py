@@ -128,3 +128,12 @@ def test_round_tf32_is_rne_to_ten_mantissa_bits_and_matches_birsim():
     K.cast_f32(y, K.DTYPE_CODES["tfloat32"], out)
     assert np.array_equal(out.view(np.uint32), ry.view(np.uint32))      # birsim's encoder, bit for bit
     assert np.array_equal(R.round_to("tf32")(y).view(np.uint32), ry.view(np.uint32))
+
+
+def test_auto_cast_types_are_registry_rows():
+    from neuronxcc.common.tolerances import CAST_UNIT_ROUNDOFF
+    from neuronxcc.starfish.penguin.autocast import TYPE_NAMES
+    assert {n: R.by_name(n).mantissa_bits for n in ("f32", "bf16", "f16", "tf32", "fp8_e4m3", "f8e5m2")} == \
+        {"f32": 23, "bf16": 7, "f16": 10, "tf32": 10, "fp8_e4m3": 3, "f8e5m2": 2}
+    assert TYPE_NAMES == {t: R.by_name(t).name for t in R.AUTO_CAST_TYPES}
+    assert CAST_UNIT_ROUNDOFF == {t: 2.0 ** -(R.by_name(t).mantissa_bits + 1) for t in R.AUTO_CAST_TYPES}

@@ -13,7 +13,8 @@ joined with ``&`` (a mask is a compile-time predicate; ``and``/``or``/``if`` on 
 from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 
-__all__ = ["Idx", "Pred", "DynSlice", "IndexVars", "as_expr", "new_index_var", "is_symbolic", "broadcast_shapes", "mgrid"]
+__all__ = ["Idx", "Pred", "DynSlice", "IndexVars", "as_expr", "new_index_var", "is_symbolic", "broadcast_shapes",
+           "mgrid"]
 
 _OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 _NEG = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}

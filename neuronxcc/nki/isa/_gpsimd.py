@@ -56,7 +56,8 @@ def _dyn_column(dyn, P, api):
             raise _E.NkiNotImplementedError("nki.isa.%s" % api, "an offset depending on the run-time value %s" % v)
     lo, hi = dyn.bounds(ranges)
     if hi - lo + 1 > (1 << 20):
-        raise _E.NkiNotImplementedError("nki.isa.%s" % api, "a loop-dependent offset spanning %d values" % (hi - lo + 1))
+        raise _E.NkiNotImplementedError("nki.isa.%s" % api,
+                                        "a loop-dependent offset spanning %d values" % (hi - lo + 1))
     tables = ctx.__dict__.setdefault("_iota_tables", {})
     b = tables.get((lo, hi))
     if b is None:

@@ -54,11 +54,13 @@ its low-precision rate; under ``all`` elementwise results are rounded to it.
 """
 from dataclasses import dataclass, field
 
+from neuronxcc.common import dtypes as _dt
 from neuronxcc.errors import InvalidArgumentError
 
 __all__ = ["CastPolicy", "policy", "TYPE_NAMES"]
 
-TYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "tfloat32", "fp8_e4m3": "float8_e4m3"}
+# --auto-cast-type spelling -> the BIR type it names (the registry's)
+TYPE_NAMES = {t: _dt.by_name(t).name for t in _dt.AUTO_CAST_TYPES}
 _FAST_MATH = {
     "all": ("all", "bf16", True),
     "none": ("matmult", "bf16", False),
@@ -148,5 +150,5 @@ def policy(options):
     if mode not in ("none", "matmult", "all", "fp32"):
         raise InvalidArgumentError("--auto-cast: unknown mode %r (none, matmult, all, fp32)" % mode)
     if typ not in TYPE_NAMES:
-        raise InvalidArgumentError("--auto-cast-type: unknown type %r (bf16, fp16, tf32, fp8_e4m3)" % typ)
+        raise InvalidArgumentError("--auto-cast-type: unknown type %r (%s)" % (typ, ", ".join(TYPE_NAMES)))
     return CastPolicy(mode, typ, fast)
