@@ -77,6 +77,7 @@ from neuronxcc.nki._private_kernels import ExpertAffinityScaleMode, ActFnType
 from neuronxcc.nki._private_kernels.blockwise_mm import blockwise_mm, blockwise_mm_baseline
 from neuronxcc.nki._private_kernels.blockwise_mm import blockwise_mm_baseline_shard_hidden
 from neuronxcc.nki._private_kernels.blockwise_mm import check_blockwise_mm_kernel_compatibility
+from neuronxcc.nki._private_kernels.blockwise_mm_bwd import blockwise_mm_bwd, blockwise_mm_bwd_baseline_shard_hidden
 from neuronxcc.nki._private_kernels.attention import ring_attention_bwd, ring_attention_fwd
 from neuronxcc.nki._private_kernels.attention import attention_isa_kernel
 from neuronxcc.nki._private_kernels.cumsum import cumsum as nki_cumsum

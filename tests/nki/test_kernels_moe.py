@@ -156,3 +156,51 @@ def test_blockwise_mm_baremetal_walrus_orders_the_scatter_adds():
     a["token_position_to_id"][2 * B:2 * B + 2] = a["token_position_to_id"][:2]
     nki.jit(bw.blockwise_mm, mode="baremetal")(**a, skip_dma=SkipMode(True, False), compute_type=nl.float32)
     _close(a["output"], _reference(a)[0], 2e-5)
+
+
+def _jax_grads(a, dy):
+    """jax.grad of sum(output * dy) through a jax forward of the blockwise MoE (POST_SCALE, accumulating; fp32 on
+    XLA:CPU)."""
+    import jax
+    import jax.numpy as jnp
+    tpos = np.asarray(a["token_position_to_id"]).reshape(len(a["block_to_expert"]), -1)
+    bte = a["block_to_expert"]
+    rows = a["hidden_states"].shape[0]
+
+    def fwd(x, af, gu, dw):
+        out = jnp.zeros(x.shape, x.dtype)
+        for n, e in enumerate(bte):
+            t = tpos[n][tpos[n] >= 0]
+            xx = x[t]
+            g, u = xx @ gu[e, :, 0], xx @ gu[e, :, 1]
+            y = (jax.nn.silu(g) * u) @ dw[e]
+            out = out.at[t].add(y * af[t, e][:, None])
+        return jnp.sum(out * dy)
+    args = (a["hidden_states"], a["expert_affinities_masked"].reshape(rows, E), a["gate_up_proj_weight"],
+            a["down_proj_weight"])
+    grad = jax.jit(jax.grad(fwd, argnums=(0, 1, 2, 3)))
+    return [np.asarray(g, np.float64) for g in grad(*(np.asarray(x, np.float32) for x in args))]
+
+
+@pytest.mark.parametrize("grid", [None, 2])
+def test_blockwise_mm_bwd_matches_jax_grad_of_the_forward(grid):
+    """blockwise_mm_baseline's activations feed blockwise_mm_bwd (NxD's positional call, zero-filled gradient
+    outputs); every gradient against jax.grad of a jax forward; grid [VNC(2)] splits the hidden columns."""
+    from neuronxcc.nki._private_kernels import blockwise_mm_bwd as bwd
+    rng = np.random.default_rng(6)
+    a = _problem(rng, True, [2, 0, 2], filled=(7, 9, 3))
+    a["token_position_to_id"][2 * B:2 * B + 3] = a["token_position_to_id"][B:B + 3]     # tokens in two experts
+    gu_t, down = np.zeros((3, 2, I, B), np.float32), np.zeros((3, B, H), np.float32)
+    nki.jit(bw.blockwise_mm_baseline, mode="simulation")(**a, gate_up_activations_T=gu_t, down_activations=down,
+                                                         skip_dma=SkipMode(True, False), compute_type=nl.float32)
+    dy = rng.standard_normal(a["output"].shape).astype(np.float32)
+    grads = [np.zeros_like(a["hidden_states"]), np.zeros_like(a["expert_affinities_masked"]),
+             np.zeros_like(a["gate_up_proj_weight"]), np.zeros_like(a["down_proj_weight"])]
+    kern = nki.jit(bwd.blockwise_mm_bwd_baseline_shard_hidden if grid else bwd.blockwise_mm_bwd, mode="simulation")
+    (kern[VNC(grid)] if grid else kern)(
+        a["hidden_states"], grads[0], a["expert_affinities_masked"], grads[1], a["gate_up_proj_weight"], grads[2],
+        gu_t, a["down_proj_weight"], grads[3], down, a["token_position_to_id"], a["block_to_expert"], dy,
+        block_size=B, is_tensor_update_accumulating=True, compute_type=nl.float32)
+    want = _jax_grads(a, dy)
+    for got, exp in zip(grads, want):
+        _close(got.reshape(exp.shape), exp, 5e-5)

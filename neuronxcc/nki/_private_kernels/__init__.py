@@ -6,7 +6,8 @@ and ``attention.{ring_attention_fwd, ring_attention_bwd}`` (one-rank rings; ``ri
 (the quantized math a documented approximation, see ``mlp``),
 ``qkv.{rmsnorm_qkv_isa_kernel, rmsnorm_qkv_isa_fused_add_kernel}``, ``rmsnorm.rmsnorm_quant_isa_kernel``,
 ``cumsum.cumsum``, the blockwise MoE matmuls ``blockwise_mm.{blockwise_mm, blockwise_mm_baseline,
-blockwise_mm_baseline_shard_hidden}`` with ``SkipMode``, ``BlockShardStrategy``, ``ExpertAffinityScaleMode``,
+blockwise_mm_baseline_shard_hidden}`` and their backward ``blockwise_mm_bwd.{blockwise_mm_bwd,
+blockwise_mm_bwd_baseline_shard_hidden}`` with ``SkipMode``, ``BlockShardStrategy``, ``ExpertAffinityScaleMode``,
 ``check_blockwise_mm_kernel_compatibility``, and ``collectives.CollectivesConfig`` (NxD's parallel_state needs it
 at import). ``ExpertAffinityScaleMode`` and ``ActFnType`` are also package attributes, where NxD and
 NxD-Inference look them up."""

@@ -98,7 +98,7 @@ def _mode(m):
     return ExpertAffinityScaleMode(int(getattr(m, "value", m)))
 
 
-def _shapes(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size,
+def check_shapes(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size,
             token_position_to_id, block_to_expert, output):
     T, H = hidden_states.shape
     check(len(gate_up_proj_weight.shape) == 4 and gate_up_proj_weight.shape[2] == 2,
@@ -123,7 +123,7 @@ def _shapes(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     return T, H, E, I, N, B
 
 
-def _split(H):
+def split_hidden(H):
     """(first hidden column of this instance, columns per instance, PSUM tile width)."""
     n = nl.num_programs() if nl.program_ndim() else 1
     if n > 1 and H % (n * P) == 0:
@@ -132,23 +132,51 @@ def _split(H):
     return 0, H, N_OUT
 
 
-def _expert(w, e):
+def expert_view(w, e):
     """w[e] for a [1, 1] tile e: the expert index as a register (a leading unit dimension keeps the index off
     dimension 0, where a tile index is an indirect row gather)."""
     return w.reshape((1,) + tuple(w.shape))[0, e]
 
 
+def block_expert(bte, n, E):
+    """Block n's expert: (e_reg [1, 1] int32, clamped to [0, E) for the weights' register; valid [128, 1] fp32,
+    1 when block_to_expert[n] is in [0, E) else 0 (a padded block); e_safe [128, 1] fp32, the clamped id)."""
+    ip, j1 = nl.arange(P)[:, None], nl.arange(1)[None, :]
+    e_col = nl.load(bte[ip * 0, n + j1], dtype=nl.float32)                       # [128, 1]: e on every partition
+    valid = nl.multiply(nl.greater_equal(e_col, 0.0, dtype=nl.float32),
+                        nl.less(e_col, float(E), dtype=nl.float32), dtype=nl.float32)
+    e_safe = nl.minimum(nl.maximum(e_col, 0.0), float(E - 1), dtype=nl.float32)
+    e_reg = nl.copy(e_safe[nl.arange(1)[:, None], j1], dtype=nl.int32)
+    return e_reg, valid, e_safe
+
+
+def stored_rows(idx, valid):
+    """The rows a tile stores: its token ids, or -1 (skipped) in a padded block."""
+    return nl.copy(nl.subtract(nl.multiply(nl.add(nl.copy(idx, dtype=nl.float32), 1.0), valid), 1.0),
+                   dtype=nl.int32)
+
+
+def token_affinity(aff, idx, e_safe, valid, E, oob):
+    """(a [128, 1] fp32: affinity[idx, e] (0 in a padded block or an empty slot), ai: the flat indices idx*E + e
+    of those affinities, -1 where not stored)."""
+    j1 = nl.arange(1)[None, :]
+    a = nl.zeros((P, 1), dtype=nl.float32)
+    ai = nl.copy(nl.add(nl.multiply(nl.copy(idx, dtype=nl.float32), float(E)), e_safe), dtype=nl.int32)
+    nisa.dma_copy(dst=a, src=aff[ai, j1], oob_mode=oob)
+    return nl.multiply(a, valid, dtype=nl.float32), stored_rows(ai, valid)
+
+
 def blockwise_core(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size,
                    token_position_to_id, block_to_expert, output, skip_dma, gate_up_proj_scale, down_proj_scale,
                    accumulate, compute_type, scale_mode, gate_up_activations_T=None, down_activations=None):
-    T, H, E, I, N, B = _shapes(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight,
+    T, H, E, I, N, B = check_shapes(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight,
                                block_size, token_position_to_id, block_to_expert, output)
     mm = compute_type or nl.bfloat16
     skip = bool(getattr(skip_dma, "skip_token", False))
     oob = nisa.oob_mode.skip if skip else nisa.oob_mode.error
     scale_mode = _mode(scale_mode)
     nh, ni = H // P, I // P
-    c0, ncols, w = _split(H)
+    c0, ncols, w = split_hidden(H)
     ip, jf_p, jf_h, jf_w = nl.arange(P)[:, None], nl.arange(P)[None, :], nl.arange(H)[None, :], nl.arange(w)[None, :]
     j1 = nl.arange(1)[None, :]
     tpos = token_position_to_id.reshape((N * B, 1))
@@ -157,25 +185,16 @@ def blockwise_core(hidden_states, expert_affinities_masked, gate_up_proj_weight,
     gu_scale = gate_up_proj_scale.reshape((2 * I, 1)) if gate_up_proj_scale is not None else None
     d_scale = down_proj_scale.reshape((1, H)) if down_proj_scale is not None else None
     for n in nl.sequential_range(N):
-        e_col = nl.load(bte[ip * 0, n + j1], dtype=nl.float32)                   # [128, 1]: e on every partition
-        valid = nl.multiply(nl.greater_equal(e_col, 0.0, dtype=nl.float32),
-                            nl.less(e_col, float(E), dtype=nl.float32), dtype=nl.float32)
-        e_safe = nl.minimum(nl.maximum(e_col, 0.0), float(E - 1), dtype=nl.float32)
-        e_reg = nl.copy(e_safe[nl.arange(1)[:, None], j1], dtype=nl.int32)                        # [1, 1]: the weights' register
-        w_gu, w_d = _expert(gate_up_proj_weight, e_reg), _expert(down_proj_weight, e_reg)
+        e_reg, valid, e_safe = block_expert(bte, n, E)
+        w_gu, w_d = expert_view(gate_up_proj_weight, e_reg), expert_view(down_proj_weight, e_reg)
         for t in nl.affine_range(B // P):
             slot = n * B + t * P
             idx = nl.load(tpos[slot + ip, j1])                                   # [128, 1] int32 token ids
-            # the rows stored: idx, or -1 (not stored) in a padded block
-            st_idx = nl.copy(nl.subtract(nl.multiply(nl.add(nl.copy(idx, dtype=nl.float32), 1.0), valid), 1.0),
-                             dtype=nl.int32)
+            st_idx = stored_rows(idx, valid)
             x = nl.zeros((P, H), dtype=nl.float32)
             nisa.dma_copy(dst=x, src=hidden_states[idx, jf_h], oob_mode=oob)
             if scale_mode != ExpertAffinityScaleMode.NO_SCALE:
-                a = nl.zeros((P, 1), dtype=nl.float32)
-                ai = nl.copy(nl.add(nl.multiply(nl.copy(idx, dtype=nl.float32), float(E)), e_safe), dtype=nl.int32)
-                nisa.dma_copy(dst=a, src=aff[ai, j1], oob_mode=oob)
-                a = nl.multiply(a, valid, dtype=nl.float32)
+                a = token_affinity(aff, idx, e_safe, valid, E, oob)[0]
                 if scale_mode == ExpertAffinityScaleMode.PRE_SCALE:
                     x = nl.multiply(x, a, dtype=nl.float32)
             xm = nl.copy(x, dtype=mm)
