@@ -2,6 +2,8 @@
 imports pull in is paid on every compile. These pin the modules the tools no longer import:
 tempfile/shutil/zipfile (and bz2, lzma behind them), numpy.ma (np.unique), protobuf's
 descriptor_pb2 (the HLO schema is built from bytes)."""
+import os
+import re
 import subprocess
 import sys
 
@@ -43,3 +45,53 @@ def test_help_width_follows_the_terminal_as_shutil_finds_it(monkeypatch):
         else:
             monkeypatch.setenv("COLUMNS", cols)
         assert toolshell._columns() == shutil.get_terminal_size().columns
+
+
+F32_ADD = """HloModule m
+
+ENTRY e {
+  a = f32[4,8]{1,0} parameter(0)
+  b = f32[4,8]{1,0} parameter(1)
+  ROOT c = f32[4,8]{1,0} add(a, b)
+}
+"""
+
+
+def _tool_imports(d, monkeypatch, exec_tools):
+    """{tool job: the modules its process imported, as -X importtime reports them in the compile's log}."""
+    from support.cli import run_ncc
+    d.mkdir()
+    model = d / "model.hlo"
+    model.write_text(F32_ADD)
+    log = d / "log.txt"
+    with monkeypatch.context() as mp:
+        mp.setenv("PYTHONPROFILEIMPORTTIME", "1")
+        if exec_tools:
+            mp.setenv("NEURONXCC_TOOL_EXEC", "1")
+        else:
+            mp.delenv("NEURONXCC_TOOL_EXEC", raising=False)
+        r = run_ncc(["--logfile", str(log), "compile", str(model), "--framework", "XLA", "--target", "trn1",
+                     "--output", str(d / "out.neff")], cwd=str(d))
+    assert r.returncode == 0, r.stderr
+    found = {}
+    for line in log.read_text().splitlines():
+        m = re.search(r"\[neuronxcc\.driver\.jobs\.(\w+)\]: \[(?:stderr|hlo2penguin)\] import time:.*\| +(\S+)\s*$", line)
+        if m:
+            found.setdefault(m.group(1), set()).add(m.group(2))
+    return found
+
+
+def test_tool_jobs_start_without_importing_python_and_numpy_again(tmp_path, monkeypatch):
+    """The three tool jobs of a compile run in forked children of the driver (driver/ToolProcess.py):
+    numpy, the interpreter's start-up modules and the package's shared modules are not imported
+    again; exec'd (NEURONXCC_TOOL_EXEC=1) every tool imports them itself."""
+    execd = _tool_imports(tmp_path / "exec", monkeypatch, True)
+    forked = _tool_imports(tmp_path / "fork", monkeypatch, False)
+    tools = {"HLOToTensorizer", "XLAInferGoldens", "WalrusDriver"}
+    assert tools <= set(execd), sorted(execd)
+    for job in tools:
+        assert {"numpy", "encodings", "neuronxcc.common.toolshell"} <= execd[job], job
+        assert not {"numpy", "encodings", "site", "neuronxcc.common.toolshell"} & forked.get(job, set()), job
+    # what only a tool uses is still imported, in its own process (so the log is read right)
+    assert "neuronxcc.hlo.interpreter" in forked["XLAInferGoldens"]
+    assert "neuronxcc.starfish.birsim" in forked["WalrusDriver"]
