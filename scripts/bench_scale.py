@@ -65,7 +65,7 @@ def section(bench, layers=LAYERS, prefill_layers=PREFILL_LAYERS):
                "%.2f" % k if k is not None else "n/a" for k in (kt, km, kx)))
     s.note("Compile only (`--internal-golden-size-budget 0`: no goldens, so no bir_sim check), one CLI compile "
            "per row under `prlimit --as=%d`; peak memory is the sampled (50 ms) resident set of the compile's "
-           "whole process tree; XLA:CPU is `jax.jit(f).lower(*specs).compile()` of the same program (weights as "
+           "driver plus what each of its tool processes holds privately (no page counted twice); XLA:CPU is `jax.jit(f).lower(*specs).compile()` of the same program (weights as "
            "ShapeDtypeStructs), lowering excluded on both sides." % LIMIT)
     s.note("Machine load: the same-run XLA:CPU compile is the reference each ratio is against.")
     bench.sections.append(s)

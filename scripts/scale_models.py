@@ -57,7 +57,22 @@ def _rss(pid):
         return 0
 
 
+def _private(pid):
+    """Bytes resident in ``pid`` and in no other process (smaps_rollup's Private_Clean +
+    Private_Dirty), or its whole resident set where the kernel has no smaps_rollup."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            kb = sum(int(line.split()[1]) for line in f if line.startswith(("Private_Clean:", "Private_Dirty:")))
+        return kb * 1024
+    except (OSError, ValueError, IndexError):
+        return _rss(pid)
+
+
 def tree_rss(root):
+    """Resident bytes of ``root``'s process tree: the root's resident set plus what each descendant
+    holds privately. A tool job forked from the driver (driver/ToolProcess.py) shares the driver's
+    pages copy-on-write and an exec'd one maps the same shared libraries, so summing every
+    process's resident set would count those pages once per process."""
     parent = _children()
     tree = {root}
     grew = True
@@ -67,7 +82,7 @@ def tree_rss(root):
             if pp in tree and p not in tree:
                 tree.add(p)
                 grew = True
-    return sum(_rss(p) for p in tree)
+    return _rss(root) + sum(_private(p) for p in tree if p != root)
 
 
 class PeakSampler:

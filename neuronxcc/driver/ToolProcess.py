@@ -15,9 +15,9 @@ here, per command:
   interpreter importing Python's startup modules, numpy and the package again (about 0.15 s of
   CPU per tool against a small program's whole compile of 0.5-1 s).
 * Anything else (a private override in ``starfish/bin/private``, an absolute path, a shell
-  command, a custom environment, a launcher that would pick another interpreter, a driver whose
-  heap is large enough that a copy-on-write child would count it against its own address-space
-  limit): ``subprocess.Popen`` of the resolved program, as before.
+  command, a custom environment, a launcher that would pick another interpreter, a driver over
+  1 GiB resident or over an eighth of an address-space limit, which a forked child would inherit):
+  ``subprocess.Popen`` of the resolved program, as before.
 
 ``NEURONXCC_TOOL_EXEC=1`` in the environment makes every tool exec'd (for comparing the two).
 
@@ -42,12 +42,32 @@ def _tools():
     return TOOLS
 
 
-def _rss_bytes():
+def _statm_bytes():
+    """(virtual size, resident set) of this process in bytes, or None."""
     try:
         with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+            size, rss = f.read().split()[:2]
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(size) * page, int(rss) * page
+    except (OSError, ValueError):
         return None
+
+
+def _heap_is_small():
+    """A fork inherits the driver's heap (shared copy-on-write) and its address space: under an
+    address-space limit (ulimit -v, prlimit --as) that counts against the tool, which exec'd would
+    start near 150 MB. Fork only while the driver's resident set is under FORK_RSS_LIMIT and its
+    virtual size under an eighth of the limit."""
+    st = _statm_bytes()
+    if st is None or st[1] > FORK_RSS_LIMIT:
+        return False
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return True
+    return soft == resource.RLIM_INFINITY or st[0] <= soft // 8
 
 
 def _launcher_python(pkgparent):
@@ -92,8 +112,7 @@ def forkableTool(argv, packageDir, env=None):
     own = [p for p in _launcher_python(os.path.dirname(os.path.abspath(packageDir))) if os.access(p, os.X_OK)]
     if not own or not _same_file(own[0], sys.executable):
         return None
-    rss = _rss_bytes()
-    if rss is None or rss > FORK_RSS_LIMIT:
+    if not _heap_is_small():
         return None
     return name
 

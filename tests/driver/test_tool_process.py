@@ -27,6 +27,8 @@ def fakepkg(tmp_path, monkeypatch):
     launch.sh would pick (<parent>/.venv/bin/python3) being this one."""
     monkeypatch.setitem(tools.TOOLS, "fork_probe", ("support.fork_probe", "main"))
     monkeypatch.delenv("NEURONXCC_TOOL_EXEC", raising=False)
+    # the test process's own heap and address-space limit (jax loaded, prlimit) are not under test here
+    monkeypatch.setattr(ToolProcess, "_heap_is_small", lambda: True)
     pkg = tmp_path / "neuronxcc"
     (pkg / "starfish" / "bin" / "private").mkdir(parents=True)
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
@@ -83,7 +85,28 @@ def test_only_the_packages_own_launchers_on_this_interpreter_are_forked(fakepkg,
     assert ToolProcess.forkableTool([pub], str(fakepkg)) is None
 
 
-def test_the_real_packages_tools_are_forked():
+def test_a_large_driver_heap_or_a_tight_address_space_limit_execs(fakepkg, monkeypatch):
+    import resource
+
+    monkeypatch.undo()      # the fixture's stand-in for _heap_is_small goes; its table entry comes back
+    monkeypatch.setitem(tools.TOOLS, "fork_probe", ("support.fork_probe", "main"))
+    monkeypatch.delenv("NEURONXCC_TOOL_EXEC", raising=False)
+    pub = [str(fakepkg / "starfish" / "bin" / "fork_probe")]
+    mib = 1 << 20
+    monkeypatch.setattr(ToolProcess, "_statm_bytes", lambda: (200 * mib, 50 * mib))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert ToolProcess.forkableTool(pub, str(fakepkg)) == "fork_probe"
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024 * mib, resource.RLIM_INFINITY))
+    assert ToolProcess.forkableTool(pub, str(fakepkg)) is None          # 200 MB > 1 GiB / 8
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (2048 * mib, resource.RLIM_INFINITY))
+    assert ToolProcess.forkableTool(pub, str(fakepkg)) == "fork_probe"
+    monkeypatch.setattr(ToolProcess, "_statm_bytes", lambda: (200 * mib, ToolProcess.FORK_RSS_LIMIT + 1))
+    assert ToolProcess.forkableTool(pub, str(fakepkg)) is None
+
+
+def test_the_real_packages_tools_are_forked(monkeypatch):
+    monkeypatch.delenv("NEURONXCC_TOOL_EXEC", raising=False)
+    monkeypatch.setattr(ToolProcess, "_heap_is_small", lambda: True)     # this process's heap is not the point
     job = Job()
     pkg = job.getPackageDir()
     for tool in ("hlo2penguin", "xla_infergoldens", "walrus_driver", "hlo-neff-wrapper"):
