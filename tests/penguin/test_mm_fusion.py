@@ -60,8 +60,9 @@ def test_layernorm_matmul_gelu_matmul_residual_is_one_kernel():
     m = check(_mlp_block, *args)
     assert not _scratch(m), _scratch(m)                 # nothing between the steps goes through HBM
     inputs = [t.name for t in m.tensors.values() if t.kind == "input"]
-    for w in inputs[2:]:
-        assert len(_weight_dmas(m, w)) == 1, w            # each weight loaded once, resident
+    for w in inputs[1:]:
+        # each weight loaded once, resident; the layernorm scale too (the same for every row tile)
+        assert len(_weight_dmas(m, w)) == 1, w
     # and not more PE matmul work than the unfused kernels
     assert _count(m, "matmul") <= _count(_lower(_mlp_block, args, fusion=False), "matmul")
 
@@ -101,3 +102,16 @@ def test_fusion_off_gives_the_same_numbers():
     assert _scratch(m)                                     # the unfused kernels round-trip through HBM
     for a, e in zip(run_bir(m, args), jax_outputs(_mlp_block, *args)):
         assert_close(a, e, "out", row="compiled")
+
+
+def test_layernorm_statistics_on_the_activation_engine():
+    """The variance's square and row sum are one ACT instruction, rsqrt(var / n + eps) another."""
+    def f(x, g):
+        return _ln(x, g) * 2.0
+    rng = np.random.default_rng(5)
+    x, g = rng.standard_normal((130, 300)).astype(np.float32) * 3 + 1, rng.standard_normal(300).astype(np.float32)
+    m = check(f, x, g)
+    acts = [i for i in m.instructions() if i.opcode == "activation"]
+    assert any(i.attrs.get("func") == "square" and i.attrs.get("reduce") == "add" for i in acts)
+    rs = [i for i in acts if i.attrs.get("func") == "rsqrt"]
+    assert rs and all(abs(i.attrs["scale"] - 1 / 300) < 1e-9 and i.attrs["bias"] == np.float32(1e-5) for i in rs)

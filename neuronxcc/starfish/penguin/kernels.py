@@ -136,7 +136,11 @@ class Kernels:
             self._store(te, te.value(x), out)
 
         # row tiles that evaluate matmuls inline: a few are emitted one by one (mmfuse.UNROLL_TILES)
-        self.em.nest(axes, body, unroll=mmfuse.UNROLL_TILES if mmctx is not None and len(axes) == 2 else 1)
+        unroll = 1
+        if mmctx is not None and len(axes) == 2:
+            unroll = mmfuse.UNROLL_TILES
+            mmctx.share = axes[1].extent <= axes[1].tile and -(-axes[0].extent // axes[0].tile) <= unroll
+        self.em.nest(axes, body, unroll=unroll)
 
     # -- reduce ----------------------------------------------------------------------------
     def op_reduce(self, op, args, outs):

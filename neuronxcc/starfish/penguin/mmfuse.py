@@ -331,18 +331,44 @@ def _all_aligned(cg, x, shape, p, f, depth=0):
 
 
 class Context:
-    """The matmuls one kernel evaluates inline: their resident weights (loaded before the loop)."""
+    """The matmuls one kernel evaluates inline: their resident weights (loaded before the loop),
+    and, when the row tiles are emitted one by one (no loop), the loads of program inputs that
+    several tiles read alike (a layernorm's scale broadcast over the rows: loaded once)."""
 
     def __init__(self, kern, infos):
         self.kern = kern
         self.infos = infos
         self.res = {}
+        self.share = False
+        self.loads = {}
+
+    def shared_load(self, te, v):
+        """te's tile of input leaf v from an earlier tile's identical load, or a new load kept for
+        the later tiles; None when it cannot be shared (a loop, a tensor the program writes)."""
+        em = te.em
+        t = em.m.tensors.get(v.base)
+        if not self.share or t is None or t.kind not in ("input", "const") or te.s.p is None:
+            return None
+        off = te.leaf_offset(v)
+        if not off.is_const():
+            return None
+        pat = te.leaf_pattern(v)
+        key = (v.base, v.dtype, int(off), pat[0][0], tuple(pat[1]))
+        hit = self.loads.get(key)
+        if hit is not None and hit[1] >= te.s.pn:
+            tv = hit[0]
+            from neuronxcc.starfish.penguin.tiles import TV
+            ap = tv.ap
+            return TV(tv.kind, tv.dtype, ap=em.chip(ap.target, ap.dtype, te.s.pn, ap.pattern, offset=ap.offset))
+        tv = te.load(v)
+        if hit is None or hit[1] < te.s.pn:
+            self.loads[key] = (tv, te.s.pn)
+        return tv
 
     def load_weights(self):
-        kern = self.kern
-        P = kern.P
+        P = self.kern.P
         for base, info in self.infos.items():
-            self.res[base] = resident.load(kern, info.R, 0, [], P.const(0), info.N, info.K, info.cdt)
+            self.res[base] = resident.load(self.kern, info.R, 0, [], P.const(0), info.N, info.K, info.cdt)
             info.inlined += 1
 
 

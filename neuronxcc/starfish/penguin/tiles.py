@@ -118,11 +118,21 @@ class TileEval:
         from neuronxcc.starfish.penguin import rows
         info = self.cg.rowred[v.base]
         xin = rows.reindexed_input(self.cg, v, self.s.f)
-        t = self.materialise(self.value(xin))
-        if t.dtype != "float32":
-            t = self.cast(t, "float32")
-        col = self.new_col("float32", "rowred")
-        self.em.inst("tensor_reduce", "DVE", [col.ap], [t.ap], op=REDUCE_ALU[info.red], axes=1)
+        sq = _square_of(xin) if info.red == "add" else None
+        if sq is not None and self.key(xin) not in self.memo:
+            # sum of squares (a variance): ACT squares the tile and accumulates the row sum at once
+            y = self.materialise(self.value(sq))
+            t = self.new_tile("float32")
+            col = self.new_col("float32", "rowred")
+            self.em.inst("activation", "ACT", [t.ap, col.ap], [y.ap], func="square", scale=1.0, bias=0.0,
+                         reduce="add")
+            self.memo[self.key(xin)] = t
+        else:
+            t = self.materialise(self.value(xin))
+            if t.dtype != "float32":
+                t = self.cast(t, "float32")
+            col = self.new_col("float32", "rowred")
+            self.em.inst("tensor_reduce", "DVE", [col.ap], [t.ap], op=REDUCE_ALU[info.red], axes=1)
         ident = {"add": 0.0, "max": float("-inf"), "min": float("inf")}[info.red]
         if info.init != ident:
             col = self.binary(REDUCE_ALU[info.red], col, TV("splat", "float32", value=info.init), "float32")
@@ -287,7 +297,9 @@ class TileEval:
             from neuronxcc.starfish.penguin import mmfuse
             r = mmfuse.tile_value(self, x)
         elif isinstance(x, View):
-            r = self.load(x)
+            r = self.mm.ctx.shared_load(self, x) if self.mm is not None else None
+            if r is None:
+                r = self.load(x)
         else:
             m = self.cg.act_matcher.match(x)
             if m is not None:          # a chain the activation engine computes in one instruction
@@ -299,8 +311,14 @@ class TileEval:
                         self.cg.cast.count("elementwise")
                 r = self.act(m[0], self.value(m[1]), dt)
             else:
-                args = [self.value(a) for a in x.args]
-                r = self.op(x, args)
+                aff = _act_affine(x)
+                if aff is not None:
+                    # f(z * scale + bias): one ACT instruction (rsqrt(var / n + eps) of a layernorm)
+                    func, z, scale, bias = aff
+                    r = self.act(func, self.value(z), onchip_dtype(x.dtype), scale=scale, bias=bias)
+                else:
+                    args = [self.value(a) for a in x.args]
+                    r = self.op(x, args)
         self.memo[k] = r
         self.memo[id(x)] = r
         return r
@@ -698,6 +716,62 @@ class TileEval:
         fh = self.trunc(h)
         sg = self.act("sign", a, "float32")
         return self.binary("mult", fh, sg, dt)
+
+
+def _fsplat(x):
+    """The float value of a float32 Splat, else None."""
+    if isinstance(x, Splat) and x.dtype == "float32":
+        try:
+            v = float(x.value)
+        except (TypeError, ValueError):
+            return None
+        return v if math.isfinite(v) else None
+    return None
+
+
+def _affine(x, depth=0):
+    """(z, scale, bias) with x = z * scale + bias through float32 adds, subtracts, multiplies and
+    divides by constants (z itself when there are none)."""
+    if depth < 3 and isinstance(x, Node) and x.dtype == "float32" and len(x.args) == 2 and \
+            x.op in ("add", "subtract", "multiply", "divide"):
+        a, b = x.args
+        ca, cb = _fsplat(a), _fsplat(b)
+        if cb is not None and ca is None:
+            z, s, c = _affine(a, depth + 1)
+            if x.op == "add":
+                return z, s, c + cb
+            if x.op == "subtract":
+                return z, s, c - cb
+            if x.op == "multiply":
+                return z, s * cb, c * cb
+            if cb != 0:
+                return z, s / cb, c / cb
+        elif ca is not None and cb is None and x.op in ("add", "multiply"):
+            z, s, c = _affine(b, depth + 1)
+            return (z, s, c + ca) if x.op == "add" else (z, s * ca, c * ca)
+    return x, 1.0, 0.0
+
+
+def _act_affine(x):
+    """(ACT function, z, scale, bias) for x = f(z * scale + bias) with at least one constant
+    folded into the activation's scale/bias, else None."""
+    if not (isinstance(x, Node) and x.op in UNARY_ACT and x.dtype == "float32" and len(x.args) == 1):
+        return None
+    z, s, c = _affine(x.args[0])
+    if z is x.args[0] or isinstance(z, Splat) or getattr(z, "dtype", None) != "float32":
+        return None
+    if not (math.isfinite(s) and math.isfinite(c)):
+        return None
+    return UNARY_ACT[x.op], z, s, c
+
+
+def _square_of(x):
+    """y for x = y * y (float32), else None."""
+    if isinstance(x, Node) and x.op == "multiply" and x.dtype == "float32" and len(x.args) == 2:
+        a, b = x.args
+        if a is b:
+            return a
+    return None
 
 
 def _py(v, dtype):
