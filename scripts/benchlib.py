@@ -168,8 +168,9 @@ def xla_compile_time(fn, args, repeats, with_cpu=False):
     return statistics.median(times)
 
 
-def xla_exec_time(fn, args, repeats, min_time=0.05):
-    """Median seconds of one warm ``jax.jit(fn)(*args)`` on XLA:CPU (each sample averages >= min_time)."""
+def xla_exec_time(fn, args, repeats, min_time=0.05, with_cpu=False):
+    """Median seconds of one warm ``jax.jit(fn)(*args)`` on XLA:CPU (each sample averages >= min_time);
+    with ``with_cpu`` also the median CPU seconds of this process (all threads) per call."""
     import jax
     f = jax.jit(fn)
     jax.block_until_ready(f(*args))
@@ -177,12 +178,16 @@ def xla_exec_time(fn, args, repeats, min_time=0.05):
     jax.block_until_ready(f(*args))
     one = max(time.perf_counter() - t0, 1e-7)
     inner = max(1, min(1000, int(min_time / one)))
-    samples = []
+    samples, cpus = [], []
     for _ in range(max(3, repeats)):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         for _ in range(inner):
             jax.block_until_ready(f(*args))
         samples.append((time.perf_counter() - t0) / inner)
+        cpus.append((time.process_time() - c0) / inner)
+    if with_cpu:
+        return statistics.median(samples), statistics.median(cpus)
     return statistics.median(samples)
 
 

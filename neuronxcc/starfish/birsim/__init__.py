@@ -33,10 +33,15 @@ API::
 
     from neuronxcc.starfish.birsim import run_neff, run_module, simulate
     outs = run_neff("file.neff", [x, y])          # outputs, flattened result order
+    model = load_neff("file.neff"); res = model.execute([x, y])   # load once, execute many times
     outs = run_module(module, [x, y], target="trn1")
     res = simulate(module, [x, y], trace=True)    # .outputs .total_s .busy_s .utilisation
     res.write_trace("trace.json")                 # Chrome trace-event JSON (Perfetto)
     res.memloc("t0", "bfloat16"); res.tensor("x") # final memory contents (debugging)
+
+Load once, execute many times (as the runtime's nrt_load / nrt_execute): ``load_neff(path)``
+returns a model whose ``execute(inputs)`` gives a SimResult; parsing and every instruction's
+preparation happen at load (``model``). ``simulate`` / ``simulate_neff`` are one execution.
 
 Many cores: ``simulate_ranks(module, inputs_per_rank)`` / ``simulate_neff_ranks`` run
 N NeuronCores meeting at ``collective`` instructions (``ranks``, ``collective``).
@@ -45,7 +50,8 @@ Tool: ``birsim NEFF --inputs IN.npz --output OUT.npz [--trace trace.json] [--ran
 (``neuronxcc.starfish.birsim.tool``).
 """
 from neuronxcc.starfish.birsim.ranks import MultiRankResult, simulate_neff_ranks, simulate_ranks
+from neuronxcc.starfish.birsim.model import Model, load_neff
 from neuronxcc.starfish.birsim.sim import SimResult, run_module, run_neff, simulate, simulate_neff
 
 __all__ = ["SimResult", "run_module", "run_neff", "simulate", "simulate_neff", "simulate_ranks",
-           "simulate_neff_ranks", "MultiRankResult"]
+           "simulate_neff_ranks", "MultiRankResult", "Model", "load_neff"]

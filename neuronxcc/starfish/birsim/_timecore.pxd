@@ -15,6 +15,7 @@ cdef class Sem:
     cdef long long* cums
     cdef public Py_ssize_t n
     cdef Py_ssize_t cap
+    cdef bint mono                  # no negative increment so far: the running totals never decrease
     cdef int _grow(self) except -1
     cdef int add(self, double t, long long inc) except -1
     cdef double reaching(self, long long v)

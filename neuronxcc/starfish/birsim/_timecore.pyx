@@ -25,6 +25,7 @@ cdef class Sem:
 
     def __cinit__(self):
         self.n = 0
+        self.mono = True
         self.cap = 16
         self.times = <double*>malloc(self.cap * sizeof(double))
         self.incs = <long long*>malloc(self.cap * sizeof(long long))
@@ -59,6 +60,8 @@ cdef class Sem:
         cdef long long acc
         if self.n == self.cap:
             self._grow()
+        if inc < 0:
+            self.mono = False
         if self.n == 0 or t >= self.times[self.n - 1]:
             self.times[self.n] = t
             self.incs[self.n] = inc
@@ -97,6 +100,10 @@ cdef class Sem:
         cdef Py_ssize_t lo = 0, hi = self.n, mid
         if v <= 0:
             return 0.0
+        # the common case, a wait met by the latest signal: what the bisection below finds when
+        # the totals never decrease (the first total >= V is the last one)
+        if self.mono and hi > 0 and self.cums[hi - 1] >= v and (hi == 1 or self.cums[hi - 2] < v):
+            return self.times[hi - 1]
         while lo < hi:              # bisect_left
             mid = (lo + hi) // 2
             if self.cums[mid] < v:

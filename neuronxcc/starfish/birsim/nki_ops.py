@@ -170,25 +170,25 @@ def _range_select(ex, instr, attrs):
         ex.wf(instr.dsts[1], np.max(y, axis=1).reshape(-1, 1))
 
 
-def _sequence_bounds(ex, instr, attrs):
-    ids = ex._pf(instr.srcs[0]).reshape(-1)
+def sequence_bounds(ids):
+    """(lo, hi) int64 of 1-D segment ids: for each position the start and the end (exclusive) of
+    the run of equal ids it is in, n and -1 where the id is 0 (padding). Vectorised: a run starts
+    where an id differs from the one before (NaN differs from everything), and ends where it
+    differs from the one after."""
     n = ids.size
-    lo = np.zeros(n, np.int64)
-    hi = np.zeros(n, np.int64)
-    for i in range(n):
-        if ids[i] == 0:
-            lo[i] = n
-        elif i and ids[i] == ids[i - 1]:
-            lo[i] = lo[i - 1]
-        else:
-            lo[i] = i
-    for i in range(n - 1, -1, -1):
-        if ids[i] == 0:
-            hi[i] = -1
-        elif i < n - 1 and ids[i] == ids[i + 1]:
-            hi[i] = hi[i + 1]
-        else:
-            hi[i] = i + 1
+    idx = np.arange(n, dtype=np.int64)
+    starts = np.ones(n, bool)
+    starts[1:] = ids[1:] != ids[:-1]
+    ends = np.ones(n, bool)
+    ends[:-1] = starts[1:]
+    run_lo = np.maximum.accumulate(np.where(starts, idx, 0)) if n else idx
+    run_hi = np.minimum.accumulate(np.where(ends, idx + 1, n)[::-1])[::-1] if n else idx
+    pad = ids == 0
+    return np.where(pad, n, run_lo).astype(np.int64), np.where(pad, -1, run_hi).astype(np.int64)
+
+
+def _sequence_bounds(ex, instr, attrs):
+    lo, hi = sequence_bounds(ex._pf(instr.srcs[0]).reshape(-1))
     out = instr.dsts[0]
     v = np.stack([lo, hi])
     from neuronxcc.starfish.birpy import dtypes as _dt
