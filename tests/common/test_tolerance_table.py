@@ -102,3 +102,22 @@ def test_spread_widens_elementwise():
 def test_assert_close_raises_with_the_line():
     with pytest.raises(AssertionError, match="out0"):
         assert_close(np.array([2.0], np.float32), np.array([1.0], np.float32), "out0")
+
+
+def test_no_test_or_benchmark_states_its_own_tolerance():
+    """Every numerical comparison goes through mismatch / assert_close (this module's rows): no
+    numpy allclose / isclose / assert_allclose / almost_equal and no local close helper."""
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pat = re.compile(r"assert_allclose|\ballclose\(|\bisclose\(|almost_equal|^\s*def _?(assert_)?close\((?!self)", re.M)
+    bad = []
+    for top in ("tests", "scripts", "neuronxcc"):
+        for dp, _, fns in os.walk(os.path.join(root, top)):
+            for fn in fns:
+                path = os.path.join(dp, fn)
+                if fn.endswith(".py") and path != os.path.join(root, "neuronxcc", "common", "tolerances.py"):
+                    text = open(path, encoding="utf-8").read()
+                    bad.extend("%s:%d" % (os.path.relpath(path, root), text.count("\n", 0, m.start()) + 1)
+                               for m in pat.finditer(text) if path != os.path.abspath(__file__))
+    assert bad == [], "compare with neuronxcc.common.tolerances.mismatch / assert_close:\n" + "\n".join(bad)

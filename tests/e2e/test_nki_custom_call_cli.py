@@ -10,6 +10,7 @@ import numpy as np
 
 from support import nki_fragments as F
 from support.cli import run_ncc
+from neuronxcc.common.tolerances import assert_close
 
 
 def _compile(tmp_path, text):
@@ -31,7 +32,7 @@ def test_kernel_in_called_computations_compiles_and_runs(tmp_path):
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     p0, p1 = F.random_inputs(7, (128, 64), (128, 64))
     out, = _run(neff, [p0, p1])
-    np.testing.assert_allclose(out, F.two_calls_reference(p0, p1), rtol=1e-5, atol=1e-5)
+    assert_close(out, F.two_calls_reference(p0, p1), row="compiled")
 
 
 def test_kernel_with_in_place_output(tmp_path):
@@ -39,7 +40,7 @@ def test_kernel_with_in_place_output(tmp_path):
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     x, o = F.random_inputs(8, (128, 64), (128, 64))
     out, = _run(neff, [x, o])
-    np.testing.assert_allclose(out, F.aliased_reference(x, o), rtol=1e-6, atol=1e-6)
+    assert_close(out, F.aliased_reference(x, o), row="compiled")
 
 
 def test_closed_compiler_kernel_is_one_error_line(tmp_path):
@@ -70,7 +71,7 @@ def test_attention_isa_kernel_as_torch_xla_places_it(tmp_path):
     out, = _run(neff, [q2, k2, v2, out0])
     sc = R.scores(q2, k2, 0.125, True)
     p = np.exp(sc - sc.max(-1, keepdims=True))
-    np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v2.astype(np.float64), rtol=0, atol=3e-5)
+    assert_close(out, (p / p.sum(-1, keepdims=True)) @ v2.astype(np.float64), row="compiled")
 
 
 def test_bir_sim_catches_a_kernel_bound_to_the_wrong_tensors(tmp_path):

@@ -11,6 +11,7 @@ from neuronxcc.errors import NkiCustomCallError
 from neuronxcc.hlo import nki_call, ops, parse_hlo_text
 from neuronxcc.hlo.interpreter import evaluate
 from support import nki_fragments as F
+from neuronxcc.common.tolerances import assert_close
 
 
 def test_targets_in_the_one_op_table():
@@ -22,7 +23,7 @@ def test_interpreter_runs_the_kernel_inside_called_computations():
     m = parse_hlo_text(F.hlo_text_two_calls())
     p0, p1 = F.random_inputs(0, (128, 64), (128, 64))
     out, = evaluate(m, [p0, p1])
-    np.testing.assert_allclose(out, F.two_calls_reference(p0, p1), rtol=1e-6, atol=1e-6)
+    assert_close(out, F.two_calls_reference(p0, p1), row="compiled")
 
 
 def test_interpreter_aliased_output_keeps_unstored_elements():

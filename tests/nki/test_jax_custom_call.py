@@ -10,6 +10,7 @@ from neuronxcc import nki
 from neuronxcc.hlo import load_module, nki_call
 from support import nki_tutorial_kernels as T
 from support.cli import run_ncc
+from neuronxcc.common.tolerances import assert_close
 
 
 def _rms_jnp(a, g, eps=1e-6):
@@ -54,7 +55,7 @@ def test_jax_program_with_kernel_compiled_by_neuronx_cc(tmp_path):
     fresh = _args(2)
     out, = run_neff(str(neff), list(fresh))
     want = np.asarray(jax.jit(program_jnp)(*fresh))
-    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5 * float(np.abs(want).max()))
+    assert_close(out, want, row="compiled")
 
 
 def test_out_argument_kernel_under_jit_returns_the_written_parameter():
@@ -75,7 +76,7 @@ def test_eager_jax_arrays_are_simulated():
     x, g, _ = _args(5)
     y = T.rmsnorm(jnp.asarray(x), jnp.asarray(g))
     assert isinstance(y, jax.Array)
-    np.testing.assert_allclose(np.asarray(y), T.ref_rmsnorm(x, g), rtol=1e-5, atol=1e-5)
+    assert_close(np.asarray(y), T.ref_rmsnorm(x, g), row="compiled")
 
 
 def test_flash_fwd_in_a_jax_program_compiled_by_neuronx_cc(tmp_path):
@@ -101,7 +102,7 @@ def test_flash_fwd_in_a_jax_program_compiled_by_neuronx_cc(tmp_path):
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     out, = run_neff(str(neff), [q, k, v])
     want = R.flash_fwd(q * 2.0, k, v, 1.0 / np.sqrt(d), True)[0] + 1.0
-    np.testing.assert_allclose(out, want, rtol=0, atol=3e-5 * float(np.abs(want).max()))
+    assert_close(out, want, row="compiled")
 
 
 def _compile_and_run(tmp_path, f, args, fresh):
@@ -130,7 +131,7 @@ def test_kernel_inside_a_loop_body_and_a_bf16_kernel(tmp_path):
     (tmp_path / "loop").mkdir()
     out, = _compile_and_run(tmp_path / "loop", loop, (x, g), (x2, g2))
     want = np.asarray(jax.jit(loop_jnp)(x2, g2))
-    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    assert_close(out, want, row="compiled")
 
     def bf(a, b):
         return T.tensor_add(a * 2, b).astype(jnp.float32) + 1
@@ -188,4 +189,4 @@ def test_flash_attention_training_step_with_custom_vjp_compiled(tmp_path):
     outs = _compile_and_run(tmp_path, grads(attn), make(0), fresh)
     for got, want in zip(outs, jax.jit(grads(ref_attn))(*fresh)):
         want = np.asarray(want)
-        np.testing.assert_allclose(got, want, rtol=0, atol=5e-5 * max(1.0, float(np.abs(want).max())))
+        assert_close(got, want, row="compiled")

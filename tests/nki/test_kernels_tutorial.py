@@ -9,15 +9,7 @@ import pytest
 
 from neuronxcc import nki
 from support import nki_tutorial_kernels as T
-
-
-def _close(a, e, tol=1e-5):
-    a = np.asarray(a, np.float64)
-    e = np.asarray(e, np.float64)
-    assert a.shape == e.shape, (a.shape, e.shape)
-    scale = max(1.0, float(np.abs(e).max()))
-    err = float(np.abs(a - e).max())
-    assert err <= tol * scale, "max abs error %.3g > %.3g" % (err, tol * scale)
+from neuronxcc.common.tolerances import assert_close
 
 
 def _r(seed, *shape):
@@ -48,42 +40,42 @@ def test_transposes_are_exact():
 
 def test_avg_pool2d():
     x = _r(7, 64, 8, 12)
-    _close(nki.simulate_kernel(T.avg_pool2d, x, 2), T.ref_avg_pool2d(x, 2))
+    assert_close(nki.simulate_kernel(T.avg_pool2d, x, 2), T.ref_avg_pool2d(x, 2), row="compiled")
 
 
 def test_rmsnorm_ragged_rows():
     a, g = _r(8, 300, 64), _r(9, 64)
-    _close(nki.simulate_kernel(T.rmsnorm, a, g), T.ref_rmsnorm(a, g))
+    assert_close(nki.simulate_kernel(T.rmsnorm, a, g), T.ref_rmsnorm(a, g), row="compiled")
 
 
 def test_layernorm():
     x, gm, bt = _r(10, 256, 96), _r(11, 96), _r(12, 96)
-    _close(nki.simulate_kernel(T.layernorm, x, gm, bt), T.ref_layernorm(x, gm, bt))
+    assert_close(nki.simulate_kernel(T.layernorm, x, gm, bt), T.ref_layernorm(x, gm, bt), row="compiled")
 
 
 def test_layernorm_bn_stats():
     x = _r(10, 256, 96)
-    _close(nki.simulate_kernel(T.layernorm_bn_stats, x), T.ref_layernorm(x))
+    assert_close(nki.simulate_kernel(T.layernorm_bn_stats, x), T.ref_layernorm(x), row="compiled")
 
 
 def test_softmax_both_forms():
     x = _r(13, 256, 200) * 4
-    _close(nki.simulate_kernel(T.softmax_rows, x), T.ref_softmax(x))
+    assert_close(nki.simulate_kernel(T.softmax_rows, x), T.ref_softmax(x), row="compiled")
     y = _r(14, 128, 64)
-    _close(nki.simulate_kernel(T.softmax_builtin, y), T.ref_softmax(y))
+    assert_close(nki.simulate_kernel(T.softmax_builtin, y), T.ref_softmax(y), row="compiled")
 
 
 def test_matmul_variants():
     lhsT, rhs = _r(15, 128, 64), _r(16, 128, 512)
-    _close(nki.simulate_kernel(T.matmul_basic, lhsT, rhs), lhsT.T.astype(np.float64) @ rhs)
+    assert_close(nki.simulate_kernel(T.matmul_basic, lhsT, rhs), lhsT.T.astype(np.float64) @ rhs, row="compiled")
     a, b = _r(17, 256, 256), _r(18, 256, 1024)
     want = a.T.astype(np.float64) @ b
-    _close(nki.simulate_kernel(T.matmul_tiled, a, b), want)
-    _close(nki.simulate_kernel(T.matmul_hoisted, a, b), want)
+    assert_close(nki.simulate_kernel(T.matmul_tiled, a, b), want, row="compiled")
+    assert_close(nki.simulate_kernel(T.matmul_hoisted, a, b), want, row="compiled")
     x, y = _r(19, 64, 128), _r(20, 128, 256)
-    _close(nki.simulate_kernel(T.matmul_plain, x, y), x.astype(np.float64) @ y)
+    assert_close(nki.simulate_kernel(T.matmul_plain, x, y), x.astype(np.float64) @ y, row="compiled")
 
 
 def test_attention_head():
     q, k, v = _r(21, 64, 256), _r(22, 64, 256), _r(23, 256, 64)
-    _close(nki.simulate_kernel(T.attention_head, q, k, v), T.ref_attention_head(q, k, v))
+    assert_close(nki.simulate_kernel(T.attention_head, q, k, v), T.ref_attention_head(q, k, v), row="compiled")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from hlo_text_helpers import check_text, compile_text
+from neuronxcc.common.tolerances import assert_close
 
 R = np.random.default_rng(7)
 
@@ -39,9 +40,9 @@ def test_interpreter_batch_norm_matches_the_formulas():
     x = R.standard_normal((1, 6, 10)).astype(np.float32) * 2 + 1
     y, m, v = evaluate(parse_hlo_text(_layernorm_hlo("f32", 6, 10, "all")), [x])
     em, ev = _np_stats(x, (0, 2))
-    np.testing.assert_allclose(m, em, rtol=1e-6)
-    np.testing.assert_allclose(v, ev, rtol=1e-6)
-    np.testing.assert_allclose(y, (x - em[None, :, None]) / np.sqrt(ev[None, :, None] + 1e-5), rtol=1e-5, atol=1e-6)
+    assert_close(m, em, row="compiled")
+    assert_close(v, ev, row="compiled")
+    assert_close(y, (x - em[None, :, None]) / np.sqrt(ev[None, :, None] + 1e-5), row="compiled")
 
 
 def test_layernorm_as_batch_norm_training_f32_all_outputs():
@@ -102,8 +103,8 @@ def test_batchnorm2d_training_nchw():
     s, o = R.standard_normal(6).astype(np.float32), R.standard_normal(6).astype(np.float32)
     outs, _ = check_text(BN2D_TRAIN, [x, s, o])
     em, ev = _np_stats(x, (0, 2, 3))
-    np.testing.assert_allclose(outs[1], em, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(outs[2], ev, rtol=1e-4, atol=1e-5)
+    assert_close(outs[1], em, row="compiled")
+    assert_close(outs[2], ev, row="compiled")
 
 
 def test_batchnorm2d_inference_bf16():
@@ -126,7 +127,7 @@ def test_batch_norm_grad(dims, fi):
     dy = R.standard_normal(dims).astype(np.float32)
     outs, _ = check_text(text, [x, s, m, v, dy])
     # grad_offset is the sum of dy over the non-feature axes
-    np.testing.assert_allclose(outs[2], dy.astype(np.float64).sum(axis=axes), rtol=1e-4, atol=1e-4)
+    assert_close(outs[2], dy.astype(np.float64).sum(axis=axes), row="compiled")
 
 
 def test_interpreter_batch_norm_grad_is_the_gradient_of_training():
@@ -149,4 +150,4 @@ def test_interpreter_batch_norm_grad_is_the_gradient_of_training():
     text = BN_GRAD % ("5,3,6,4", 3, 3, 3, "5,3,6,4", "5,3,6,4", 3, 3, 1)
     got = evaluate(parse_hlo_text(text), [x, s, m, v, dy])
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, np.asarray(w), rtol=2e-4, atol=2e-4)
+        assert_close(g, np.asarray(w), row="compiled")
