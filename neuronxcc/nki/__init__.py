@@ -109,10 +109,7 @@ class JitKernel:
 
 
 def _framework_call(k, args, kwargs):
-    try:
-        from neuronxcc.nki._framework import jax_call
-    except ImportError:
-        raise errors.NkiNotImplementedError("nki.jit on jax arrays", "the framework path is not built yet")
+    from neuronxcc.nki._framework import jax_call
     return jax_call(k, args, kwargs)
 
 

@@ -108,8 +108,9 @@ def test_walrus_pass_overrides(build):
     assert "vn_splitter" not in cc.walrus_passes and "birverifier" not in cc.walrus_passes
     _, _, cc = build("--internal-experimental-loop-lsa", "--internal-enable-shift-left")
     assert cc.walrus_passes[0] == "experimental_loop_lsa" and "experimental_loop_shift_left" in cc.walrus_passes
-    with pytest.raises(InvalidArgumentError, match="unknown walrus pass.*no_such_pass"):
+    with pytest.raises(InvalidArgumentError, match="unknown walrus pass.*no_such_pass") as ei:
         build("--internal-walrus-passes=lsa,no_such_pass")
+    assert ei.value.code == "NCC_EARG010"          # the pass table's one name check (walrus_driver's too)
 
 
 def test_goldens_dropped_when_nothing_reads_them(build):

@@ -261,3 +261,41 @@ def test_whether_bir_sim_runs_is_one_function():
     for rel in ("driver/commands/CompileCommand.py", "driver/jobs/WalrusDriver.py", "walrus/passes/simcheck.py"):
         src = open(os.path.join(root, rel)).read()
         assert not re.search(r"""["']bir_sim["'] (not )?in """, src), rel
+
+
+def test_the_runner_invalidates_what_a_changing_pass_does_not_preserve(monkeypatch):
+    """run_passes drops the cached analyses a pass that changed the module does not list in
+    ``preserves`` (and nothing after an unchanged pass); no pass module touches the cache itself."""
+    import os
+    import re
+    from types import SimpleNamespace
+    from neuronxcc.hwm import get_target
+    from neuronxcc.walrus import registry
+    from neuronxcc.walrus.registry import PassContext, run_passes
+
+    class Fake:
+        def __init__(self, changed, preserves):
+            self.changed, self.spec = changed, SimpleNamespace(preserves=preserves)
+
+        def run(self, module, ctx):
+            return self.changed
+
+        def noop_reason(self, ctx):
+            return None
+    fakes = {"unchanged": Fake(False, ()), "keeps_a": Fake(True, ("a",)), "keeps_none": Fake(True, ())}
+    monkeypatch.setattr(registry, "get_pass", fakes.__getitem__)
+    ctx = PassContext(get_target("trn1"))
+    ctx.analyses.update({"a": 1, ("b", 3): 2})
+    run_passes(None, ["unchanged"], ctx)
+    assert set(ctx.analyses) == {"a", ("b", 3)}
+    run_passes(None, ["keeps_a"], ctx)
+    assert set(ctx.analyses) == {"a"}
+    run_passes(None, ["keeps_none"], ctx)
+    assert ctx.analyses == {}
+    pdir = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "neuronxcc", "walrus", "passes")
+    touch = re.compile(r"\.analyses\s*(\[[^\]]*\]\s*=|\.(clear|pop|update|setdefault)\()|\binvalidate\("
+                       r"|del\s+\w+\.analyses")
+    bad = ["%s:%d" % (fn, text[:m.start()].count("\n") + 1) for fn in sorted(os.listdir(pdir)) if fn.endswith(".py")
+           for text in [open(os.path.join(pdir, fn)).read()] for m in touch.finditer(text)]
+    assert bad == [], bad
