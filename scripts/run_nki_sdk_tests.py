@@ -14,6 +14,13 @@ nki-samples' unit tests (the last commit with the legacy reference kernels, 7af4
     scripts/run_nki_sdk_tests.py /tmp/nki_samples/test/unit --path /tmp/nki_samples/src \
         --pytest-arg=--simulation-only
 
+The same unit tests run against this project's own ``neuronxcc.nki.kernels`` (the original ships the samples'
+reference kernels under that name) with ``scripts/nki_samples_shim`` in place of the samples' ``src``; the
+tests of 97e49c9 (April 2025, the kernels' signatures of neuronx-cc 2.24's time) match them:
+
+    git -C nki-samples archive 97e49c9 test/unit | tar -x -C /tmp/ns
+    scripts/run_nki_sdk_tests.py /tmp/ns/test/unit --path scripts/nki_samples_shim --pytest-arg=--simulation-only
+
 Each file runs in its own pytest process (several of them run their tests at import time), with this
 checkout first on PYTHONPATH and a 6 GB address-space cap. Nothing is asserted: the table is the result.
 """

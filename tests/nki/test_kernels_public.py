@@ -35,12 +35,18 @@ def _softmax(s):
 @pytest.mark.parametrize("kernel,mixed", [(fused_self_attn_for_SD_small_head_size, False),
                                           (allocated_fused_self_attn_for_SD_small_head_size, True)])
 def test_sd_attention_small_head(kernel, mixed):
+    """The plain kernel: k [bs, seq, d], out [bs, seq, d]; the allocated one (as nki-samples' own test calls it):
+    k [bs, d, seq], out [bs, d, seq]."""
+    allocated = kernel is allocated_fused_self_attn_for_SD_small_head_size
     bs, d, s = 2, 64, 256
     q = RNG.random((bs, d, s)).astype(np.float32)
     k, v = RNG.random((bs, s, d)).astype(np.float32), RNG.random((bs, s, d)).astype(np.float32)
-    out = nki.simulate_kernel(kernel[bs], q, k, v, mixed_precision=mixed)
+    out = nki.simulate_kernel(kernel[bs], q, np.swapaxes(k, 1, 2).copy() if allocated else k, v,
+                              mixed_precision=mixed)
     want = _softmax(np.einsum("bdq,bkd->bqk", q.astype(np.float64) * 0.125, k)) @ v
-    assert out.shape == (bs, s, d) and out.dtype == q.dtype
+    if allocated:
+        want = np.swapaxes(want, 1, 2)
+    assert out.shape == want.shape and out.dtype == q.dtype
     _check(out, want, ml_dtypes.bfloat16 if mixed else np.float32)
 
 
@@ -73,8 +79,8 @@ def _select_and_scatter_ref(op, src):
                     for kh in range(3):
                         for kw in range(3):
                             y, x = 2 * i + kh - 1, 2 * j + kw - 1
-                            if 0 <= y < h and 0 <= x < w and (best is None or not op[n, c][best] > op[n, c, y, x]):
-                                best = (y, x)         # greater-than select: a later equal value takes over
+                            if 0 <= y < h and 0 <= x < w and (best is None or op[n, c, y, x] > op[n, c][best]):
+                                best = (y, x)         # the first maximum in row-major window order wins
                     out[n, c][best] += src[n, c, i, j]
     return out
 

@@ -9,9 +9,9 @@ gather their rows of c channels by one indirect DMA and store them contiguously.
 
 ``select_and_scatter_kernel(operand_tensor, source_tensor)``: the gradient of a 3x3 / stride 2 / padding 1 max
 pool, operand [n, c, h, w], source [n, c, src_h, src_w] (src = (h + 2 - 3) // 2 + 1): every source element is
-added to out at the position its window selects in operand, the window's maximum under the greater-than
-select (on equal values the later window position wins; padding is never selected), out [n, c, h, w] starts at
-zero. Rows (n, c) go 128 per tile on partitions; the padded operand lives in SBUF, the nine window offsets are
+added to out at the position its window selects in operand, the window's maximum (on equal values the first
+window position in row-major order, as the original kernel picks the smallest window index and its public test's
+argmax golden does; padding is never selected), out [n, c, h, w] starts at zero. Rows (n, c) go 128 per tile on partitions; the padded operand lives in SBUF, the nine window offsets are
 strided views of it; the selection and the scatter-add run on the VectorE in fp32.
 """
 import numpy as np
@@ -88,7 +88,7 @@ def select_and_scatter_kernel(operand_tensor, source_tensor):
             m = nl.maximum(m, c, dtype=nl.float32)
         rem = nl.full((P, sh, sw), 1.0, nl.float32)          # 1 while the window has not selected yet
         acc = nl.zeros((P, H + 2, W + 2), nl.float32)
-        for (kh, kw), c in reversed(list(zip(offsets, cands))):
+        for (kh, kw), c in zip(offsets, cands):             # the first maximum in row-major order wins
             sel = nl.multiply(nl.equal(c, m, dtype=nl.float32), rem, dtype=nl.float32)
             rem = nl.subtract(rem, sel, dtype=nl.float32)
             win = acc[ip, kh + 2 * oh, kw + 2 * ow]
