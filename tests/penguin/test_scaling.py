@@ -1,5 +1,7 @@
 """Loops stay loops: the BIR of the matmul+gradient graph has the same number of
-instructions at 1024 and at 16000 square (compile only)."""
+instructions at 4096 and at 16000 square, and no more at 16000 than at 1024 (compile only). At
+1024 the operands fit SBUF whole and the dots take penguin/gemm.py's kernel, whose program is
+longer but equally flat in size (tests/penguin/test_gemm.py)."""
 import jax
 import jax.numpy as jnp
 import pytest
@@ -22,8 +24,9 @@ def count(n):
 
 def test_instruction_count_independent_of_size():
     small, m1 = count(1024)
+    mid, _ = count(4096)
     big, m2 = count(16000)
-    assert small == big, (small, big)
+    assert mid == big and big <= small, (small, mid, big)
     # and the loops carry the sizes: the big module has a loop with a large trip count
     trips = [n.trip_count for n in m2.walk() if n.kind == "loop"]
     assert max(trips) >= 125

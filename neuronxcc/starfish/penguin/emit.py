@@ -108,8 +108,10 @@ class Emitter:
         self._q += 1
         return q
 
-    def dma(self, dst, src, queue=None):
-        return self.inst("dma_copy", "SP", [dst], [src], queue=queue or self.next_queue())
+    def dma(self, dst, src, queue=None, engine="SP"):
+        """A DMA triggered by ENGINE (any engine's sequencer can trigger one; a store issued by the
+        engine that produced its data keeps SP, which issues in order, free to run ahead with loads)."""
+        return self.inst("dma_copy", engine, [dst], [src], queue=queue or self.next_queue())
 
     # -- loop nests ----------------------------------------------------------------
     def nest(self, axes, body, starts=(), sizes=(), unroll=1):

@@ -20,7 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import hbmcopy, matvec, mmfuse, resident
+from neuronxcc.starfish.penguin import gemm, hbmcopy, matvec, mmfuse, resident
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -466,6 +466,10 @@ class Kernels:
             self.cg.cast.count("matmult")
         isz = bdt.itemsize(cdt)
         if matvec.wants_stream(M, nb, terms, N) and matvec.stream(self, terms[0], O, M, N, epilogue, cdt):
+            return
+        layout = gemm.plan(self, terms[0], M, N, nb, cdt) if len(terms) == 1 else None
+        if layout is not None:       # R fits whole per N super-tile: each operand crosses HBM once
+            gemm.lower(self, terms[0], O, M, N, epilogue, cdt, layout)
             return
         kcols = sum(-(-K // _k_tile(K)) for L, R, K in terms)
         ncmax = self._res_budget() // max(1, kcols * isz)
