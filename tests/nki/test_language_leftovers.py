@@ -34,6 +34,43 @@ def test_loop_reduce_accumulates_into_the_assigned_tile():
     assert_close(r[1], a.sum(axis=0, dtype=np.float64), row="compiled")
 
 
+def test_loop_reduce_into_a_subscripted_view():
+    """flash_attn_bwd's ``acc[:, t] = nl.loop_reduce(...)`` and ``red[t, i, :, :] = nl.loop_reduce(...)``:
+    the view the subscript selects accumulates, other columns / blocks keep their values."""
+    def k(a, b):
+        n, P, F = a.shape
+        out_cols = nl.ndarray((P, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+        out_blk = nl.ndarray((2, P, F), dtype=nl.float32, buffer=nl.shared_hbm)
+        cols = nl.full((nl.par_dim(P), 3), 5.0, dtype=nl.float32)
+        blk = nl.zeros((2, nl.par_dim(P), F), dtype=nl.float32, buffer=nl.sbuf)
+        for t in nl.affine_range(2):
+            for k_i in nl.affine_range(n):
+                x = nl.load(a[k_i])
+                cols[:, t] = nl.loop_reduce(nl.sum(x, axis=1), op=np.add, loop_indices=(k_i,))
+                blk[t, :, :] = nl.loop_reduce(nl.load(b[t, k_i]), op=np.maximum, loop_indices=[k_i])
+        nl.store(out_cols, cols)
+        nl.store(out_blk, blk)
+        return out_cols, out_blk
+    a, b = rand(4, 16, 8, seed=3), rand(2, 4, 16, 8, seed=6)
+    cols, blk = nki.simulate_kernel(k, a, b)
+    s = a.sum(axis=(0, 2), dtype=np.float64)
+    assert_close(cols[:, 0], 5.0 + s, row="compiled")
+    assert_close(cols[:, 1], 5.0 + s, row="compiled")
+    np.testing.assert_array_equal(cols[:, 2], 5.0)
+    np.testing.assert_array_equal(blk, np.maximum(b.max(axis=1), 0))
+
+
+def test_load_of_one_hbm_element_is_a_1x1_tile():
+    def k(s, a):
+        out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        v = nl.load(s[1, 2])
+        assert v.shape == (1, 1)
+        nl.store(out, nl.add(nl.load(a), v))
+        return out
+    s, a = rand(2, 3, seed=4), rand(8, 4, seed=5)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, s, a), a + s[1, 2])
+
+
 def test_loop_reduce_needs_an_assigned_existing_tile():
     def k(a):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)

@@ -69,3 +69,19 @@ def test_block_dims_drop_and_a_partition_only_result_indexes_as_p_by_1():
         return out
     x = np.random.default_rng(2).standard_normal((2, 8, 5)).astype(np.float32)
     assert_close(nki.simulate_kernel(k, x), x[1].sum(axis=1, keepdims=True), row="compiled")
+
+
+def test_whole_block_tensor_loaded_and_stored_at_once():
+    """A [B, par_dim(P), F] tensor moved by one DMA each way: the on-chip side's partition axis is its
+    second, the HBM side's element order is kept."""
+    def k(x):
+        n, P, F = x.shape
+        out = nl.ndarray((n, P, F), nl.float32, buffer=nl.shared_hbm)
+        buf = nl.ndarray((n, nl.par_dim(P), F), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=buf, src=x)
+        for i in nl.static_range(n):
+            buf[i] = nl.multiply(buf[i], i + 1)
+        nl.store(out, buf)
+        return out
+    x = np.random.default_rng(3).standard_normal((3, 8, 4)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, x), x * np.arange(1, 4, dtype=np.float32)[:, None, None])

@@ -23,9 +23,10 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     if isinstance(src, FreeGather):
         return free_gather(src, dtype, mask)
     ops.hbm_operand(src, "load", "src")
+    if not src.shape:
+        # one element (t[b, h] of a [B, H] tensor): the [1, 1] tile holding it
+        src = src.copy_view(axes=[Axis(1, 0, 0), Axis(1, 0, 0)])
     shape = src.shape
-    if not shape:
-        raise E.err_insufficient_rank("Insufficient rank: load needs at least one dimension")
     out = ops.new_tile(shape, dtype or src.dtype, "SBUF", "ld")
     return ops.mark_producer(out, ops.dma(out, src, mask))
 

@@ -148,7 +148,30 @@ def next_queue():
 
 
 def dma(dst, src, mask=None, **attrs):
+    dst, src = _partition_first(dst, src)
     return emit("dma_copy", "SP", [dst], [src], dict(attrs, queue=next_queue()), mask)
+
+
+def _partition_axis(v):
+    if not isinstance(v, View) or not v.buf.onchip:
+        return None
+    return next((i for i, a in enumerate(v.axes) if a.pstep and a.size > 1), None)
+
+
+def _partition_first(dst, src):
+    """A DMA copies element k of SRC to element k of DST, so both sides' axes may be permuted alike: an
+    on-chip side whose partition axis is not its first (a whole block tensor [B, par_dim(P), F] stored
+    at once) gets it moved to the front, where access patterns keep it."""
+    if not (isinstance(dst, View) and isinstance(src, View)) or dst.shape != src.shape:
+        return dst, src
+    jd, js = _partition_axis(dst), _partition_axis(src)
+    j = jd if jd is not None else js
+    if not j or (jd is not None and js is not None and jd != js):
+        return dst, src
+
+    def front(v):
+        return v.copy_view(axes=[v.axes[j]] + v.axes[:j] + v.axes[j + 1:])
+    return front(dst), front(src)
 
 
 def rank_align(x, y):

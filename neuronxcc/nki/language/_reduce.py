@@ -4,7 +4,8 @@
 ``op`` (the original's documented equivalence: ``b = nisa.tensor_tensor(data1=b, data2=a, op=op)``
 accumulating in place across the loop). The destination is the tile the call's result is assigned
 to: the tracer reads the assignment target at the kernel's call line and the value that name holds
-when the call runs, accumulates into that tile (VectorE, fp32 ALU, cast on write) and returns it.
+when the call runs (or, for ``view[idx] = nl.loop_reduce(...)``, the view that subscript selects),
+accumulates into that tile (VectorE, fp32 ALU, cast on write) and returns it.
 
 ``nl.all_reduce(x, op, program_axes)`` reduces ``x`` over the SPMD programs along ``program_axes``.
 The instances of a grid run one after another on one NeuronCore here, so no instance can see a
@@ -41,7 +42,8 @@ def _kernel_frame():
 
 
 def _assignments(filename):
-    """[(first line, last line, target name)] of every ``name = <call>`` / ``name: T = <call>`` in FILENAME."""
+    """[(first line, last line, target)] of every ``t = <call>`` / ``t: T = <call>`` in FILENAME; the target
+    is a name (str) or, for ``view[idx] = <call>``, the compiled subscript expression (code, source text)."""
     got = _ASSIGNS.get(filename)
     if got is None:
         got = []
@@ -52,25 +54,43 @@ def _assignments(filename):
         for n in ast.walk(tree) if tree is not None else ():
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                if len(targets) == 1 and isinstance(targets[0], ast.Name):
-                    got.append((n.value.lineno, n.value.end_lineno or n.value.lineno, targets[0].id))
+                if len(targets) != 1:
+                    continue
+                t = targets[0]
+                if isinstance(t, ast.Name):
+                    target = t.id
+                elif isinstance(t, ast.Subscript):
+                    text = ast.unparse(t)
+                    target = (compile(text, filename, "eval"), text)
+                else:
+                    continue
+                got.append((n.value.lineno, n.value.end_lineno or n.value.lineno, target))
         _ASSIGNS[filename] = got
     return got
 
 
 def _destination():
+    """The tile the calling kernel line assigns the result to: a name's current tile, or the view a
+    subscripted target selects (evaluated in the kernel's frame, as the assignment will index it)."""
     f = _kernel_frame()
     if f is not None:
         line = f.f_lineno
-        cands = [(a, b, name) for a, b, name in _assignments(f.f_code.co_filename) if a <= line <= b]
+        cands = [(a, b, i, t) for i, (a, b, t) in enumerate(_assignments(f.f_code.co_filename)) if a <= line <= b]
         if cands:
-            name = max(cands)[2]
-            v = f.f_locals.get(name)
+            target = max(cands)[3]
+            if not isinstance(target, str):
+                code, text = target
+                v = eval(code, f.f_globals, f.f_locals)
+                if isinstance(v, Tensor):
+                    return v, True
+                raise E.err_invalid_argument("nl.loop_reduce accumulates into the tile its result is assigned "
+                                             "to, but '%s' is no on-chip tile" % text)
+            v = f.f_locals.get(target)
             if isinstance(v, Tensor):
-                return v
+                return v, False
             raise E.err_invalid_argument(
                 "nl.loop_reduce accumulates into the tile its result is assigned to, but '%s' holds no tile yet "
-                "(create it first, e.g. %s = nl.zeros(...))" % (name, name))
+                "(create it first, e.g. %s = nl.zeros(...))" % (target, target))
     raise E.err_invalid_argument("nl.loop_reduce accumulates into the tile its result is assigned to: write "
                                  "'b = nl.loop_reduce(a, op=..., loop_indices=[...])' with b an existing tile")
 
@@ -78,7 +98,7 @@ def _destination():
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     """dst = dst op x, dst being the tile the result is assigned to (see module doc); returns dst."""
     ops.tile_operand(x, "loop_reduce", "x")
-    dst = _destination()
+    dst, view = _destination()
     ops.tile_operand(dst, "loop_reduce", "dst")
     if not isinstance(loop_indices, (list, tuple)):
         loop_indices = [loop_indices]
@@ -91,6 +111,8 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
                                            % (list(x.shape), list(dst.shape)))
     alu = op_name(op, "alu")
     ops.emit("tensor_tensor", "DVE", [dst], [dst, ops.expand(x, dst.shape)], {"op": alu}, mask)
+    if view:
+        dst._updated = True             # the assignment 'view[idx] = <this>' then writes nothing more
     return dst
 
 
