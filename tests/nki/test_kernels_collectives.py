@@ -82,6 +82,10 @@ from neuronxcc.nki.kernels.attention import fused_self_attn_for_SD_small_head_si
 from neuronxcc.nki.kernels.attention import FlashConfig
 from neuronxcc.nki.kernels import flash_fwd, flash_attn_bwd
 from neuronxcc.nki.compiler.backends.neuron.dimensions import VNC
+from neuronxcc.nki._pre_prod_kernels import NormType
+from neuronxcc.nki._pre_prod_kernels.util.kernel_helpers import get_program_sharding_info
+import neuronxcc.nki.typing as nt
+K_prior_annotation = nt.tensor[nt.mutable]
 """
 
 
@@ -93,3 +97,31 @@ def test_import_lines_of_nxd_and_nxdi_succeed():
     exec(compile(_CALLER_IMPORTS, "<caller imports>", "exec"), ns)
     assert ns["nki_cumsum"].__name__ == "cumsum" and ns["SkipMode"](False, False).skip_token is False
     assert hasattr(ns["ring_attention_fwd"], "__getitem__") and hasattr(ns["flash_fwd"], "__getitem__")
+
+
+def test_pre_prod_names_and_program_sharding_info_in_a_grid():
+    """_pre_prod_kernels gives NxD-Inference 0.7's load-time names (NormType, get_program_sharding_info; the
+    nt.tensor[nt.mutable] annotation its KV-cache kernels use): instance 0 and the last instance of a [2] grid
+    write different halves, a kernel without a grid is instance 0 of 1."""
+    import neuronxcc.nki.language as nl
+    import neuronxcc.nki.typing as nt
+    from neuronxcc.nki._pre_prod_kernels import ActFnType, NormType
+    from neuronxcc.nki._pre_prod_kernels.util.kernel_helpers import get_program_sharding_info
+    from neuronxcc.nki._private_kernels import ActFnType as private_act
+    assert ActFnType is private_act and NormType.RMS_NORM_SKIP_GAMMA != NormType.RMS_NORM
+    with pytest.raises(ImportError):
+        from neuronxcc.nki._pre_prod_kernels import QuantizationType  # noqa: F401  (keeps NxDI's old interface)
+
+    def kern(a, out: nt.tensor[nt.mutable]):
+        ndim, n, pid = get_program_sharding_info()
+        i, j = nl.mgrid[0:1, 0:4]
+        if pid == 0:
+            nl.store(out[i, j], value=nl.add(nl.load(a[i, j]), float(n + 10 * ndim)))
+        if pid == n - 1:
+            nl.store(out[1 + i, j], value=nl.load(a[1 + i, j]))
+        return out
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = nki.simulate_kernel(nki.jit(kern)[2], a, np.zeros((2, 4), np.float32))
+    assert np.array_equal(got, np.stack([a[0] + 12, a[1]]))
+    got = nki.simulate_kernel(nki.jit(kern), a, np.zeros((2, 4), np.float32))
+    assert np.array_equal(got, np.stack([a[0] + 1, a[1]]))

@@ -1,12 +1,22 @@
 """``neuronxcc.nki.typing``: kernel parameter annotations and placeholder tensors.
 
 ``nt.tensor[shape, dtype]`` (or ``nt.tensor[[shape], dtype]``) is both an annotation and a
-placeholder input for ``nki.benchmark`` (filled with random data); ``nt.mutable_tensor`` marks a
-parameter the kernel may write.
+placeholder input for ``nki.benchmark`` (filled with random data); ``nt.mutable_tensor`` (or the annotation
+``nt.tensor[nt.mutable]``, as NxD-Inference's KV-cache kernels write it) marks a parameter the kernel may write.
 """
 import numpy as np
 
-__all__ = ["tensor", "mutable_tensor", "scalar", "TensorType"]
+__all__ = ["tensor", "mutable_tensor", "mutable", "scalar", "TensorType"]
+
+
+class _Mutable:
+    """``nt.mutable``: the marker of ``nt.tensor[nt.mutable]`` (a parameter the kernel may write)."""
+
+    def __repr__(self):
+        return "nt.mutable"
+
+
+mutable = _Mutable()
 
 
 class TensorType:
@@ -27,6 +37,10 @@ class _TensorFactory:
     def __getitem__(self, key):
         if not isinstance(key, tuple):
             key = (key,)
+        mut = self.mutable or any(k is mutable for k in key)
+        key = tuple(k for k in key if k is not mutable)
+        if not key:                                   # nt.tensor[nt.mutable]: an annotation without a shape
+            return _TensorFactory(mutable=mut)
         if key and isinstance(key[0], (list, tuple)):
             shape = key[0]
             dtype = key[1] if len(key) > 1 else np.float32
@@ -35,7 +49,7 @@ class _TensorFactory:
             rest = [k for k in key if not isinstance(k, (int, np.integer))]
             shape = ints
             dtype = rest[0] if rest else np.float32
-        return TensorType(shape, dtype, self.mutable)
+        return TensorType(shape, dtype, mut)
 
     def __repr__(self):
         return "nt.mutable_tensor" if self.mutable else "nt.tensor"

@@ -1,0 +1,1 @@
+"""Kernel-writing helpers of ``_pre_prod_kernels`` (see ``kernel_helpers``)."""
