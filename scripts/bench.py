@@ -12,8 +12,9 @@ Sections (the README's "Benchmarks" table is this script's output):
 2. Scaling: the matmul+gradient graph (three dots, two transposes) at 1024,
    4096 and 16000 square, compile only (goldens off): compile time, BIR
    instruction count (read back from the NEFF), NEFF size.
-3. Simulator: birsim wall time on the compiled NEFF against XLA:CPU executing
-   the same program; simulated instructions per second; outputs checked;
+3. Simulator: birsim executing the compiled NEFF once loaded (``load_neff`` then
+   ``execute``) against XLA:CPU's warm execution of the same program, wall and CPU
+   time; load time against XLA:CPU's compile; simulated instructions per second; outputs checked;
    ``scripts/bench_birsim.py``'s per-instruction and large-tile-vs-numpy figures.
 4. Generated code: birsim's estimated device time against the roofline bound
    (max of FLOPs at the PE peak for the dtype and bytes at HBM bandwidth,
