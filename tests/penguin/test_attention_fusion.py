@@ -62,9 +62,12 @@ def _f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("fn,h,s,d", [(attention, 2, 130, 64), (causal, 2, 200, 32), (causal, 1, 640, 64),
-                                      (handwritten, 2, 96, 32)])
-def test_attention_is_fused_and_matches_jax(fn, h, s, d):
+# exps: the exp(x - m) instructions: one per query tile of a step (1, 2 or QUERY_TILES tiles of 128
+# interleaved) and key-block body (a peeled remainder block, or query tile, is a second body)
+@pytest.mark.parametrize("fn,h,s,d,exps", [(attention, 2, 130, 64, 1), (causal, 2, 200, 32, 1), (causal, 1, 640, 64, 2),
+                                           (causal, 1, 260, 32, 2), (attention, 1, 768, 32, 4),
+                                           (handwritten, 2, 96, 32, 1)])
+def test_attention_is_fused_and_matches_jax(fn, h, s, d, exps):
     rng = np.random.default_rng(s)
     args = [_f32(rng, h, s, d) for _ in range(3)]
     n, _ = _fused(fn, *args)
@@ -72,9 +75,8 @@ def test_attention_is_fused_and_matches_jax(fn, h, s, d):
     mod = check(fn, *args)
     # the [h, s, s] scores and probabilities are never materialised in HBM
     assert all(e < h * s * s for e in _scratch_elems(mod)), _scratch_elems(mod)
-    # exp(x - running max) with the row sum accumulated by the same ACT instruction, once per
-    # key-block body (a peeled remainder block is a second body)
-    assert len(_acts(mod, "exp", bias_ap=True, reduce="add")) == (1 if s <= 512 or s % 512 == 0 else 2)
+    # exp(x - running max) with the row sum accumulated by the same ACT instruction
+    assert len(_acts(mod, "exp", bias_ap=True, reduce="add")) == exps
 
 
 def test_gqa_bf16_attention_is_fused_and_matches_jax():
@@ -180,13 +182,15 @@ def test_causal_blocks_skipped_and_match_jax(fn, s, bands, monkeypatch):
     if nband > 1:
         assert blocks < (s // 128) * nblk
     if bands is None:
-        assert len(_mask_matmuls(mod)) == min(nblk, fa.MAX_BANDS)
+        # one per band and query tile of the step (bands of 512 queries: QUERY_TILES tiles)
+        assert len(_mask_matmuls(mod)) == fa.QUERY_TILES * min(nblk, fa.MAX_BANDS)
         assert not [i for i in mod.instructions() if i.opcode == "select"]
     else:
         assert not _mask_matmuls(mod)
 
 
 def test_gqa_bf16_causal_prefill_form_matches_jax():
+    from neuronxcc.starfish.penguin import attention as fa
     # Llama-3 prefill's attention (GQA, bf16 operands, pos[:, None] >= pos[None, :]) over two key
     # blocks: band 0 one diagonal block, band 1 one visible block and one diagonal block
     rng = np.random.default_rng(3)
@@ -196,7 +200,7 @@ def test_gqa_bf16_causal_prefill_form_matches_jax():
     cg = Codegen(penguin_of(gqa, q, k, v))
     mod = cg.run()
     assert cg.flash_fused == 1 and cg.flash_causal == 1
-    assert len(_mask_matmuls(mod)) == 2
+    assert len(_mask_matmuls(mod)) == 2 * fa.QUERY_TILES      # two bands, QUERY_TILES query tiles per step
     check(gqa, q, k, v)
 
 

@@ -41,6 +41,7 @@ NARROW = ("bfloat16", "float16")
 MAX_BANDS = 4              # causal: query bands with their own key-loop bounds (static code copies)
 MASKED_AT_MOST = -1e9      # a masked score this low gives exp(x - m) == 0 against any visible row max
 MASK_BIAS = -1e30          # what the mask matmul adds to a hidden score (bf16-representable)
+QUERY_TILES = 4            # query tiles of 128 interleaved per key-block step (PSUM: 2.5 KiB each)
 
 
 class Plan:
@@ -539,6 +540,22 @@ def lower(kern, plan):
     def col(prefix, mn):
         return em.chip(em.sbuf(prefix, mn, 1, f32), f32, mn, [[1, 1]])
 
+    # PSUM tiles of the key-block bodies: one memloc per role, query tile of the pair and shape,
+    # shared by every body (the bands, peeled blocks): bodies run one after the other, and fresh
+    # tiles per body would all be live at once where walrus cannot prove a tile private to its loop
+    psum_pool = {}
+
+    def psum(prefix, h, parts, free):
+        key = (prefix, h, parts, free)
+        if key not in psum_pool:
+            psum_pool[key] = em.psum(prefix, parts, free)
+        return psum_pool[key]
+
+    # up to QUERY_TILES query tiles per step when they split evenly: their chains are independent,
+    # and emitted phase by phase they fill each other's waits on the in-order engines
+    nq = next((q for q in (QUERY_TILES, 2) if TM == PMAX and Mi % (q * TM) == 0), 1)
+    TQ = nq * TM
+
     def body_b(starts, sizes):
         bs = list(starts)
         kres = kern.load_resident(KX, nb, bs, P.const(0), N, K, cdt1)        # [TK, ntk * N]
@@ -553,47 +570,53 @@ def lower(kern, plan):
                    em.hbm(VX.base, offs(VX, bs + [P.const(nfull * PMAX), P.const(0)]), [[sn, rem], [sd, Dv]]))
         gaxes = [Axis(plan.xshape[i], 1, "g") for i in range(nb, n - 2)]
         if nband is None:
-            em.nest(gaxes + [Axis(Mi, TM, "m")], lambda st, sz: body_m(st, sz, kres, vres, None), bs, list(sizes))
+            em.nest(gaxes + [Axis(Mi, TQ, "m")], lambda st, sz: body_m(st, sz, kres, vres, None), bs, list(sizes))
             return
         G = N // NB // nband
         for b in range(nband):
             q0 = b * G * NB
-            em.nest(gaxes + [Axis(G * NB, TM, "m")],
+            em.nest(gaxes + [Axis(G * NB, TQ, "m")],
                     lambda st, sz, q0=q0: body_m(st[:-1] + [st[-1] + q0], sz, kres, vres, (q0, G)), bs, list(sizes))
 
     def body_m(starts, sizes, kres, vres, band):
-        mn = sizes[-1]
-        qT = kern._lhsT(QX, n - 2, offs(QX, list(starts) + [P.const(0)]), TK, ntk, mn, cdt1)
-        nmrun, lrun = col("fa_negmax", mn), col("fa_sum", mn)
-        acc = em.chip(em.sbuf("fa_acc", mn, Dv, f32), f32, mn, [[1, Dv]])
-        em.inst("memset", "DVE", [nmrun], [], value=-NEG_BIG)
-        em.inst("memset", "POOL", [lrun], [], value=0.0)
-        em.inst("memset", "POOL", [acc], [], value=0.0)
-        hoisted = None
-        if band is None or band[1] > 1:
-            # loop-invariant tiles of the score expression (mask constants, iota grids): once per query tile
-            hoisted = TileEval(cg, Space(n - 2, n - 1, list(starts) + [P.const(0)],
-                                         [1] * (n - 2) + [mn, NB])).hoist(expr)
-        state = (qT, kres, vres, nmrun, lrun, acc, hoisted)
+        m0, mq = starts[-1], sizes[-1]
+        tiles = [(m0 + a, min(TM, mq - a)) for a in range(0, mq, TM)]
+        hs = []
+        for mt, mn in tiles:
+            st = list(starts[:-1]) + [mt]
+            h = dict(starts=st, mn=mn, m0=mt, kres=kres, vres=vres)
+            h["qT"] = kern._lhsT(QX, n - 2, offs(QX, st + [P.const(0)]), TK, ntk, mn, cdt1)
+            h["nm"], h["l"] = col("fa_negmax", mn), col("fa_sum", mn)
+            h["acc"] = em.chip(em.sbuf("fa_acc", mn, Dv, f32), f32, mn, [[1, Dv]])
+            em.inst("memset", "DVE", [h["nm"]], [], value=-NEG_BIG)
+            em.inst("memset", "POOL", [h["l"]], [], value=0.0)
+            em.inst("memset", "POOL", [h["acc"]], [], value=0.0)
+            h["hoisted"] = None
+            if band is None or band[1] > 1:
+                # loop-invariant tiles of the score expression (mask constants, iota grids): once per query tile
+                h["hoisted"] = TileEval(cg, Space(n - 2, n - 1, st + [P.const(0)],
+                                                  [1] * (n - 2) + [mn, NB])).hoist(expr)
+            hs.append(h)
         if band is None:
-            em.nest([Axis(N, NB, "kb")], lambda st, sz: body_k(st, sz, state, "expr"), list(starts), list(sizes))
+            em.nest([Axis(N, NB, "kb")], lambda st, sz: body_k(st, sz, hs, "expr"), list(starts), list(sizes))
         else:
             q0, G = band
             if G == 1:  # blocks 0..b, each adding the bias table from column d0 + k0 - m0
-                d0 = tables[2]
-                em.nest([Axis(q0 + NB, NB, "kb")],
-                        lambda st, sz: body_k(st, sz, state, st[-1] + d0 - starts[-1]), list(starts), list(sizes))
+                em.nest([Axis(q0 + NB, NB, "kb")], lambda st, sz: body_k(st, sz, hs, "table"), list(starts),
+                        list(sizes))
             else:
                 if q0:      # keys every query of the band sees
-                    em.nest([Axis(q0, NB, "kb")], lambda st, sz: body_k(st, sz, state, None), list(starts),
+                    em.nest([Axis(q0, NB, "kb")], lambda st, sz: body_k(st, sz, hs, None), list(starts),
                             list(sizes))
                 em.nest([Axis(G * NB, NB, "kd")],
-                        lambda st, sz: body_k(st[:-1] + [st[-1] + q0], sz, state, "expr"), list(starts), list(sizes))
-        rl = col("fa_rsum", mn)
-        em.inst("tensor_scalar", "DVE", [rl], [lrun], op0="divide", operand0=1.0, reverse0=True)
-        o = em.chip(em.sbuf("fa_out", mn, Dv, odt), odt, mn, [[1, Dv]])
-        em.inst("activation", "ACT", [o], [acc, rl], func="identity", scale_ap=True)
-        store(starts, mn, o)
+                        lambda st, sz: body_k(st[:-1] + [st[-1] + q0], sz, hs, "expr"), list(starts), list(sizes))
+        for h in hs:
+            mn = h["mn"]
+            rl = col("fa_rsum", mn)
+            em.inst("tensor_scalar", "DVE", [rl], [h["l"]], op0="divide", operand0=1.0, reverse0=True)
+            o = em.chip(em.sbuf("fa_out", mn, Dv, odt), odt, mn, [[1, Dv]])
+            em.inst("activation", "ACT", [o], [h["acc"], rl], func="identity", scale_ap=True)
+            store(h["starts"], mn, o)
 
     def store(starts, mn, o):
         so_m, so_d = OX.strides[n - 2], OX.strides[n - 1]
@@ -612,69 +635,87 @@ def lower(kern, plan):
             kern._evict_copy(oT, em.chip(ps, f32, dn, [[1, mn]]))
             em.dma(em.hbm(OX.base, base + d0 * so_d, [[so_d, dn], [so_m, mn]]), oT)
 
-    def body_k(starts, sizes, state, mask):
-        """One key block. mask: "expr" (evaluate the score expression on the tile), None (every
-        score visible: the expression is the scores themselves) or the bias table's first column
-        (a pelican Expr) for the causal diagonal block."""
-        qT, kres, vres, nmrun, lrun, acc, hoisted = state
-        n0, nk, mn = starts[-1], sizes[-1], sizes[-2]
-        ps = em.psum("fa_s", mn, nk)
-        ps_ap = em.chip(ps, f32, mn, [[1, nk]])
-        for j in range(ntk):
-            em.inst("matmul", "PE", [ps_ap], [em.chip(qT, cdt1, TK, [[1, mn]], offset=j * mn),
-                                              em.chip(kres, cdt1, TK, [[1, nk]], offset=n0 + j * N)],
-                    psum_zero=(j == 0))
-        if mask is not None and mask != "expr":
-            ident, table, _ = tables
-            em.inst("matmul", "PE", [ps_ap], [ident, em.chip(table.target, "bfloat16", PMAX, [[1, nk]], offset=mask)],
-                    psum_zero=False)
-        s_ap = em.chip(em.sbuf("fa_scores", mn, nk, f32), f32, mn, [[1, nk]])
-        em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity", scale=scale)
-        if mask == "expr":
-            te = TileEval(cg, Space(n - 2, n - 1, list(starts), [1] * (n - 2) + [mn, nk]))
-            te.hoisted = hoisted
-            te.memo[id(leaf)] = TV("tile", f32, ap=s_ap)
-            xv = te.materialise(te.value(expr))
-            if xv.dtype != f32:
-                xv = te.cast(xv, f32)
-            x_ap = xv.ap
-        else:
-            x_ap = s_ap
-        # running state: -max (nmrun), sum (lrun), acc; negm = min(-block max, nmrun) = -new max
-        nbm, negm, rs, corr = (col(p, mn) for p in ("fa_nbmax", "fa_negm", "fa_bsum", "fa_corr"))
-        em.inst("tensor_reduce", "DVE", [nbm], [x_ap], op="max", axes=1, negate=True)
-        em.inst("tensor_tensor", "DVE", [negm], [nbm, nmrun], op="min")
-        p_ap = em.chip(em.sbuf("fa_p", mn, nk, cdt2), cdt2, mn, [[1, nk]])
-        em.inst("activation", "ACT", [p_ap, rs], [x_ap, negm], func="exp", bias_ap=True, reduce="add")
-        # corr = exp(old max - new max) = exp(-nmrun + negm)
-        em.inst("activation", "ACT", [corr], [nmrun, negm], func="exp", bias_ap=True, scale=-1.0)
-        em.inst("scalar_tensor_tensor", "POOL", [lrun], [lrun, rs, corr], op0="mult", op1="add", operand0_ap=True)
-        em.inst("tensor_copy", "POOL", [nmrun], [negm])
-        # P^T by 128-key chunks (PE transposes into one PSUM bank at a time), then P @ V in PSUM
+    def body_k(starts, sizes, hs, mask):
+        """One key block for each query tile of hs, emitted phase by phase. mask: "expr" (evaluate
+        the score expression on the tile), None (every score visible: the expression is the scores
+        themselves) or "table" (the causal bias table, from column d0 + k0 - m0)."""
+        n0, nk = starts[-1], sizes[-1]
+        kres, vres = hs[0]["kres"], hs[0]["vres"]
+        for i, h in enumerate(hs):        # scores into PSUM, the mask added there, evicted scaled
+            mn = h["mn"]
+            h["ps"] = psum("fa_s", i, mn, nk)
+            ps_ap = em.chip(h["ps"], f32, mn, [[1, nk]])
+            for j in range(ntk):
+                em.inst("matmul", "PE", [ps_ap], [em.chip(h["qT"], cdt1, TK, [[1, mn]], offset=j * mn),
+                                                  em.chip(kres, cdt1, TK, [[1, nk]], offset=n0 + j * N)],
+                        psum_zero=(j == 0))
+            if mask == "table":
+                ident, table, d0 = tables
+                em.inst("matmul", "PE", [ps_ap],
+                        [ident, em.chip(table.target, "bfloat16", PMAX, [[1, nk]], offset=n0 + d0 - h["m0"])],
+                        psum_zero=False)
+            s_ap = em.chip(em.sbuf("fa_scores", mn, nk, f32), f32, mn, [[1, nk]])
+            em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity", scale=scale)
+            if mask == "expr":
+                te = TileEval(cg, Space(n - 2, n - 1, list(h["starts"]) + [n0], [1] * (n - 2) + [mn, nk]))
+                te.hoisted = h["hoisted"]
+                te.memo[id(leaf)] = TV("tile", f32, ap=s_ap)
+                xv = te.materialise(te.value(expr))
+                if xv.dtype != f32:
+                    xv = te.cast(xv, f32)
+                h["x"] = xv.ap
+            else:
+                h["x"] = s_ap
+        for h in hs:        # running state: -max (nm), sum (l); negm = min(-block max, nm) = -new max
+            mn = h["mn"]
+            nbm, negm, rs, corr = (col(p, mn) for p in ("fa_nbmax", "fa_negm", "fa_bsum", "fa_corr"))
+            em.inst("tensor_reduce", "DVE", [nbm], [h["x"]], op="max", axes=1, negate=True)
+            em.inst("tensor_tensor", "DVE", [negm], [nbm, h["nm"]], op="min")
+            p_ap = em.chip(em.sbuf("fa_p", mn, nk, cdt2), cdt2, mn, [[1, nk]])
+            em.inst("activation", "ACT", [p_ap, rs], [h["x"], negm], func="exp", bias_ap=True, reduce="add")
+            # corr = exp(old max - new max) = exp(-nm + negm)
+            em.inst("activation", "ACT", [corr], [h["nm"], negm], func="exp", bias_ap=True, scale=-1.0)
+            em.inst("scalar_tensor_tensor", "POOL", [h["l"]], [h["l"], rs, corr], op0="mult", op1="add",
+                    operand0_ap=True)
+            em.inst("tensor_copy", "POOL", [h["nm"]], [negm])
+            h["p"], h["corr"] = p_ap, corr
         nch = -(-nk // PMAX)
-        per = max(1, (em.tm.psum_bank_bytes // 4) // mn)
-        pT = em.sbuf("fa_pT", PMAX, nch * mn, cdt2)
-        for c0 in range(0, nch, per):
-            c = min(per, nch - c0)
-            psT = em.psum("fa_psT", PMAX, c * mn)
-            for j in range(c):
-                cn = min(PMAX, nk - (c0 + j) * PMAX)
-                em.inst("transpose", "PE", [em.chip(psT, f32, cn, [[1, mn]], offset=j * mn)],
-                        [em.chip(p_ap.target, cdt2, mn, [[1, cn]], offset=(c0 + j) * PMAX)])
-            last = min(PMAX, nk - (c0 + c - 1) * PMAX)
-            full = c if last == PMAX else c - 1
-            for a, k_, rows in ((0, full, PMAX), (full, c - full, last)):
-                if k_ > 0:
-                    kern._evict_copy(em.chip(pT, cdt2, rows, [[1, k_ * mn]], offset=(c0 + a) * mn),
-                                     em.chip(psT, f32, rows, [[1, k_ * mn]], offset=a * mn))
-        pv = em.psum("fa_pv", mn, Dv)
-        pv_ap = em.chip(pv, f32, mn, [[1, Dv]])
-        for j in range(nch):
-            cn = min(PMAX, nk - j * PMAX)
-            em.inst("matmul", "PE", [pv_ap], [em.chip(pT, cdt2, cn, [[1, mn]], offset=j * mn),
-                                              em.chip(vres, cdt2, cn, [[1, Dv]], offset=n0 * (W // PMAX) + j * W)],
-                    psum_zero=(j == 0))
-        em.inst("scalar_tensor_tensor", "DVE", [acc], [acc, pv_ap, corr], op0="mult", op1="add", operand0_ap=True)
+        for i, h in enumerate(hs):        # P^T by 128-key chunks (PE transposes into one PSUM bank at a time)
+            mn = h["mn"]
+            per = max(1, (em.tm.psum_bank_bytes // 4) // mn)
+            pT = em.sbuf("fa_pT", PMAX, nch * mn, cdt2)
+            for c0 in range(0, nch, per):
+                c = min(per, nch - c0)
+                # the P^T chunks reuse the score bank when they fit (its eviction has long run:
+                # P came from it), so a query tile holds one bank besides its P @ V tile
+                psT = h["ps"] if (c0 == 0 and mn == PMAX and c * mn <= nk) else psum("fa_psT", (i, c0), PMAX, c * mn)
+                for j in range(c):
+                    cn = min(PMAX, nk - (c0 + j) * PMAX)
+                    em.inst("transpose", "PE", [em.chip(psT, f32, cn, [[1, mn]], offset=j * mn)],
+                            [em.chip(h["p"].target, cdt2, mn, [[1, cn]], offset=(c0 + j) * PMAX)])
+                last = min(PMAX, nk - (c0 + c - 1) * PMAX)
+                full = c if last == PMAX else c - 1
+                for a, k_, rows in ((0, full, PMAX), (full, c - full, last)):
+                    if k_ > 0:      # alternate ACT / DVE by query tile: the two carry the same load
+                        dst = em.chip(pT, cdt2, rows, [[1, k_ * mn]], offset=(c0 + a) * mn)
+                        src = em.chip(psT, f32, rows, [[1, k_ * mn]], offset=a * mn)
+                        if len(hs) == 1:
+                            kern._evict_copy(dst, src)
+                        elif i % 2 == 0:
+                            em.inst("activation", "ACT", [dst], [src], func="identity")
+                        else:
+                            em.inst("tensor_copy", "DVE", [dst], [src])
+            h["pT"] = pT
+        for i, h in enumerate(hs):        # P @ V in PSUM, then acc = acc * corr + P @ V
+            mn = h["mn"]
+            pv_ap = em.chip(psum("fa_pv", i, mn, Dv), f32, mn, [[1, Dv]])
+            for j in range(nch):
+                cn = min(PMAX, nk - j * PMAX)
+                em.inst("matmul", "PE", [pv_ap], [em.chip(h["pT"], cdt2, cn, [[1, mn]], offset=j * mn),
+                                                  em.chip(vres, cdt2, cn, [[1, Dv]], offset=n0 * (W // PMAX) + j * W)],
+                        psum_zero=(j == 0))
+            em.inst("scalar_tensor_tensor", "DVE", [h["acc"]], [h["acc"], pv_ap, h["corr"]], op0="mult", op1="add",
+                    operand0_ap=True)
 
     from neuronxcc.starfish.penguin import decode_attn
     layout = decode_attn.fit(plan, QX, KX, VX, OX, expr, leaf)

@@ -20,7 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import gemm, hbmcopy, matvec, mmfuse, resident
+from neuronxcc.starfish.penguin import gemm, hbmcopy, lhs_pre, matvec, mmfuse, resident
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -483,6 +483,10 @@ class Kernels:
         TM = choose_tile(M, 2 * PMAX) if split else M
         TN = choose_tile(N, min(512, ncmax))
         offs = _offs(P)
+        # L^T transposed once into HBM when the N tiles would each transpose it again (lhs_pre.py)
+        mb = TM // 2 if split and TM % 2 == 0 and M % TM == 0 else (M if not split else None)
+        pre = [lhs_pre.prepare(self, L, M, K, cdt, mb) if lhs_pre.wants(self, L, nb, M, K, N, TN, mb) else None
+               for L, R, K in terms]
 
         def body_n(starts, sizes):
             bs = starts[:nb]
@@ -508,29 +512,32 @@ class Kernels:
             ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
             first = [True]
 
-            def kstep(L, rr, k0, t0, kn, g=1):
+            def kstep(L, rr, k0, t0, kn, g=1, lt=None):
                 """g consecutive K tiles of kn rows from tile t0: L^T in one DMA, g matmuls."""
-                st = self._lhsT(L, nb, offs(L, bs + [m0, k0]), kn, g, mn, cdt)
+                if lt is not None:
+                    st = lhs_pre.load(self, lt, m0, t0, kn, g, mn, cdt)
+                else:
+                    st = self._lhsT(L, nb, offs(L, bs + [m0, k0]), kn, g, mn, cdt)
                 for j in range(g):
                     em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn),
                                                       em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn)],
                             psum_zero=first[0])
                     first[0] = False
 
-            for (L, R, K), rr in zip(terms, res):
+            for (L, R, K), rr, lt in zip(terms, res, pre):
                 TK = _k_tile(K)
                 nfull, rem = divmod(K, TK)
                 G = _k_group(nfull, cdt, em.tm)
                 ngroups, left = divmod(nfull, G) if nfull else (0, 0)
                 if ngroups >= 1:
-                    kstep(L, rr, P.const(0), P.const(0), TK, G)
+                    kstep(L, rr, P.const(0), P.const(0), TK, G, lt)
                 if ngroups >= 2:
                     kv = em.fresh("k")
                     with em.b.loop(kv, 1, ngroups, 1) as iv:
-                        kstep(L, rr, iv * (G * TK), iv * G, TK, G)
+                        kstep(L, rr, iv * (G * TK), iv * G, TK, G, lt)
                 for j in range(left):
                     t = ngroups * G + j
-                    kstep(L, rr, P.const(t * TK), P.const(t), TK)
+                    kstep(L, rr, P.const(t * TK), P.const(t), TK, 1, lt)
                 if rem:
                     kstep(L, rr, P.const(nfull * TK), P.const(nfull), rem)
             self._mm_evict(O, nb, bs, m0, n0, mn, nn, ps_ap, epilogue)
