@@ -30,7 +30,7 @@ def _run(m, inputs, plans):
 
 def _op(draw, b, i, ap):
     kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool", "iota", "asel", "sel",
-                                 "transpose"]))
+                                 "transpose", "ts_ap"]))
     d0 = draw(st.sampled_from(DT))
     off = draw(st.integers(0, F))
     t0 = ap("t0", d0, off)
@@ -40,6 +40,16 @@ def _op(draw, b, i, ap):
         b.inst("tensor_scalar", "POOL" if kind == "ts_pool" else "DVE", [t1], [t0], op0=draw(st.sampled_from(ops)),
                operand0=float(draw(st.integers(-3, 3))), op1=draw(st.sampled_from(["add", "mult", None])),
                operand1=1.5, reverse0=draw(st.booleans()))
+    elif kind == "ts_ap":
+        # per-partition scalar operands ([P, 1] APs) for op0 and/or op1
+        def scal():
+            return B.AccessPattern("t1", draw(st.sampled_from(DT)), draw(st.integers(0, 2 * F - 1)), [[1, 1]], 0, P)
+        ap1 = draw(st.booleans())
+        op1 = draw(st.sampled_from(["add", "mult", "subtract", None]))
+        srcs = [t0, scal()] + ([scal()] if ap1 else [])
+        b.inst("tensor_scalar", draw(st.sampled_from(["DVE", "ACT", "POOL"])), [t1], srcs, operand0_ap=True,
+               op0=draw(st.sampled_from(["add", "mult", "subtract", "divide", "max", "rsub"])),
+               reverse0=draw(st.booleans()), op1=op1, operand1=-0.5, operand1_ap=ap1, reverse1=draw(st.booleans()))
     elif kind == "tt":
         b.inst("tensor_tensor", draw(st.sampled_from(["DVE", "POOL"])), [t1], [t0, ap("t1", t1.dtype, 0)],
                op=draw(st.sampled_from(["add", "mult", "max", "subtract", "bitwise_or"])))
@@ -299,3 +309,44 @@ def test_transpose_plan_matches_the_handler(dtype, free):
     ex = Executor(m, MachineState(m, tm), Timeline(m, tm))
     typed = isinstance(ex._prepare(m.instructions()[1])[1], _plans.RawCopy)
     assert typed == (dtype != "bool")
+
+
+def test_per_partition_scalar_operands_take_the_typed_plan():
+    """tensor_scalar with [P, 1] operands (x * rstd[p] - mean[p]) runs the typed ElementWise plan,
+    bit-identical to the handler; an op that is not one IEEE operation keeps the handler."""
+    from neuronxcc.starfish.birsim._plans import ElementWise
+    m = B.Module("tsap")
+    m.add_tensor("x", "input", "float32", (P, F))
+    m.add_tensor("s", "input", "float32", (P, 2))
+    m.add_tensor("y", "output", "float32", (2, P, F))
+    m.add_memloc("a", "SBUF", P, F * 4)
+    m.add_memloc("c", "SBUF", P, 8)
+    m.add_memloc("o", "SBUF", P, 2 * F * 4)
+    b = B.Builder(m)
+    a = B.AccessPattern("a", "float32", 0, [[1, F]], 0, P)
+    b.inst("dma_copy", "SP", [a], [b.ap("x")], queue="q0")
+    b.inst("dma_copy", "SP", [B.AccessPattern("c", "float32", 0, [[1, 2]], 0, P)], [b.ap("s")], queue="q0")
+    s0 = B.AccessPattern("c", "float32", 0, [[1, 1]], 0, P)
+    s1 = B.AccessPattern("c", "bfloat16", 2, [[1, 1]], 0, P)
+    o0 = B.AccessPattern("o", "float32", 0, [[1, F]], 0, P)
+    o1 = B.AccessPattern("o", "bfloat16", 2 * F, [[1, F]], 0, P)
+    typed = b.inst("tensor_scalar", "DVE", [o0], [a, s0, s1], op0="mult", operand0_ap=True, op1="subtract",
+                   operand1_ap=True, reverse1=True)
+    handled = b.inst("tensor_scalar", "DVE", [o1], [a, s0], op0="pow", operand0_ap=True)
+    b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", 0, [[F, P], [1, F]])], [o0], queue="q1")
+    b.inst("tensor_copy", "DVE", [o0], [o1])
+    b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", P * F, [[F, P], [1, F]])], [o0], queue="q1")
+    b.finish()
+    m.ensure_ids()
+    rng = np.random.default_rng(3)
+    ins = [rng.uniform(-4, 4, (P, F)).astype(np.float32), rng.uniform(0.5, 2, (P, 2)).astype(np.float32)]
+    tm = get_target("trn1")
+    state = MachineState(m, tm)
+    ex = Executor(m, state, Timeline(m, tm))
+    assert isinstance(ex._prepare(typed)[1], ElementWise)
+    assert not isinstance(ex._prepare(handled)[1], ElementWise)
+    fast, s1_ = _run(m, ins, True)
+    ref, s2_ = _run(m, ins, False)
+    for x, y in zip(fast, ref):
+        assert np.array_equal(x, y)
+    assert s1_ == s2_

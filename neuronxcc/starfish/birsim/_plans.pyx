@@ -144,17 +144,19 @@ cdef class _Operand:
 
 
 cdef class ElementWise:
-    """out = op1(op0(a, s0 | b), s1) in fp32 (tensor_scalar with immediate scalars,
-    tensor_tensor, identity activations, converting copies; op 0 = none), elements
-    paired row-major, the cast on output as write_f32 does.
+    """out = op1(op0(a, s0 | b), s1) in fp32 (tensor_scalar, tensor_tensor, identity activations,
+    converting copies; op 0 = none), elements paired row-major, the cast on output as write_f32
+    does. A scalar is an immediate or, with SA0 / SA1 given, a [P, 1] operand: one value per
+    partition (row) of A, as numpy broadcasts it in the handler.
     Operands are read completely before the output is written (in-place safe)."""
-    cdef _Operand out, a, b
+    cdef _Operand out, a, b, sa0, sa1
     cdef int op0, op1
-    cdef bint rev0, rev1, tensor
+    cdef bint rev0, rev1, tensor, ap0, ap1
     cdef float s0, s1
-    cdef Py_ssize_t n
+    cdef Py_ssize_t n, rows
 
-    def __init__(self, APInfo out, APInfo a, APInfo b, int op0, float s0, bint rev0, int op1, float s1, bint rev1):
+    def __init__(self, APInfo out, APInfo a, APInfo b, int op0, float s0, bint rev0, int op1, float s1, bint rev1,
+                 APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1):
         self.out = _Operand(out)
         self.a = _Operand(a)
         self.tensor = b is not None
@@ -162,24 +164,51 @@ cdef class ElementWise:
         self.op0, self.s0, self.rev0 = op0, s0, rev0
         self.op1, self.s1, self.rev1 = op1, s1, rev1
         self.n = out.n
+        self.ap0 = sa0 is not None
+        self.ap1 = sa1 is not None
+        self.sa0 = _Operand(sa0) if self.ap0 else None
+        self.sa1 = _Operand(sa1) if self.ap1 else None
+        self.rows = rows
+        if (self.ap0 or self.ap1) and (rows < 1 or self.n % rows or (self.ap0 and sa0.n != rows)
+                                       or (self.ap1 and sa1.n != rows)):
+            raise ValueError("ElementWise: a scalar operand needs one value per row")
 
     def __call__(self, dict env):
         cdef Py_ssize_t ab = self.a.info.base(env)
         cdef Py_ssize_t bb = self.b.info.base(env) if self.tensor else 0
+        cdef Py_ssize_t b0 = self.sa0.info.base(env) if self.ap0 else 0
+        cdef Py_ssize_t b1 = self.sa1.info.base(env) if self.ap1 else 0
         cdef Py_ssize_t ob = self.out.info.base(env)
-        cdef Py_ssize_t n = self.n
+        cdef Py_ssize_t n = self.n, rows = self.rows, p, f
         cdef float* x
         cdef float* y
-        x = _scratch_for((2 if self.tensor else 1) * n)
+        cdef float* z0
+        cdef float* z1
+        x = _scratch_for((2 if self.tensor else 1) * n + 2 * rows)
         y = x + n
+        z0 = x + (2 if self.tensor else 1) * n
+        z1 = z0 + rows
         read_f32_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
+        if self.ap0:
+            read_f32_ptr(self.sa0.p, self.sa0.code, b0, self.sa0.strides, self.sa0.nums, z0)
+        if self.ap1:
+            read_f32_ptr(self.sa1.p, self.sa1.code, b1, self.sa1.strides, self.sa1.nums, z1)
+        f = n // rows
         if self.tensor:
             read_f32_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
             ncc_ew_tt(self.op0, x, y, n)
         elif self.op0 != 0:
-            ncc_ew_ts(self.op0, x, self.s0, self.rev0, n)
+            if self.ap0:
+                for p in range(rows):
+                    ncc_ew_ts(self.op0, x + p * f, z0[p], self.rev0, f)
+            else:
+                ncc_ew_ts(self.op0, x, self.s0, self.rev0, n)
         if self.op1 != 0:
-            ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)
+            if self.ap1:
+                for p in range(rows):
+                    ncc_ew_ts(self.op1, x + p * f, z1[p], self.rev1, f)
+            else:
+                ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)
         write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
 
 

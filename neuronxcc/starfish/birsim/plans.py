@@ -144,9 +144,10 @@ def _tensor_scalar(ex, instr, attrs):
     ops = [attrs["op0"]] + ([attrs["op1"]] if attrs.get("op1") else [])
     intdom = (instr.engine == "POOL" and all(_is_int(a) for a in instr.dsts) and all(_is_int(a) for a in instr.srcs)) \
         or any(ALU_OPS[o] == "bitvec" for o in ops)
-    if attrs.get("operand0_ap") or attrs.get("operand1_ap"):
-        return None
+    ap0, ap1 = bool(attrs.get("operand0_ap")), bool(attrs.get("operand1_ap"))
     if intdom:
+        if ap0 or ap1:
+            return None
         so, ss, w = ex.st._static(out), ex.st._static(src), _int_width(src)
         if w is None or not all(o in INT_OPS for o in ops) or so.n != ss.n or so.n > EW_MAX:
             return None
@@ -157,12 +158,35 @@ def _tensor_scalar(ex, instr, attrs):
                               INT_OPS[ops[1]] if len(ops) > 1 else 0,
                               int(attrs.get("operand1")) if len(ops) > 1 else 0, bool(attrs.get("reverse1")), w)
     st = ex.st
-    rd, wr = _reader_f(st, src), _writer_f(st, out)
-    s0, s1 = _F(attrs.get("operand0")), _F(attrs.get("operand1"))
     op0 = ops[0]
     op1 = ops[1] if len(ops) > 1 else None
     r0, r1 = bool(attrs.get("reverse0")), bool(attrs.get("reverse1"))
     so, ss = st._static(out), st._static(src)
+    if ap0 or ap1:
+        # per-partition scalars ([P, 1] operands, broadcast along each row by the handler): the
+        # typed plan when every op is one IEEE operation and each operand has one value per row
+        rows = _rows(src)
+        k = 1
+        sa = []
+        ok = all(o in EW_OPS for o in ops) and so.n == ss.n and so.n <= EW_MAX and ss.n % rows == 0 and \
+            (not ap1 or op1 is not None)
+        for flag in (ap0, ap1):
+            if not flag:
+                sa.append(None)
+                continue
+            if k >= len(instr.srcs):
+                return None         # the handler's error
+            info = st._static(instr.srcs[k])
+            ok = ok and info.n == rows and _rows(instr.srcs[k]) == rows
+            sa.append(info)
+            k += 1
+        if not ok:
+            return None
+        return ElementWise(so, ss, None, EW_OPS[op0], 0.0 if ap0 else float(_F(attrs.get("operand0"))), r0,
+                           EW_OPS[op1] if op1 else 0, 0.0 if ap1 else float(_F(attrs.get("operand1"))), r1,
+                           sa[0], sa[1], rows)
+    rd, wr = _reader_f(st, src), _writer_f(st, out)
+    s0, s1 = _F(attrs.get("operand0")), _F(attrs.get("operand1"))
     if all(o in EW_OPS for o in ops) and so.n == ss.n and so.n <= EW_MAX:
         return ElementWise(so, ss, None, EW_OPS[op0], float(s0), r0, EW_OPS[op1] if op1 else 0, float(s1), r1)
     f = alu.alu_f
