@@ -24,6 +24,10 @@ widened to that loop's whole body (``liveness.pipelined_intervals``), so no
 two values of one loop body share bytes and the semaphores let iterations
 overlap; when that does not fit, the tight intervals are used (the stats say
 which: ``intervals``; the max-live lower bound is that of the intervals used).
+Before that, outside loops, a value first written by a DMA from a program input or constant
+(a resident weight) is tried live from the program start (``_early_loads``): it shares bytes
+with no earlier value, so its load carries no false WAR/WAW wait on an earlier kernel and runs
+while that kernel computes; when that does not fit, the intervals above are used.
 
 Spilling (SBUF only): the victim is the largest (bytes x live length) value
 live where allocation failed; it moves to an HBM scratch tensor
@@ -123,6 +127,29 @@ def _place_pipelined(vals, wide, method, target, memory, pack):
     return off, ps, -1
 
 
+def _early_loads(prog, module, values, wide):
+    """``wide`` with every value outside loops that is first written by a DMA from a program input
+    or constant live from the program start: its bytes are shared with no earlier value, so the
+    load (a resident weight of a later kernel) has no false WAR/WAW dependence on them and can run
+    while earlier kernels compute. {} when there is none (the caller then places without it)."""
+    out = dict(wide)
+    n = 0
+    for name, v in values.items():
+        if v.start is None or not v.sites or v.memory != "SBUF":
+            continue
+        pos, is_write = v.sites[0][0], v.sites[0][1]
+        site = prog.sites[pos]
+        ins = site.instr
+        if site.loops or not is_write or ins.opcode != "dma_copy" or not ins.srcs:
+            continue
+        t = module.tensors.get(ins.srcs[0].target)
+        if t is None or t.kind not in ("input", "const"):
+            continue
+        out[name] = (0, out.get(name, (v.start, v.end))[1])
+        n += 1
+    return out if n else {}
+
+
 def allocate(module, ctx, method):
     """Allocate every SBUF/PSUM memloc; spill or raise OutOfMemoryError. Returns stats."""
     target = ctx.target
@@ -136,9 +163,13 @@ def allocate(module, ctx, method):
         retry = False
         stats = {}
         wide = liveness.pipelined_intervals(values) if ctx.options["pipeline_intervals"] else {}
+        early = _early_loads(prog, module, values, wide) if wide else {}
         for memory in ("PSUM", "SBUF"):
             vals = [v for v in values.values() if v.memory == memory and v.start is not None]
-            off, ps, failed = _place_pipelined(vals, wide, method, target, memory, pack)
+            off, ps, failed = _place_pipelined(vals, early, method, target, memory, pack) if early else \
+                (None, None, 0)
+            if failed == 0:
+                off, ps, failed = _place_pipelined(vals, wide, method, target, memory, pack)
             intervals = "loop-body" if failed < 0 else "tight"
             if failed >= 0:
                 graph = ctx.cached(("interference", memory)) if method == "coloring" else None
