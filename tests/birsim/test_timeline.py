@@ -324,3 +324,53 @@ def test_compiled_wait_values_and_offsets_in_a_long_loop():
     with pytest.raises(BirSimError, match="deadlock: instruction #%s activation@ACT waits for q0 >= 10 but only 9"
                        % act.id):
         simulate(m, [x, np.array([8], np.int32)])      # trip 8 waits for q0 >= 10 with 9 loads issued
+
+
+def test_typed_affine_waits_time_as_the_general_path():
+    """Wait values A and max(0, A) with A affine in loop variables and a register are evaluated
+    from the instruction's variables read once (``Rec``'s typed waits); an instruction with more
+    waits than the typed form holds goes through pelican for each. The same program with every
+    instruction padded by met waits (value 0) past that limit must give the same trace."""
+    from neuronxcc.pelican import max_, var
+    from neuronxcc.starfish.birsim._timecore import MAXW_PUBLIC
+
+    def build(pad):
+        extra = [("Z", 0)] * (MAXW_PUBLIC + 1 if pad else 0)
+        m = B.Module("typed_waits")
+        m.add_tensor("x", "input", "float32", (6, 4, 8))
+        m.add_tensor("y", "output", "float32", (6, 4, 8))
+        m.add_tensor("k", "input", "int32", (1,))
+        m.add_memloc("a", "SBUF", 4, 2 * 32)
+        m.add_memloc("r", "SBUF", 1, 4)
+        b = B.Builder(m)
+        b.inst("dma_copy", "SP", [b.ap("r", dtype="int32")], [b.ap("k")], queue="q2", signals=[("q2", 1)])
+        b.inst("register_load", "ACT", [], [b.ap("r", dtype="int32")], register="kk", min=0, max=9,
+               waits=[("q2", 1)] + extra, signals=[("R", 1)])
+        with b.loop("j", 0, 2) as j:
+            with b.loop("i", 0, 3) as i:
+                n = j * 3 + i
+                t = b.ap("a", free=8, offset=(n % 2) * 8)
+                b.inst("dma_copy", "SP", [t], [B.AccessPattern("x", "float32", n * 32, [[8, 4], [1, 8]])],
+                       queue="q0", waits=[("Y", max_(0, 3 * j + i - 1))] + extra, signals=[("q0", 1)])
+                b.inst("activation", "ACT", [t], [t], func="exp",
+                       waits=[("q0", 3 * j + i + 1), ("R", max_(0, var("kk") - 8)), ("R", 1)] + extra,
+                       signals=[("ACT", 1)])
+                b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", n * 32, [[8, 4], [1, 8]])], [t],
+                       queue="q1", waits=[("ACT", max_(0, 3 * j + i + 1))] + extra, signals=[("Y", 1)])
+        b.finish()
+        return m
+
+    x = rand((6, 4, 8), 5)
+    for k in (0, 9):
+        got = simulate(build(False), [x, np.array([k], np.int32)], trace=True)
+        want = simulate(build(True), [x, np.array([k], np.int32)], trace=True)
+        assert [(tr, s, e) for tr, _, s, e, _, _ in got.timeline.events] == \
+            [(tr, s, e) for tr, _, s, e, _, _ in want.timeline.events]
+        assert got.total_s == want.total_s and got.busy_s == want.busy_s
+        np.testing.assert_array_equal(got.outputs[0], want.outputs[0])
+    # k = 9 asks for R >= 1 twice and kk - 8 = 1: met; a register that is never loaded is pelican's error
+    m = build(False)
+    m.body = m.body[2:]
+    m.renumber()
+    with pytest.raises(Exception, match="kk"):
+        simulate(m, [x, np.array([0], np.int32)])

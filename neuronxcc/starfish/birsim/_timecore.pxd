@@ -6,7 +6,8 @@ from neuronxcc.starfish.birsim._tracker cimport AccessTracker, Region
 cdef enum:
     RES_CAP = 128     # intervals a Resource remembers; the older half is folded into ``floor`` when full
     NKINDS = 5        # Rec.kind codes: 0 other, 1 dma, 2 matmul, 3 pe_transpose, 4 psum_eviction
-    MAXW = 8          # waits of one instruction evaluated in typed form
+    MAXW = 16         # waits of one instruction evaluated in typed form
+    MAXV = 16         # distinct variables of one instruction's affine waits
 
 
 cdef class Sem:
@@ -51,6 +52,12 @@ cdef class Rec:
     cdef long long wconst[MAXW]      # the value when wcomp[i] is None
     cdef list wcomp                  # per wait: None (constant), False (not compiled yet), a CompiledExpr
     cdef int wevals[MAXW]            # evaluations through pelican so far
+    # affine waits (A, or max(0, A): a value <= 0 is met either way) over the instruction's
+    # variables VNAMES (interned): wconst[i] + sum_k wcoef[i * nvars + k] * env[vnames[k]]
+    cdef unsigned char wtyped[MAXW]
+    cdef int nvars
+    cdef tuple vnames
+    cdef long long* wcoef
     cdef _type_waits(self)
 
 

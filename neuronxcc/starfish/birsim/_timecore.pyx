@@ -14,10 +14,14 @@ its ready time (the DMA engines, the v2 SBUF/PSUM ports).
 """
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove
+from sys import intern
 
 from neuronxcc.pelican._compiled cimport CompiledExpr
 from neuronxcc.starfish.birsim._apinfo cimport APInfo, COMPILE_AFTER, compile_env_expr, eval_env, regions_of
 from neuronxcc.starfish.birsim._tracker cimport AccessTracker, MAXREG, Region
+
+
+MAXW_PUBLIC = MAXW     # waits one instruction may have for the typed form (tests pad past it)
 
 
 cdef class Sem:
@@ -208,24 +212,74 @@ cdef class Rec:
         self.nbytes = nbytes
         self._type_waits()
 
+    def __cinit__(self):
+        self.wcoef = NULL
+        self.nvars = 0
+
+    def __dealloc__(self):
+        free(self.wcoef)
+
     cdef _type_waits(self):
-        cdef int i = 0
+        cdef int i = 0, k
         comp = []
         self.nw = -1
         if len(self.waits) > MAXW:
             return
+        names = {}
+        affs = []
         for w in self.waits:
             self.wsem[i] = w[0]
             self.wevals[i] = 0
+            self.wtyped[i] = 0
             if w[1] is not None:
                 self.wconst[i] = w[1]
                 comp.append(None)
+                affs.append(None)
             else:
                 self.wconst[i] = 0
                 comp.append(False)
+                aff = _affine_wait(w[2])
+                if aff is not None:
+                    for v in aff[0]:
+                        if v not in names:
+                            names[v] = len(names)
+                    if len(names) > MAXV:
+                        aff = None
+                        for v in list(names)[MAXV:]:
+                            del names[v]
+                affs.append(aff)
             i += 1
         self.wcomp = comp
         self.nw = i
+        self.nvars = len(names)
+        self.vnames = tuple([intern(v) for v in names])
+        if self.nvars:
+            self.wcoef = <long long*>malloc(self.nw * self.nvars * sizeof(long long))
+            if self.wcoef == NULL:
+                raise MemoryError()
+            for i in range(self.nw):
+                for k in range(self.nvars):
+                    self.wcoef[i * self.nvars + k] = 0
+                aff = affs[i]
+                if aff is None or any(v not in names for v in aff[0]):
+                    continue
+                for v, c in aff[0].items():
+                    self.wcoef[i * self.nvars + <int>names[v]] = c
+                self.wconst[i] = aff[1]
+                self.wtyped[i] = 1
+
+
+cdef object _affine_wait(object expr):
+    """(coeffs, const) of a wait value A or max(0, A) with A affine, else None. Dropping the max is
+    exact for a wait: a value <= 0 is met at once, and above 0 max(0, A) is A."""
+    try:
+        aff = expr.affine()
+        if aff is None and expr.op == "max" and len(expr.children) == 2 and expr.children[0].is_const() \
+                and int(expr.children[0]) == 0:
+            aff = expr.children[1].affine()
+        return aff
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 cdef class Core:
@@ -326,9 +380,30 @@ cdef class Core:
         cdef Sem s
         cdef tuple w
         cdef int i, sid
+        cdef long long vals[MAXV]
+        cdef int loaded = 0          # the variables: 0 not read yet, 1 read, -1 one has no value
+        cdef int k, nv = r.nvars
+        cdef unsigned long long acc
         if r.nw >= 0:
             for i in range(r.nw):
-                v = self._wait_value(r, i, env)
+                if r.wtyped[i]:
+                    if loaded == 0:
+                        loaded = 1
+                        for k in range(nv):
+                            o = env.get(r.vnames[k])
+                            if o is None:
+                                loaded = -1
+                                break
+                            vals[k] = o
+                    if loaded == 1:
+                        acc = <unsigned long long>r.wconst[i]      # int64 arithmetic, wrapping as compiled exprs do
+                        for k in range(nv):
+                            acc += <unsigned long long>r.wcoef[i * nv + k] * <unsigned long long>vals[k]
+                        v = <long long>acc
+                    else:
+                        v = r.waits[i][2].eval(env)     # pelican's error (or the value, if this wait lacks the variable)
+                else:
+                    v = self._wait_value(r, i, env)
                 sid = r.wsem[i]
                 s = self.sems[sid]
                 if v <= 0:
