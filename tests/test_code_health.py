@@ -78,3 +78,15 @@ def test_modules_stay_under_the_size_budget():
         if n > OVER_BUDGET.get(_rel(path), 800):
             big.append("%s: %d lines" % (_rel(path), n))
     assert big == [], "\n".join(big)
+
+
+def test_the_contributing_page_says_where_each_kind_of_change_goes():
+    """docs/CONTRIBUTING.md has a recipe for each kind of change issue 10 names, pointing at files
+    that exist, and says how to run one layer's tests."""
+    text = open(os.path.join(ROOT, "docs", "CONTRIBUTING.md"), encoding="utf-8").read()
+    for recipe in ("**A new element type.**", "**An HLO op.**", "**A BIR opcode.**", "**A walrus pass.**",
+                   "**An NKI function.**"):
+        assert recipe in text, recipe
+    assert "## Tests" in text and "pytest tests/<layer>" in text
+    for path in re.findall(r"`((?:neuronxcc|tests|scripts)/[\w/.]+\.py)`", text):
+        assert os.path.exists(os.path.join(ROOT, path)), path
