@@ -17,9 +17,13 @@ an instruction whose preparation fails at load (say an access outside its
 memloc in a branch that never runs) is prepared again when it first executes,
 so the error is raised only if it does, as ``simulate`` raises it.
 """
+import contextlib
 import copy
+import gc
 import os
 import threading
+
+import numpy as np
 
 from neuronxcc.errors import BirSimError
 from neuronxcc.hwm import get_target
@@ -27,7 +31,71 @@ from neuronxcc.starfish.birsim.executor import Executor
 from neuronxcc.starfish.birsim.state import MachineState
 from neuronxcc.starfish.birsim.timeline import Timeline
 
-__all__ = ["Model", "load_neff"]
+__all__ = ["Model", "load_neff", "SimResult", "execute_once", "gc_paused", "io_permutations", "to_stored_layout",
+           "to_logical_layout"]
+
+
+class SimResult:
+    """outputs (list, flattened result order), timing summary, trace. A result of a loaded
+    model's execution (``birsim.model``) keeps that run's timeline; its final memory contents
+    (memloc, tensor) are readable until the model executes again."""
+
+    def __init__(self, outputs, timeline, state=None, model=None, run=0):
+        self.outputs = outputs
+        self.timeline = timeline
+        self.state = state
+        self._model = model
+        self._run = run
+        s = timeline.summary()
+        self.total_s = s["total_s"]
+        self.instructions = s["instructions"]
+        self.busy_s = s["busy_s"]
+        self.utilisation = s["utilisation"]
+        self.races = s["races"]
+        self.counts = s["counts"]
+
+    def summary(self):
+        return self.timeline.summary()
+
+    def _state(self):
+        if self._model is not None and self._model.runs != self._run:
+            raise BirSimError("the model executed again after this result: its memory holds run %d, this "
+                              "result is of run %d" % (self._model.runs, self._run))
+        return self.state
+
+    def memloc(self, name, dtype="float32"):
+        """Final contents of memloc NAME as [partitions, bytes_per_partition / itemsize] (debugging)."""
+        from neuronxcc.starfish.birpy import dtypes as _dt
+        t = self._state().targets[name]
+        rows = t.buf.reshape(-1, t.row_bytes)[t.row0:t.row0 + t.nrows, t.byte0:t.byte0 + t.nbytes]
+        return np.ascontiguousarray(rows).view(_dt.np_dtype(dtype)).copy()
+
+    def tensor(self, name):
+        """Final contents of HBM tensor NAME (inputs, scratch and consts included)."""
+        return self._state().get_tensor(name)
+
+    def trace_json(self):
+        return self.timeline.trace_json()
+
+    def write_trace(self, path):
+        self.timeline.write_trace(path)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """The cyclic garbage collector paused (reference counting still frees everything without
+    cycles): building a NEFF's BIR allocates many small containers, and the collector's passes
+    over them cost 20-40% of reading a large program. Not used around the simulation itself:
+    there the collector frees the machine states of earlier runs, whose buffers the next
+    run reuses. Switched back on at the end when it was on (in a multi-rank run one rank's
+    thread may switch it back on early; that only costs time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def inputs_list(module, inputs):
@@ -92,7 +160,6 @@ class Model:
 
     def execute(self, inputs, trace=False):
         """SimResult of one execution on INPUTS (a list in module.inputs order, or a dict by name)."""
-        from neuronxcc.starfish.birsim.sim import SimResult
         vals = inputs_list(self.module, inputs)
         with self._lock:
             st, tl, ex = self.state, self.timeline, self.executor
@@ -118,7 +185,6 @@ class Model:
             else:
                 # the collector paused: an execution makes no cyclic garbage worth its passes
                 # (it builds no machine state; the per-step tuples go by reference counting)
-                from neuronxcc.starfish.birsim.sim import gc_paused
                 with gc_paused():
                     ex.run()
             outs = [st.get_tensor(n) for n in self.module.outputs]
@@ -141,9 +207,9 @@ class _LncModel:
         self.runs = 0
 
     def execute(self, inputs, trace=False):
-        from neuronxcc.starfish.birsim.sim import simulate
+        from neuronxcc.starfish.birsim.lnc import simulate_lnc       # both physical cores of the pair
         self.runs += 1
-        return simulate(self.module, inputs, trace=trace, **self.kw)
+        return simulate_lnc(execute_once, self.module, inputs, trace=trace, **self.kw)
 
     def close(self):
         pass
@@ -160,7 +226,6 @@ class NeffModel:
         self.perms = perms
 
     def execute(self, inputs, trace=False):
-        from neuronxcc.starfish.birsim.sim import to_logical_layout, to_stored_layout
         res = self.model.execute(to_stored_layout(self.module, inputs, self.perms), trace=trace)
         return to_logical_layout(self.module, res, self.perms)
 
@@ -168,11 +233,44 @@ class NeffModel:
         self.model.close()
 
 
+def execute_once(module, inputs, trace=False, **kw):
+    """SimResult of one execution of MODULE on a Model built for it (KW: Model's), not prepared ahead."""
+    model = Model(module, prepare=False, **kw)
+    try:
+        return model.execute(inputs, trace=trace)
+    finally:
+        model.close()       # the plans refer back to the executor: dropped, the state frees promptly
+
+
+def io_permutations(neff):
+    """{(kind, tensor name): permutation} of I/O variables stored transposed
+    (sg00/io_transposes.json: stored = logical.transpose(permutation)); empty when none."""
+    doc = getattr(neff, "io_transposes", None) or {}
+    out = {}
+    for t in doc.get("transposes", []) if isinstance(doc, dict) else []:
+        out[(t.get("kind"), t.get("name"))] = [int(k) for k in t.get("permutation", [])]
+    return out
+
+
+def to_stored_layout(module, inputs, perms):
+    if not perms:
+        return inputs
+    vals = inputs_list(module, inputs)
+    return [np.transpose(np.asarray(v), perms[("input", n)]) if ("input", n) in perms else v
+            for n, v in zip(module.inputs, vals)]
+
+
+def to_logical_layout(module, res, perms):
+    if perms:
+        res.outputs = [np.transpose(o, np.argsort(perms[("output", n)])) if ("output", n) in perms else o
+                       for n, o in zip(module.outputs, res.outputs)]
+    return res
+
+
 def load_neff(neff, target=None, poison=True, **kw):
     """The BIR program inside NEFF (a path, or what ``neuronxcc.neff.read_neff`` returned)
     loaded for execution: a NeffModel whose execute(inputs) -> SimResult. Custom-op
     libraries staged in the NEFF are loaded here (their temporary files removed at once)."""
-    from neuronxcc.starfish.birsim.sim import gc_paused, io_permutations
     with gc_paused():
         if isinstance(neff, (str, bytes, os.PathLike)):
             from neuronxcc.neff import read_neff

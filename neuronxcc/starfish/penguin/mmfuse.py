@@ -25,13 +25,14 @@ from ``neuronxcc.hwm``; every memloc is created inside the loop body that uses i
 resident weights (created before the row loop, read by every iteration); the row loop stays a
 loop (the instruction count does not depend on M).
 """
-from neuronxcc.errors import LoweringError
+from neuronxcc.errors import InternalCompilerError
 from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin import ir, matvec, resident, rows
 from neuronxcc.starfish.penguin.expr import Node, apply_view, leaves
+from neuronxcc.starfish.penguin.mmleaf import (MM_PREFIX, is_mm_leaf, materialise_mm,  # noqa: F401 (re-exported)
+                                               materialised_view, mm_leaves, resolve)
 from neuronxcc.starfish.penguin.views import View
 
-MM_PREFIX = "__mm__"
 MAX_K = 2048                 # whole rows of L held in SBUF per row tile
 MAX_N = 2048
 RES_FRACTION = 4             # all resident weights of one kernel: at most 1/4 of the usable SBUF
@@ -56,14 +57,6 @@ class RowMatmul:
     def resident_bytes(self, kern):
         tk = kern.k_tile(self.K)
         return -(-self.K // tk) * self.N * bdt.itemsize(self.cdt)
-
-
-def is_mm_leaf(v):
-    return isinstance(v, View) and v.base.startswith(MM_PREFIX)
-
-
-def mm_leaves(x):
-    return [v for v in leaves(x) if is_mm_leaf(v)]
 
 
 def _prod(xs):
@@ -245,33 +238,6 @@ def _settle(cg, L2, shape):
     return L2
 
 
-# -- resolving (the matmul kernel into HBM) ------------------------------------------------
-def resolve(cg, x, only=None):
-    """x with its matmul leaves (those in ONLY, default all) materialised and renamed to their tensors."""
-    todo = {}
-    for v in mm_leaves(x):
-        if only is not None and v.base not in only:
-            continue
-        todo[v.base] = materialise_mm(cg, v.base)
-    if not todo:
-        return x
-    return apply_view(x, lambda v: View(todo[v.base], v.dtype, v.shape, v.strides, v.offset)
-                      if v.base in todo else v)
-
-
-def materialise_mm(cg, base):
-    info = cg.mmred[base]
-    if info.tensor is None:
-        t = cg.em.tensor("mm", "scratch", info.dtype, (info.M, info.N))
-        L = cg.materialise(info.L)
-        if not (isinstance(L, View) and L.shape == (info.M, info.K)):
-            L = cg.materialise(info.L, allow_views=False)
-        cg.k.matmul_terms([(L, info.R, info.K)], View.contiguous(t, info.dtype, (info.M, info.N)), 0,
-                          info.M, info.N)
-        info.tensor = t
-    return info.tensor
-
-
 # -- evaluation inside a row-tile kernel ------------------------------------------------------
 def _align(cg, v, f, p, shape):
     """(row offset, per-axis row steps, column offset) when matmul leaf v read over an index
@@ -408,6 +374,11 @@ class TileScope:
             self.evals.setdefault((str(s.starts[0]), s.pn, s.fn), te)
         te.mm = self
 
+    def tile_value(self, te, v):
+        """The TV of matmul leaf v on TileEval te's tile (``tile_value``): tiles.py calls this through
+        ``te.mm``, so it needs no import of this module."""
+        return tile_value(te, v)
+
     def space(self, row0, pn, width):
         from neuronxcc.starfish.penguin.tiles import Space, TileEval
         key = (str(row0), pn, width)
@@ -429,13 +400,11 @@ def tile_value(te, v):
         return te.load(View(info.tensor, v.dtype, v.shape, v.strides, v.offset))
     scope = getattr(te, "mm", None)
     if scope is None or v.base not in scope.ctx.res:
-        raise LoweringError("[NCC_EPEN001] Internal: the matmul result %s is read by a kernel that does not "
-                            "evaluate matmuls inline (it should have been resolved first)" % v.base)
+        return te.load(materialised_view(cg, v))      # not materialised: an internal error
     s = te.s
     al = _align(cg, v, s.f, s.p, s.sizes)
     if al is None:
-        raise LoweringError("[NCC_EPEN001] Internal: the matmul result %s is read across rows of its tiles"
-                            % v.base)
+        raise InternalCompilerError("the matmul result %s is read across rows of its tiles" % v.base)
     r0, steps, c0 = al
     row0 = s.starts[s.p] + r0 if r0 else s.starts[s.p]
     for a, k in steps.items():

@@ -13,6 +13,7 @@ softmax is one loop over row tiles. Every other use materialises the reduce
 with the ordinary reduce kernel into a scratch tensor and renames the leaf's
 base to it (the leaf's strides already address a contiguous tensor).
 """
+from neuronxcc.starfish.penguin import mmleaf
 from neuronxcc.starfish.penguin.expr import apply_view, leaves
 from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
 
@@ -79,11 +80,10 @@ def make_row_reduce(cg, op, args, outs):
 
 def resolve(cg, x, keep=None, mm=True):
     """x with every row leaf not in KEEP (a set of bases) materialised and renamed to its tensor;
-    with MM also every lazy matmul leaf (penguin/mmfuse.py), for kernels that do not evaluate
+    with MM also every lazy matmul leaf (penguin/mmleaf.py), for kernels that do not evaluate
     matmuls inside their tiles."""
     if mm:
-        from neuronxcc.starfish.penguin import mmfuse
-        x = mmfuse.resolve(cg, x)
+        x = mmleaf.resolve(cg, x)
     todo = {}
     for v in row_leaves(x):
         if keep is not None and v.base in keep:

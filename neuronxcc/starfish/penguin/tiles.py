@@ -29,6 +29,7 @@ from neuronxcc.errors import LoweringError, cannot_lower as _cannot_lower  # noq
 from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.expr import Node
+from neuronxcc.starfish.penguin.mmleaf import MM_PREFIX, materialised_view
 from neuronxcc.starfish.penguin.views import Splat, View
 
 IOTA_BASE = "__iota__"
@@ -293,9 +294,9 @@ class TileEval:
             r = TV("splat", x.dtype, value=x.value)
         elif isinstance(x, View) and x.base.startswith("__row__"):
             r = self.row_reduce(x)
-        elif isinstance(x, View) and x.base.startswith("__mm__"):
-            from neuronxcc.starfish.penguin import mmfuse
-            r = mmfuse.tile_value(self, x)
+        elif isinstance(x, View) and x.base.startswith(MM_PREFIX):
+            # a lazy matmul leaf: its row tile's value under the kernel's TileScope (penguin/mmfuse.py)
+            r = self.mm.tile_value(self, x) if self.mm is not None else self.load(materialised_view(self.cg, x))
         elif isinstance(x, View):
             r = self.mm.ctx.shared_load(self, x) if self.mm is not None else None
             if r is None:
