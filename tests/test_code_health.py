@@ -90,3 +90,31 @@ def test_the_contributing_page_says_where_each_kind_of_change_goes():
     assert "## Tests" in text and "pytest tests/<layer>" in text
     for path in re.findall(r"`((?:neuronxcc|tests|scripts)/[\w/.]+\.py)`", text):
         assert os.path.exists(os.path.join(ROOT, path)), path
+
+
+def test_one_tool_shell():
+    """Argument parsers and temp-and-rename writers come from neuronxcc.common.toolshell (ToolParser's
+    usage errors are compiler errors with exit 70; atomic_write / atomic_output leave no partial file):
+    no package module builds an argparse.ArgumentParser, and no module of the package or of scripts/
+    renames a file into place itself."""
+    shell = os.path.join(PKG, "common", "toolshell.py")
+    scripts = os.path.join(ROOT, "scripts")
+    paths = list(_sources()) + [os.path.join(scripts, f) for f in sorted(os.listdir(scripts)) if f.endswith(".py")]
+    bad = []
+    for path in paths:
+        if path == shell:
+            continue
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            if not isinstance(node, (ast.ClassDef, ast.Call)):
+                continue
+            if isinstance(node, ast.ClassDef):
+                if path.startswith(PKG) and any("ArgumentParser" in ast.dump(b) for b in node.bases):
+                    bad.append("%s:%d subclasses ArgumentParser" % (_rel(path), node.lineno))
+                continue
+            f = node.func
+            owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+            if owner == "argparse" and f.attr == "ArgumentParser" and path.startswith(PKG):
+                bad.append("%s:%d argparse.ArgumentParser" % (_rel(path), node.lineno))
+            if owner == "os" and f.attr in ("replace", "rename"):
+                bad.append("%s:%d os.%s" % (_rel(path), node.lineno, f.attr))
+    assert bad == [], "\n".join(bad)
