@@ -524,6 +524,7 @@ cdef inline Py_ssize_t _count_p(const Py_ssize_t* nums) noexcept nogil:
 
 cdef enum:
     TBLOCK = 32
+    SMALL_COPY = 4096   # bytes of an overlapping copy's temporary kept on the stack
 
 
 cdef inline Py_ssize_t _absz(Py_ssize_t x) noexcept nogil:
@@ -605,13 +606,18 @@ cdef int copy_raw_ptr(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sst
     cdef Py_ssize_t slo, shi, dlo, dhi
     cdef Py_ssize_t cstr[NDIM]
     cdef uint8_t* tmp
+    cdef uint8_t stackbuf[SMALL_COPY]
     cdef int k
     if n == 0:
         return 0
     _extent(sbase, sstrides, snums, itemsize, &slo, &shi)
     _extent(dbase, dstrides, dnums, itemsize, &dlo, &dhi)
     if <const void*>sp == <const void*>dp and slo < dhi and dlo < shi:
-        tmp = <uint8_t*>malloc(n * itemsize)
+        # small copies use the stack (a malloc/free pair costs more than copying them)
+        if n * itemsize <= SMALL_COPY:
+            tmp = &stackbuf[0]
+        else:
+            tmp = <uint8_t*>malloc(n * itemsize)
         if tmp == NULL:
             return -1
         # the temporary, addressed with the source's counts, row-major contiguous
@@ -620,7 +626,8 @@ cdef int copy_raw_ptr(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sst
             cstr[k] = cstr[k + 1] * snums[k + 1]
         _walk_copy(sp, sbase, sstrides, snums, tmp, 0, cstr, snums, itemsize, n)
         _walk_copy(tmp, 0, cstr, snums, dp, dbase, dstrides, dnums, itemsize, n)
-        free(tmp)
+        if tmp != &stackbuf[0]:
+            free(tmp)
         return 0
     _walk_copy(sp, sbase, sstrides, snums, dp, dbase, dstrides, dnums, itemsize, n)
     return 0

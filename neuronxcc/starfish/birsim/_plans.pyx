@@ -10,6 +10,9 @@ from libc.stdint cimport uint8_t
 from neuronxcc.starfish.birsim._apinfo cimport APInfo
 from neuronxcc.starfish.birsim._kernels cimport copy_raw_ptr
 
+cdef enum:
+    NOGIL_BYTES = 16384     # copies this small keep the GIL: releasing and retaking it costs more than they do
+
 
 cdef class RawCopy:
     cdef APInfo src, dst
@@ -21,6 +24,7 @@ cdef class RawCopy:
     cdef Py_ssize_t dstr[6]
     cdef Py_ssize_t dnum[6]
     cdef Py_ssize_t isz
+    cdef Py_ssize_t nbytes
 
     def __init__(self, APInfo src, APInfo dst, src_order=None):
         """SRC_ORDER: the source's (strides, nums) in the order its elements are read (default
@@ -43,13 +47,17 @@ cdef class RawCopy:
             self.dstr[k] = dst.strides[k]
             self.dnum[k] = dst.nums[k]
         self.isz = src.itemsize
+        self.nbytes = src.n * src.itemsize
 
     def __call__(self, dict env):
         cdef Py_ssize_t sb = self.src.base(env)
         cdef Py_ssize_t db = self.dst.base(env)
         cdef int r
-        with nogil:
+        if self.nbytes <= NOGIL_BYTES:
             r = copy_raw_ptr(self.sp, sb, self.sstr, self.snum, self.dp, db, self.dstr, self.dnum, self.isz)
+        else:
+            with nogil:
+                r = copy_raw_ptr(self.sp, sb, self.sstr, self.snum, self.dp, db, self.dstr, self.dnum, self.isz)
         if r < 0:
             raise MemoryError()
 

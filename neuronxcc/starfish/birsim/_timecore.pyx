@@ -486,10 +486,16 @@ cdef class Core:
             w = ne
         if piece <= 0:
             return (ready, ready)
+        cdef int nfree = 0
         for i in range(ne):
             e = self.dma_engines[i]
             fits[i] = e.fit(ready, piece)
             used[i] = 0
+            if fits[i] <= ready:            # free at READY, the earliest any engine can start
+                nfree += 1
+                if nfree == w:              # the selection below takes exactly these (ties: lowest index)
+                    ne = i + 1
+                    break
         for j in range(w):
             best = -1
             for i in range(ne):
