@@ -32,3 +32,28 @@ def test_swiglu_reads_pretransposed_activations_and_matches_jax():
     # one 128x128 transpose per tile of x (4 x 8) and of h (4 x 24); per N tile it was 6*32*2 + 2*96
     assert res.counts["pe_transposes"] == 4 * 8 + 4 * 24, res.counts
 
+
+
+def _long_k(x, w):
+    return x @ w
+
+
+def _long_k_residual(x, w, r):
+    return (r.astype(jnp.float32) + x @ w).astype(jnp.bfloat16)
+
+
+def test_long_k_matmul_splits_k_and_matches_jax():
+    """K = 10240 bf16 (penguin/splitk.py): the double-buffered resident tile would be 256 columns;
+    two K halves of 512-column tiles, the first half's fp32 products added on the second's
+    evicted tile, with and without a fused epilogue (a residual add and the cast)."""
+    rng = np.random.default_rng(1)
+    M, K, N = 256, 10240, 1024
+    bf = ml_dtypes.bfloat16
+    x = rng.standard_normal((M, K)).astype(bf)
+    w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(bf)
+    r = rng.standard_normal((M, N)).astype(bf)
+    for fn, args in ((_long_k, (x, w)), (_long_k_residual, (x, w, r))):
+        mod = check(fn, *args)
+        assert [t for t in mod.tensors if t.startswith("splitk")]
+        mm = [i for i in mod.instructions() if i.opcode == "matmul"]
+        assert mm and {i.srcs[1].free_size for i in mm} == {512}

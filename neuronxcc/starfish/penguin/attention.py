@@ -636,12 +636,17 @@ def lower(kern, plan):
             em.dma(em.hbm(OX.base, base + d0 * so_d, [[so_d, dn], [so_m, mn]]), oT)
 
     def body_k(starts, sizes, hs, mask):
-        """One key block for each query tile of hs, emitted phase by phase. mask: "expr" (evaluate
-        the score expression on the tile), None (every score visible: the expression is the scores
-        themselves) or "table" (the causal bias table, from column d0 + k0 - m0)."""
+        """One key block for each query tile of hs. mask: "expr" (evaluate the score expression on
+        the tile), None (every score visible: the expression is the scores themselves) or "table"
+        (the causal bias table, from column d0 + k0 - m0). Emission order (each engine runs its
+        stream in order): every tile's scores first, then the later phases as a wavefront, tile i's
+        phase p with tile i+1's phase p-1, the most upstream phase first, so one tile's P^T and
+        P @ V run while the next one's softmax does."""
         n0, nk = starts[-1], sizes[-1]
         kres, vres = hs[0]["kres"], hs[0]["vres"]
-        for i, h in enumerate(hs):        # scores into PSUM, the mask added there, evicted scaled
+        nch = -(-nk // PMAX)
+
+        def scores(i, h):       # scores into PSUM, the mask added there, evicted scaled
             mn = h["mn"]
             h["ps"] = psum("fa_s", i, mn, nk)
             ps_ap = em.chip(h["ps"], f32, mn, [[1, nk]])
@@ -666,7 +671,8 @@ def lower(kern, plan):
                 h["x"] = xv.ap
             else:
                 h["x"] = s_ap
-        for h in hs:        # running state: -max (nm), sum (l); negm = min(-block max, nm) = -new max
+
+        def softmax(i, h):      # running state: -max (nm), sum (l); negm = min(-block max, nm) = -new max
             mn = h["mn"]
             nbm, negm, rs, corr = (col(p, mn) for p in ("fa_nbmax", "fa_negm", "fa_bsum", "fa_corr"))
             em.inst("tensor_reduce", "DVE", [nbm], [h["x"]], op="max", axes=1, negate=True)
@@ -675,12 +681,13 @@ def lower(kern, plan):
             em.inst("activation", "ACT", [p_ap, rs], [h["x"], negm], func="exp", bias_ap=True, reduce="add")
             # corr = exp(old max - new max) = exp(-nm + negm)
             em.inst("activation", "ACT", [corr], [h["nm"], negm], func="exp", bias_ap=True, scale=-1.0)
-            em.inst("scalar_tensor_tensor", "POOL", [h["l"]], [h["l"], rs, corr], op0="mult", op1="add",
-                    operand0_ap=True)
-            em.inst("tensor_copy", "POOL", [h["nm"]], [negm])
+            # l = l * corr + rs and nm = negm on ACT, in its stream after corr: on POOL they would
+            # hold the SBUF port DVE needs while they wait for corr
+            em.inst("activation", "ACT", [h["l"]], [h["l"], rs, corr], func="identity", bias_ap=True, scale_ap=True)
+            em.inst("activation", "ACT", [h["nm"]], [negm], func="identity")
             h["p"], h["corr"] = p_ap, corr
-        nch = -(-nk // PMAX)
-        for i, h in enumerate(hs):        # P^T by 128-key chunks (PE transposes into one PSUM bank at a time)
+
+        def transpose(i, h):    # P^T by 128-key chunks (PE transposes into one PSUM bank at a time)
             mn = h["mn"]
             per = max(1, (em.tm.psum_bank_bytes // 4) // mn)
             pT = em.sbuf("fa_pT", PMAX, nch * mn, cdt2)
@@ -706,7 +713,8 @@ def lower(kern, plan):
                         else:
                             em.inst("tensor_copy", "DVE", [dst], [src])
             h["pT"] = pT
-        for i, h in enumerate(hs):        # P @ V in PSUM, then acc = acc * corr + P @ V
+
+        def pv(i, h):           # P @ V in PSUM, then acc = acc * corr + P @ V
             mn = h["mn"]
             pv_ap = em.chip(psum("fa_pv", i, mn, Dv), f32, mn, [[1, Dv]])
             for j in range(nch):
@@ -716,6 +724,15 @@ def lower(kern, plan):
                         psum_zero=(j == 0))
             em.inst("scalar_tensor_tensor", "DVE", [h["acc"]], [h["acc"], pv_ap, h["corr"]], op0="mult", op1="add",
                     operand0_ap=True)
+
+        for i, h in enumerate(hs):
+            scores(i, h)
+        phases = (softmax, transpose, pv)
+        for step in range(len(hs) + len(phases) - 1):
+            for p, fn in enumerate(phases):
+                i = step - p
+                if 0 <= i < len(hs):
+                    fn(i, hs[i])
 
     from neuronxcc.starfish.penguin import decode_attn
     layout = decode_attn.fit(plan, QX, KX, VX, OX, expr, leaf)

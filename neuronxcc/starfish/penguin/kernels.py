@@ -20,7 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import gemm, hbmcopy, lhs_pre, matvec, mmfuse, resident
+from neuronxcc.starfish.penguin import gemm, hbmcopy, lhs_pre, matvec, mmfuse, resident, splitk
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -482,6 +482,8 @@ class Kernels:
         split = M > PMAX
         TM = choose_tile(M, 2 * PMAX) if split else M
         TN = choose_tile(N, min(512, ncmax))
+        if splitk.wants(self, terms, nb, M, N, TN, isz):     # long K: two halves of 512-wide tiles
+            return splitk.lower(self, terms, O, M, N, epilogue)
         offs = _offs(P)
         # L^T transposed once into HBM when the N tiles would each transpose it again (lhs_pre.py)
         mb = TM // 2 if split and TM % 2 == 0 and M % TM == 0 else (M if not split else None)
