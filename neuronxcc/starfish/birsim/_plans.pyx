@@ -50,6 +50,9 @@ cdef class RawCopy:
         self.nbytes = src.n * src.itemsize
 
     def __call__(self, dict env):
+        self.run(env)
+
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t sb = self.src.base(env)
         cdef Py_ssize_t db = self.dst.base(env)
         cdef int r
@@ -60,6 +63,7 @@ cdef class RawCopy:
                 r = copy_raw_ptr(self.sp, sb, self.sstr, self.snum, self.dp, db, self.dstr, self.dnum, self.isz)
         if r < 0:
             raise MemoryError()
+        return 0
 
 
 # -- fp32 element-wise ops: read, compute and write in one typed pass ------------
@@ -623,3 +627,41 @@ cdef class Matmul:
                 return
             r_ = _np_add(r_, self._read(o, ob, self.orows), dtype=_F32)
         self.st.write_f_at(o, ob, r_)
+
+
+cdef class Gather:
+    """Same-dtype dma_gather (``plans._dma_gather``, ``Executor.op_dma_gather``): partition p of the
+    on-chip side gets the row at the indexed side's offset + clip(index[p], lo, hi) * stride. The row
+    offset reaches the row's access info as env[ROWVAR] (so every row is bounds-checked as any
+    access is), one RawCopy per partition; the index is read as int64, clipped as np.clip does
+    (min(max(x, lo), hi))."""
+    cdef list copies
+    cdef _Operand idx
+    cdef int64_t lo, hi, stride
+    cdef object rowvar
+    cdef Py_ssize_t n
+
+    def __init__(self, list copies, APInfo idx, int64_t lo, int64_t hi, int64_t stride, rowvar):
+        if idx.n != len(copies):
+            raise ValueError("Gather needs one index per partition")
+        self.copies = copies
+        self.idx = _Operand(idx)
+        self.lo, self.hi, self.stride = lo, hi, stride
+        self.rowvar = rowvar
+        self.n = idx.n
+
+    def __call__(self, dict env):
+        cdef Py_ssize_t ib = self.idx.info.base(env)
+        cdef Py_ssize_t p, n = self.n
+        cdef int64_t d
+        cdef int64_t* x = _iscratch_for(n)
+        read_i64_ptr(self.idx.p, self.idx.code, ib, self.idx.strides, self.idx.nums, x)
+        vals = [0] * n
+        for p in range(n):          # read completely before any row moves (the index may be overwritten)
+            d = x[p] if x[p] > self.lo else self.lo
+            d = d if d < self.hi else self.hi
+            vals[p] = <int64_t>(<uint64_t>d * <uint64_t>self.stride)
+        for p in range(n):
+            env[self.rowvar] = vals[p]
+            (<RawCopy>self.copies[p]).run(env)
+        env.pop(self.rowvar, None)

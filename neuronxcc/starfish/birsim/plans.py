@@ -16,8 +16,8 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import (EW_OPS, INT_DIVMOD, INT_OPS, ElementWise, Fill, IntElementWise,
-                                              IntSelect, Matmul, RawCopy, Select)
+from neuronxcc.starfish.birsim._plans import (EW_OPS, INT_DIVMOD, INT_OPS, ElementWise, Fill, Gather,
+                                              IntElementWise, IntSelect, Matmul, RawCopy, Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -375,6 +375,9 @@ def _dma_gather(ex, instr, attrs):
         return None             # the handler's size error
     copies = [RawCopy(rs, ps) for ps in pss]
     si = st._static(instr.srcs[1])
+    lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
+    if si.n == len(copies) and all(-2 ** 62 < v < 2 ** 62 for v in (lo, hi, stride)):
+        return Gather(copies, si, lo, hi, stride, ROW_VAR)      # typed: no Python per row
     read_i = st.read_i_at
     lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
     clip = np.clip
