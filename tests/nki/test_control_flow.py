@@ -196,7 +196,20 @@ def _plain_branch(out, a, i):
         nl.store(out[i], nl.exp(nl.load(a[i])))
 
 
-def test_if_else_in_a_trace_sub_kernel_and_the_error_in_a_plain_helper():
+def _plain_outer(out, a, i):
+    """No control flow itself: the helper it calls is traced inline too."""
+    _plain_branch(out, a, i)
+
+
+class _Steps:
+    def apply(self, dst, t, i):
+        if i < 2:
+            dst[...] = nl.multiply(t, 2.0)
+        else:
+            dst[...] = nl.add(t, 1.0)
+
+
+def test_if_else_in_a_trace_sub_kernel_and_in_plain_helpers():
     def k(a):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(3):
@@ -210,7 +223,36 @@ def test_if_else_in_a_trace_sub_kernel_and_the_error_in_a_plain_helper():
     def k2(a):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(3):
-            _plain_branch(out, a, i)
+            _plain_outer(out, a, i)
         return out
-    with pytest.raises(E.err_dynamic_control_flow_not_supported, match="nki.trace"):
-        nki.simulate_kernel(k2, a)
+    assert_close(nki.simulate_kernel(k2, a), ref, row="compiled")
+
+    def k3(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        steps = _Steps()
+        for i in nl.affine_range(3):
+            t = nl.ndarray(a.shape[1:], dtype=a.dtype, buffer=nl.sbuf)
+            steps.apply(t, nl.load(a[i]), i)
+            nl.store(out[i], t)
+        return out
+    ref3 = a * 2
+    ref3[2] = a[2] + 1
+    assert_close(nki.simulate_kernel(k3, a), ref3, row="compiled")
+
+
+def _plain_shared(t, i):
+    if i == 0:
+        r = nl.multiply(t, 2.0)
+    else:
+        r = nl.add(t, 1.0)
+    return r
+
+
+def test_a_plain_helper_value_chosen_by_an_iterator_branch_is_refused_by_name():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            nl.store(out[i], _plain_shared(nl.load(a[i]), i))
+        return out
+    with pytest.raises(E.err_dynamic_control_flow_not_supported, match="'r' assigned in both branches"):
+        nki.simulate_kernel(k, rand(3, 4, 4, seed=8))

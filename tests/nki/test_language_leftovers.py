@@ -95,9 +95,39 @@ def test_all_reduce_over_one_program_is_the_value_cast():
     np.testing.assert_array_equal(nki.simulate_kernel(nki.jit(_all_reduce_kernel)[1], a), a.astype(nl.bfloat16))
 
 
-def test_all_reduce_over_several_programs_is_refused_by_name():
-    with pytest.raises(E.NkiNotImplementedError, match="all_reduce over 2 programs"):
-        nki.simulate_kernel(nki.jit(_all_reduce_kernel)[2], rand(16, 8))
+def _all_reduce_grid(a):
+    """A [2, 3] grid: each program loads its slice, keeps a tile live across the reduction, reduces over
+    axis 1 (the 3 programs sharing pid0) and stores value - mean and the group max."""
+    G0, G1, P, F = a.shape
+    out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    mx = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    i, j = nl.program_id(0), nl.program_id(1)
+    x = nl.load(a[i, j])
+    kept = nl.multiply(x, 1.0)                    # on chip across the cut
+    s = nl.all_reduce(x, op=np.add, program_axes=[1])
+    m = nl.all_reduce(x, op=np.maximum, program_axes=(1,))
+    nl.store(out[i, j], nl.subtract(kept, nl.multiply(s, 1.0 / G1)))
+    nl.store(mx[i, j], m)
+    return out, mx
+
+
+def test_all_reduce_over_several_programs():
+    a = rand(2, 3, 16, 8, seed=2)
+    out, mx = nki.simulate_kernel(nki.jit(_all_reduce_grid)[2, 3], a)
+    assert_close(out, a - a.mean(axis=1, keepdims=True), row="compiled")
+    np.testing.assert_array_equal(mx, np.broadcast_to(a.max(axis=1, keepdims=True), a.shape))
+    both = nki.simulate_kernel(nki.jit(_all_reduce_kernel)[2], a[0, 0])
+    np.testing.assert_array_equal(both, (2 * a[0, 0]).astype(nl.bfloat16))
+
+
+def test_all_reduce_over_programs_inside_a_loop_is_refused_by_name():
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for t in nl.affine_range(1):
+            nl.store(out, nl.all_reduce(nl.load(a), op=np.add, program_axes=[0]))
+        return out
+    with pytest.raises(E.err_invalid_argument, match="top level"):
+        nki.simulate_kernel(nki.jit(k)[2], rand(16, 8))
 
 
 # -- builtin_custom_op -------------------------------------------------------------------------------
@@ -175,18 +205,41 @@ def test_psum_blocks_in_separate_banks():
     assert_close(nki.simulate_kernel(k, a, b), np.einsum("bkm,bkn->bmn", a, b), row="compiled")
 
 
-def test_a_view_across_non_consecutive_blocks_is_refused():
+def test_element_wise_ops_across_non_consecutive_blocks():
+    """A tile spanning blocks placed apart (a [B, par_dim(P), F] tensor read through t[ib, ip, iw]) is copied,
+    computed on and stored one block at a time; blocks sharing one place (num_free_tiles=(1,)) alias."""
     def k(a):
-        out = nl.ndarray((64, 2), dtype=a.dtype, buffer=nl.shared_hbm)
-        t = nl.ndarray((2, nl.par_dim(64), 64), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0,
-                                                                                          num_free_tiles=(1,)))
+        B, P, F = a.shape
+        out = nl.ndarray((P, B, F), dtype=a.dtype, buffer=nl.shared_hbm)
+        col = nl.ndarray((P, B), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((B, nl.par_dim(P), F), dtype=a.dtype, buffer=ncc.sbuf.alloc(lambda idx, p, f: (0, 4096 - idx[0] * 2 * f)))
+        s = nl.ndarray((B, nl.par_dim(P), F), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(1,)))
+        for i in nl.affine_range(B):
+            t[i] = nl.load(a[i])
+            s[i] = nl.load(a[i])
+        ib, ip, iw = nl.arange(B)[None, :, None], nl.arange(P)[:, None, None], nl.arange(F)[None, None, :]
+        w = nl.multiply(nl.copy(t[ib, ip, iw]), 2.0)           # tensor_copy spanning both blocks
+        nl.store(out, w)
+        jp, jb = nl.arange(P)[:, None], nl.arange(B)[None, :]
+        nl.store(col[jp, jb], s[jb, jp, 0])                   # one DMA reading both (aliased) blocks
+        return out, col
+    a = rand(2, 64, 64, seed=9)
+    out, col = nki.simulate_kernel(k, a)
+    np.testing.assert_array_equal(out, a.transpose(1, 0, 2) * np.float32(2.0))
+    np.testing.assert_array_equal(col, np.stack([a[1, :, 0], a[1, :, 0]], axis=1))
+
+
+def test_a_matmul_across_non_consecutive_blocks_is_refused():
+    def k(a, b):
+        out = nl.ndarray((2, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((2, nl.par_dim(64), 32), dtype=a.dtype, buffer=ncc.sbuf.alloc(lambda idx, p, f: (0, 4096 - idx[0] * 2 * f)))
         for i in nl.affine_range(2):
             t[i] = nl.load(a[i])
         ip, ib = nl.arange(64)[:, None], nl.arange(2)[None, :]
-        nl.store(out[ip, ib], t[ib, ip, 0])            # one DMA reading both blocks
+        nl.store(out, nisa.nc_matmul(t[ib, ip, 0], nl.load(b)))       # the stationary side spans both blocks
         return out
     with pytest.raises(E.err_invalid_argument, match="spans several of its blocks"):
-        nki.simulate_kernel(k, rand(2, 64, 64))
+        nki.simulate_kernel(k, rand(2, 64, 32), rand(64, 128))
 
 
 # -- nl.dropout, reversed commutative scan operands ----------------------------------------------------

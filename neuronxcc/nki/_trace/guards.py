@@ -4,9 +4,10 @@ The tracer runs the kernel once, so the condition cannot be decided in Python. I
 (a ``Pred`` over loop iterators / program ids) answers True and becomes a *guard*: every instruction
 traced while the kernel's frame is inside that ``if`` block gets it as an extra mask atom, and the
 lowering drops the instruction on the iterations where it is false (splitting the loop, as for masks).
-The block's line range comes from the kernel's source (``ast``). This serves plain helper functions
-the kernel calls; the kernel itself and nki.jit / nki.trace sub-kernels are recompiled by ``rewrite``
-(which also traces ``else`` / ``elif``); an ``if`` with an ``else`` in a plain helper is refused.
+The block's line range comes from the kernel's source (``ast``). This serves functions ``rewrite``
+cannot recompile (no source, or called from library code); the kernel, nki.jit / nki.trace sub-kernels
+and the plain helpers they call are recompiled by ``rewrite`` (which also traces ``else`` / ``elif``);
+an ``if`` with an ``else`` reaching this path is refused.
 """
 import ast
 import linecache
@@ -58,8 +59,9 @@ def add_guard(ctx, pred):
     node = max(cands, key=lambda n: n.test.lineno)
     if node.orelse:
         raise E.err_dynamic_control_flow_not_supported(
-            "an if/else on a loop iterator is traced in the kernel function and nki.jit / nki.trace "
-            "sub-kernels only; decorate this helper with @nki.trace (or use an if without else, or masks)")
+            "an if/else on a loop iterator is traced in kernel code whose source is available (the kernel and "
+            "the helpers it calls); this function is reached another way: decorate it with @nki.trace (or use "
+            "an if without else, or masks)")
     start = node.body[0].lineno
     end = max(getattr(n, "end_lineno", n.lineno) for n in node.body)
     ctx.__dict__.setdefault("guards", []).append((f, start, end, pred))

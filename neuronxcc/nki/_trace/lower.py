@@ -260,6 +260,10 @@ class Lowerer:
             split = self._memset_blocks(ti, views[0])
             if split is not None:
                 return split
+        if ti.opcode in _ELEMENTWISE and len(ti.dsts) == 1 and any(op.buf.name in self.blocks for op in ops):
+            split = self._split_blocks(ti, ops, views)
+            if split is not None:
+                return split
         aps = [self._ap(op, v, ti) for op, v in zip(ops, views)]
         nd = len(ti.dsts)
         attrs = {k: v for k, v in ti.attrs.items() if k not in ("partition_broadcast", "offset_expr")}
@@ -391,6 +395,50 @@ class Lowerer:
             lo = end
         return out
 
+    def _in_one_block(self, op, view):
+        p0, off, axes = view
+        off = off.subs(self.fixed) if self.fixed and not isinstance(off, int) else off
+        if not isinstance(off, int):
+            if not off.is_const():
+                return False
+            off = int(off)
+        nbytes, names = self.blocks[op.buf.name]
+        per = nbytes // op.dtype.itemsize
+        lo = off + sum(min(0, a[2] * (a[0] - 1)) for a in axes[1:])
+        hi = off + sum(max(0, a[2] * (a[0] - 1)) for a in axes[1:])
+        return lo // per == hi // per
+
+    def _split_blocks(self, ti, ops, views):
+        """An element-wise instruction whose access to a block tensor at non-consecutive addresses spans
+        several blocks (a whole [B, par_dim(P), F] tensor copied at once): one instruction per index of the
+        outermost free axis along which every piece lies in one block, or None."""
+        shapes = {tuple(a[0] for a in v[2]) for v in views}
+        if len(shapes) != 1:
+            return None
+        rank = len(views[0][2])
+        for r in range(1, rank):
+            if views[0][2][r][0] <= 1 or any(v[2][r][1] for v in views):
+                continue
+            pieces = []
+            for k in range(views[0][2][r][0]):
+                piece = []
+                for v in views:
+                    a = v[2][r]
+                    off = v[1] + k * a[2]
+                    piece.append([v[0], off, v[2][:r] + [[1, 0, 0, None]] + v[2][r + 1:]])
+                pieces.append(piece)
+            if all(self._in_one_block(op, pv) for piece in pieces for op, pv in zip(ops, piece)
+                   if op.buf.name in self.blocks):
+                nd = len(ti.dsts)
+                attrs = {k: v for k, v in ti.attrs.items() if k not in ("partition_broadcast", "offset_expr")}
+                out = []
+                for piece in pieces:
+                    aps = [self._ap(op, pv, ti) for op, pv in zip(ops, piece)]
+                    out.append(birpy.Instruction(ti.opcode, ti.engine, aps[:nd], aps[nd:], dict(attrs),
+                                                 name="%s:%s" % (self.ctx.func_name, ti.loc.rsplit(":", 1)[-1])))
+                return out
+        return None
+
     def _block_of(self, op, off, axes, ti):
         """(memloc, offset in it) of an access to a block tensor at non-consecutive addresses."""
         off = off.subs(self.fixed) if self.fixed and not isinstance(off, int) else off
@@ -408,6 +456,11 @@ class Lowerer:
             _raise(E.err_invalid_argument, "an access to '%s' spans several of its blocks, which are directly "
                    "allocated at non-consecutive addresses; access one block at a time" % op.buf.name, ti.loc)
         return names[k], off - k * per
+
+
+# instructions whose element k of every operand only involves element k of the others (so they can be
+# cut along any free axis)
+_ELEMENTWISE = {"tensor_copy", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "dma_copy", "activation"}
 
 
 def lower(ctx, returned, module_name=None):

@@ -23,7 +23,10 @@ flow: err_control_flow_condition_depending_on_arange. Kernels without these cons
 whose source is not available, run unchanged.
 """
 import ast
+import builtins
 import inspect
+import os
+import sysconfig
 import textwrap
 import types
 
@@ -195,7 +198,38 @@ def _not(v):
     return Cond("not", _check_guard(v))
 
 
-_HELPERS = types.SimpleNamespace(if_=_If, and_=_and, or_=_or, not_=_not)
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
+_USER = {}
+
+
+def _user_code(code):
+    """True for a function written as kernel code: not the tracer's, numpy's or the standard library's
+    (our own kernels under nki/kernels and nki/_private_kernels are kernel code)."""
+    got = _USER.get(code)
+    if got is None:
+        fn = os.path.abspath(code.co_filename)
+        if fn.startswith(_PKG + os.sep):
+            got = any(os.sep + d + os.sep in fn[len(_PKG):] for d in ("kernels", "_private_kernels"))
+        else:
+            got = not fn.startswith(_LIBS) and not code.co_filename.startswith("<")
+        _USER[code] = got
+    return got
+
+
+def _callee(f):
+    """What a call in rewritten code calls: a plain kernel-code function (a helper the kernel calls, as the
+    original traces helpers inline) is rewritten too, so its if/else on loop iterators traces like the
+    kernel's own; everything else (nl / nisa, numpy, builtins, nki.jit kernels) is called as it is."""
+    t = type(f)
+    if t is types.FunctionType:
+        return rewritten(f) if _user_code(f.__code__) else f
+    if t is types.MethodType and type(f.__func__) is types.FunctionType and _user_code(f.__func__.__code__):
+        return types.MethodType(rewritten(f.__func__), f.__self__)
+    return f
+
+
+_HELPERS = types.SimpleNamespace(if_=_If, and_=_and, or_=_or, not_=_not, call_=_callee)
 
 
 # -- the source transformation ---------------------------------------------------------------------
@@ -266,6 +300,12 @@ class _Rewriter(ast.NodeTransformer):
         fn = "and_" if isinstance(node.op, ast.And) else "or_"
         return ast.fix_missing_locations(ast.copy_location(ast.Call(self._rt(fn, node), thunks, []), node))
 
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if _plain_call(node):
+            node.func = ast.copy_location(ast.Call(self._rt("call_", node), [node.func], []), node.func)
+        return ast.fix_missing_locations(node)
+
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
         if not isinstance(node.op, ast.Not):
@@ -274,10 +314,19 @@ class _Rewriter(ast.NodeTransformer):
                                                            node))
 
 
+def _plain_call(node):
+    """A call that may reach a helper function (not a builtin such as range / len / super)."""
+    f = node.func
+    if isinstance(f, ast.Name):
+        return not hasattr(builtins, f.id) and f.id != _RT
+    return isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id == _RT)
+
+
 def _needs(fdef):
     for n in ast.walk(fdef):
         if isinstance(n, (ast.If, ast.BoolOp)) or \
-                isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+                isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) or \
+                isinstance(n, ast.Call) and _plain_call(n):
             return True
     return False
 

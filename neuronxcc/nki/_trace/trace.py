@@ -14,8 +14,9 @@ import numpy as np
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import dtypes as D
 from neuronxcc.nki._trace.buffers import grid_size
-from neuronxcc.nki._trace.context import TLoop, TraceContext
+from neuronxcc.nki._trace.context import TraceContext
 from neuronxcc.nki._trace.lower import lower
+from neuronxcc.nki._trace.spmd import wrap_grid
 from neuronxcc.nki._trace.tensor import Tensor, whole
 from neuronxcc.starfish import birpy
 
@@ -131,12 +132,7 @@ def trace_kernel(func, args=(), kwargs=None, grid=(), target="trn1", name=None):
     with ctx:
         ret = rewritten(func)(*pos, **kw)
     if grid:
-        body = ctx.body
-        for k in range(len(grid) - 1, -1, -1):
-            lp = TLoop("pid%d" % k, 0, grid[k], 1, "spmd", _def_loc(func))
-            lp.body = body
-            body = [lp]
-        ctx.body = body
+        wrap_grid(ctx, grid, _def_loc(func))
     if ret is None:
         rets, kind = [], "none"
     elif isinstance(ret, Tensor):

@@ -7,10 +7,10 @@ to: the tracer reads the assignment target at the kernel's call line and the val
 when the call runs (or, for ``view[idx] = nl.loop_reduce(...)``, the view that subscript selects),
 accumulates into that tile (VectorE, fp32 ALU, cast on write) and returns it.
 
-``nl.all_reduce(x, op, program_axes)`` reduces ``x`` over the SPMD programs along ``program_axes``.
-The instances of a grid run one after another on one NeuronCore here, so no instance can see a
-later one's value: over a single program (no grid, or size-1 axes) the reduction is the value
-itself (cast to ``dtype``); over more it is refused by name, never computed wrongly.
+``nl.all_reduce(x, op, program_axes)`` reduces ``x`` over the SPMD programs along ``program_axes``:
+over a single program (no grid, or size-1 axes) the reduction is the value itself (cast to ``dtype``);
+over more, the grid is cut at the call (``_trace.spmd``): every program's value is stored, reduced
+once per group of programs, and each program continues with its group's result.
 """
 import ast
 import linecache
@@ -119,7 +119,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
     """x reduced over the SPMD programs along PROGRAM_AXES (see module doc)."""
     ops.tile_operand(x, "all_reduce", "x")
-    op_name(op, "alu")
+    alu = op_name(op, "alu")
     axes = [program_axes] if isinstance(program_axes, int) else list(program_axes)
     grid = current().grid
     n = 1
@@ -128,8 +128,9 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
             raise E.err_invalid_argument("program_axes of nl.all_reduce are grid axis numbers, got %r" % (a,))
         n *= grid[a] if a < len(grid) else 1
     if n > 1:
-        raise E.NkiNotImplementedError(
-            "nki.language.all_reduce over %d programs" % n,
-            "the instances of an SPMD grid run one after another on one core here, so none can see the "
-            "others' values (reduce through an HBM tensor and a second kernel, or a grid of size 1)")
+        if mask is not None:
+            raise E.err_invalid_argument("nl.all_reduce over several programs takes no mask")
+        from neuronxcc.nki._trace.spmd import all_reduce_programs
+        return all_reduce_programs(x, alu, [a for a in axes if a < len(grid)], dtype or x.dtype,
+                                   E.kernel_location())
     return copy(x, dtype=dtype or x.dtype, mask=mask)
