@@ -120,8 +120,10 @@ class Emitter:
         starts: pelican Exprs (element index of the tile start on each axis),
         sizes: ints (tile extent on each axis). An axis of at most UNROLL tiles (the outermost
         only) is emitted tile by tile: a handful of row tiles whose steps (loads, vector work,
-        matmuls) the scheduler may then overlap across tiles; longer axes stay loops, so the
-        instruction count is bounded by a constant independent of the tensor sizes."""
+        matmuls) the scheduler may then overlap across tiles, the short remainder tile first (its
+        small loads arrive first and its steps start the engines while the full tiles' loads are
+        in flight); longer axes stay loops, so the instruction count is bounded by a constant
+        independent of the tensor sizes."""
         P = pel()
         if not axes:
             body(list(starts), list(sizes))
@@ -129,8 +131,11 @@ class Emitter:
         ax, rest = axes[0], axes[1:]
         nfull, rem = divmod(ax.extent, ax.tile)
         if 1 < nfull and nfull + (1 if rem else 0) <= unroll:
+            if rem:
+                self.nest(rest, body, tuple(starts) + (P.const(nfull * ax.tile),), tuple(sizes) + (rem,))
             for k in range(nfull):
                 self.nest(rest, body, tuple(starts) + (P.const(k * ax.tile),), tuple(sizes) + (ax.tile,))
+            return
         elif nfull == 1:
             self.nest(rest, body, tuple(starts) + (P.const(0),), tuple(sizes) + (ax.tile,))
         elif nfull > 1:

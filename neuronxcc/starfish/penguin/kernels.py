@@ -140,6 +140,7 @@ class Kernels:
         if mmctx is not None and len(axes) == 2:
             unroll = mmfuse.UNROLL_TILES
             mmctx.share = axes[1].extent <= axes[1].tile and -(-axes[0].extent // axes[0].tile) <= unroll
+            mmctx.max_pn = min(axes[0].extent, axes[0].tile)
         self.em.nest(axes, body, unroll=unroll)
 
     # -- reduce ----------------------------------------------------------------------------

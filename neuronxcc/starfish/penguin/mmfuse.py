@@ -306,6 +306,7 @@ class Context:
         self.infos = infos
         self.res = {}
         self.share = False
+        self.max_pn = 1                  # the widest row tile of the kernel
         self.loads = {}
 
     def shared_load(self, te, v):
@@ -326,9 +327,18 @@ class Context:
             from neuronxcc.starfish.penguin.tiles import TV
             ap = tv.ap
             return TV(tv.kind, tv.dtype, ap=em.chip(ap.target, ap.dtype, te.s.pn, ap.pattern, offset=ap.offset))
+        pn = te.s.pn
+        if pat[0][0] == 0 and pn < self.max_pn:
+            # the same row on every partition: loaded once for the widest tile of the kernel
+            from neuronxcc.starfish.penguin.tiles import Space, TileEval
+            sizes = list(te.s.sizes)
+            sizes[te.s.p] = self.max_pn
+            wide = TileEval(te.cg, Space(te.s.p, te.s.f, te.s.starts, sizes)).load(v)
+            self.loads[key] = (wide, self.max_pn)
+            return self.shared_load(te, v)
         tv = te.load(v)
-        if hit is None or hit[1] < te.s.pn:
-            self.loads[key] = (tv, te.s.pn)
+        if hit is None or hit[1] < pn:
+            self.loads[key] = (tv, pn)
         return tv
 
     def load_weights(self):
