@@ -223,3 +223,19 @@ def test_prefix_caching_attention_prefix_mask_and_causal_active(kernel_name, gri
     kern = nki.jit(prefix_caching_attention_fwd_isa_kernel, mode="simulation")
     (kern[grid] if grid else kern)(q, ka, va, kp, vp, mask, 1.0, out, kernel_name=kernel_name)
     assert_close(out, _prefix_reference(q, kp, vp, ka, va, mask, "Causal" in kernel_name), row="compiled")
+
+
+def test_flash_fwd_sliding_window_gqa_grid_on_kv_heads():
+    """flash_fwd(..., sliding_window=w) (a query at i sees keys i-w+1 .. i), launched [bs, kv_heads] with two query
+    heads per k/v head, as nki-samples' later tests call it; w <= 0 means no window."""
+    rng = np.random.default_rng(11)
+    bs, nh, nkh, d, s, w = 1, 4, 2, 32, 512, 200
+    q, k = _rand(rng, bs, nh, d, s), _rand(rng, bs, nkh, d, s)
+    v = _rand(rng, bs, nkh, s, d)
+    scale = 1.0 / math.sqrt(d)
+    for window in (w, -1):
+        o = nki.simulate_kernel(flash_fwd[bs, nkh], q, k, v, None, use_causal_mask=True, mixed_precision=False,
+                                sliding_window=window, config=FlashConfig(training=False))
+        sc = R.scores(q, np.repeat(k, 2, axis=1), scale, True, window=window if window > 0 else None)
+        p = np.exp(sc - sc.max(-1, keepdims=True))
+        assert_close(o, (p / p.sum(-1, keepdims=True)) @ np.repeat(v, 2, axis=1).astype(np.float64), row="compiled")

@@ -101,7 +101,7 @@ def _is_tensor(x):
 
 
 _FWD_ARGS = (("logit_bias", None), ("softmax_scale", None), ("use_causal_mask", True), ("mixed_precision", True),
-             ("dropout_p", 0.0), ("config", None))
+             ("dropout_p", 0.0), ("config", None), ("sliding_window", -1))
 _LEGACY_ARGS = (("o", None), ("lse", None)) + _FWD_ARGS[1:]
 
 
@@ -126,17 +126,21 @@ def _bind_fwd(q, k, args, kwargs):
 @nki.jit
 def flash_fwd(q, k, v, seed, *args, **kwargs):
     """Flash attention forward, launched as ``flash_fwd[bs, n_heads](q, k, v, seed, logit_bias=None,
-    softmax_scale=None, use_causal_mask=True, mixed_precision=True, dropout_p=0.0, config=None)`` (or the legacy
+    softmax_scale=None, use_causal_mask=True, mixed_precision=True, dropout_p=0.0, config=None,
+    sliding_window=-1)`` (or the legacy
     ``(q, k, v, seed, o, lse=None, softmax_scale=None, ...)``, see the module doc).
 
     q: [bs, n_heads, d, seq_q]; k: [bs, nk_heads, d, seq_k]; v: [bs, nv_heads, seq_v, d]
     ([bs, nv_heads, d, seq_v] with config.should_transpose_v); seed: [1] int32 (the dropout seed);
     logit_bias: [bs, n_heads, seq_q, seq_k] or None. Returns o [bs, n_heads, seq_q, d] (q's dtype),
     and with config.training also lse [bs, n_heads, 128, seq_q // 128]. softmax_scale defaults
-    to d ** -0.5. k/v heads are shared by n_heads // nk_heads query heads (GQA)."""
+    to d ** -0.5. k/v heads are shared by n_heads // nk_heads query heads (GQA). sliding_window w > 0 (with the
+    causal mask): a query at position i sees keys i - w + 1 .. i."""
     legacy, a = _bind_fwd(q, k, args, kwargs)
     logit_bias, softmax_scale, dropout_p = a["logit_bias"] if not legacy else None, a["softmax_scale"], a["dropout_p"]
     use_causal_mask, mixed_precision = a["use_causal_mask"], a["mixed_precision"]
+    window = int(a["sliding_window"]) if a["sliding_window"] is not None and int(a["sliding_window"]) > 0 else None
+    _check(window is None or use_causal_mask, "a sliding_window needs use_causal_mask=True")
     config = a["config"] or FlashConfig()
     _check(0.0 <= float(dropout_p) < 1.0, "dropout_p must be in [0, 1), got %r" % (dropout_p,))
     bs, n_heads, d, seq_q = q.shape
@@ -163,7 +167,8 @@ def flash_fwd(q, k, v, seed, *args, **kwargs):
         kh = h if group == 1 else h // group
         dropout = (float(dropout_p), seed_col, b * n_heads + h) if dropout_p else None
         flash_attention_core(q, k, v, o, lse, logit_bias, (b, h), (b, kh), (b, h), scale, use_causal_mask,
-                             mm_dtype, v_transposed=config.should_transpose_v, dropout=dropout)
+                             mm_dtype, v_transposed=config.should_transpose_v, dropout=dropout,
+                             sliding_window=window)
     _instances(bs, n_heads, head)
     if legacy:
         return None
