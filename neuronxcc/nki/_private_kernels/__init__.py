@@ -10,7 +10,9 @@ blockwise_mm_baseline_shard_hidden}`` and their backward ``blockwise_mm_bwd.{blo
 blockwise_mm_bwd_baseline_shard_hidden}`` with ``SkipMode``, ``BlockShardStrategy``, ``ExpertAffinityScaleMode``,
 ``check_blockwise_mm_kernel_compatibility``, and ``collectives.CollectivesConfig`` (NxD's parallel_state needs it
 at import). ``ExpertAffinityScaleMode`` and ``ActFnType`` are also package attributes, where NxD and
-NxD-Inference look them up."""
+NxD-Inference look them up. Imported by a JAX caller at load but not built (a call is one NCC_INBY001 line,
+see ``not_built``): ``blockwise_mm.blockwise_mm_selective_cp``, ``blockwise_mm_bwd.blockwise_mm_bwd_selective_cp``,
+``attention.{attention_isa_kernel_cache, backward_attention_isa_kernel}``."""
 from neuronxcc.nki._private_kernels.blockwise_mm import ActFnType, ExpertAffinityScaleMode  # noqa: F401
 
 __all__ = ["ActFnType", "ExpertAffinityScaleMode"]

@@ -17,9 +17,18 @@ path of the ring-attention kernels (``ring_attention_fwd`` / ``ring_attention_bw
 """
 import neuronxcc.nki.language as nl
 from neuronxcc.nki._private_kernels.flash_core import check, flash_attention_core
+from neuronxcc.nki._private_kernels.not_built import not_built
 from neuronxcc.nki._private_kernels.ring_attention import ring_attention_bwd, ring_attention_fwd  # noqa: F401
 
-__all__ = ["attention_isa_kernel", "ring_attention_fwd", "ring_attention_bwd"]
+__all__ = ["attention_isa_kernel", "ring_attention_fwd", "ring_attention_bwd", "attention_isa_kernel_cache",
+           "backward_attention_isa_kernel"]
+
+# imported at module load by a JAX training wrapper; their signatures and math are not public
+attention_isa_kernel_cache = not_built("neuronxcc.nki._private_kernels.attention.attention_isa_kernel_cache",
+                                       "its signature and semantics are not public; use nki.kernels.flash_fwd")
+backward_attention_isa_kernel = not_built("neuronxcc.nki._private_kernels.attention.backward_attention_isa_kernel",
+                                          "its signature and semantics are not public; use "
+                                          "nki.kernels.flash_attn_bwd")
 
 
 def attention_isa_kernel(q, k, v, scale, out, kernel_name="AttentionMMSoftmaxMMWithoutSwap", **kwargs):

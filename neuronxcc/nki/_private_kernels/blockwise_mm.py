@@ -44,10 +44,11 @@ import numpy as np
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from neuronxcc.nki._private_kernels.flash_core import check
+from neuronxcc.nki._private_kernels.not_built import not_built
 
 __all__ = ["BlockShardStrategy", "SkipMode", "ExpertAffinityScaleMode", "ActFnType",
            "check_blockwise_mm_kernel_compatibility", "blockwise_mm", "blockwise_mm_baseline",
-           "blockwise_mm_baseline_shard_hidden"]
+           "blockwise_mm_baseline_shard_hidden", "blockwise_mm_selective_cp"]
 
 P = 128
 N_OUT = 512                 # down-projection columns per PSUM tile (one 2 KiB bank of fp32)
@@ -266,3 +267,10 @@ def blockwise_mm_baseline_shard_hidden(hidden_states, expert_affinities_masked, 
     """The LNC=2 form (``[VNC(2)]``): the instances split the hidden columns; same values."""
     _call(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size,
           token_position_to_id, block_to_expert, output, kwargs, gate_up_activations_T, down_activations)
+
+
+blockwise_mm_selective_cp = not_built(
+    "neuronxcc.nki._private_kernels.blockwise_mm.blockwise_mm_selective_cp",
+    "the return-style form JAX callers import; with a VNC(2) grid its zero-filled outputs would need a "
+    "per-instance split this package does not have. blockwise_mm_baseline (outputs as arguments) computes "
+    "the same values")

@@ -33,8 +33,10 @@ from neuronxcc.nki._private_kernels.blockwise_mm import (N_OUT, P, block_expert,
                                                          check_shapes, expert_view, split_hidden, stored_rows,
                                                          token_affinity)
 from neuronxcc.nki._private_kernels.flash_core import check
+from neuronxcc.nki._private_kernels.not_built import not_built
 
-__all__ = ["blockwise_mm_bwd", "blockwise_mm_bwd_baseline_shard_hidden", "check_blockwise_mm_bwd_kernel_compatibility"]
+__all__ = ["blockwise_mm_bwd", "blockwise_mm_bwd_baseline_shard_hidden", "blockwise_mm_bwd_selective_cp",
+           "check_blockwise_mm_bwd_kernel_compatibility"]
 
 
 def check_blockwise_mm_bwd_kernel_compatibility(hidden_size, block_size, intermediate_size_tp, **kwargs):
@@ -153,3 +155,9 @@ def blockwise_mm_bwd(hidden_states, hidden_states_grad, expert_affinities_masked
 def blockwise_mm_bwd_baseline_shard_hidden(*args, **kwargs):
     """The LNC=2 form (``[VNC(2)]``): the instances split the hidden columns; same values."""
     blockwise_mm_bwd(*args, **kwargs)
+
+
+blockwise_mm_bwd_selective_cp = not_built(
+    "neuronxcc.nki._private_kernels.blockwise_mm_bwd.blockwise_mm_bwd_selective_cp",
+    "the return-style form JAX callers import (see blockwise_mm.blockwise_mm_selective_cp); blockwise_mm_bwd "
+    "(gradients as arguments) computes the same values")
