@@ -62,6 +62,77 @@ def test_misleading_module_names_are_gone():
     assert not re.search(r'^\s*"(tuple|get-tuple-element|copy)"\s*:', elementwise, re.M)
 
 
+# Public API only users call (nothing in the checkout names it), name -> one-word reason.
+USER_API = {
+    "neuronxcc/nki/language/__init__.py:bfp16": "nki.language",
+    "neuronxcc/nki/language/__init__.py:shared_identity_matrix": "nki.language",
+}
+# decorators that wrap a definition without registering it anywhere (a registering decorator such as
+# @handler("dot") or @register is the reference that makes the definition reachable)
+_WRAPPERS = {"dataclass", "lru_cache", "cache", "contextmanager", "total_ordering", "final", "wraps",
+             "cached_property"}
+_CONST = re.compile(r"_?[A-Z][A-Z0-9_]*\Z")
+# Cython top-level definitions: def / cpdef / cdef functions, (cdef) classes, UPPER_CASE constants
+_PYX_DEFS = (
+    re.compile(r"^(?:cpdef|cdef|def)\b(?!\s+(?:extern|class|struct|enum|union|packed|cppclass|public)\b)"
+               r"[^(=\n]*?(\w+)\s*\(", re.M),
+    re.compile(r"^(?:cdef\s+)?class\s+(\w+)", re.M),
+    re.compile(r"^(?:cdef\s+[\w.]+\s+)?(_?[A-Z][A-Z0-9_]*)\s*=", re.M),
+)
+
+
+def _module_level_names(path):
+    """(name, line) of each module-level function, class and UPPER_CASE constant ``path`` defines."""
+    text = open(path, encoding="utf-8").read()
+    if path.endswith(".pyx"):
+        return [(m.group(1), text[:m.start()].count("\n") + 1) for r in _PYX_DEFS for m in r.finditer(text)]
+    out = []
+    for node in ast.parse(text, path).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+            if all((d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")) in _WRAPPERS
+                   for d in names):
+                out.append((node.name, node.lineno))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(t, ast.Name) and _CONST.match(t.id):
+                    out.append((t.id, node.lineno))
+    return out
+
+
+def _referenced_words():
+    """How often each word occurs in the package, tests/, scripts/, docs/, examples/, ci/ and the build
+    files (a string naming a function, as a registry or getattr would, counts)."""
+    from collections import Counter
+    words = Counter()
+    roots = [PKG] + [os.path.join(ROOT, d) for d in ("tests", "scripts", "docs", "examples", "ci")]
+    files = [os.path.join(ROOT, f) for f in ("pyproject.toml", "setup.py", "README.md")]
+    for root in roots:
+        for dp, dns, fns in os.walk(root):
+            dns[:] = [d for d in dns if d != "__pycache__"]
+            files += [os.path.join(dp, f) for f in fns
+                      if f.endswith((".py", ".pyx", ".pxd", ".pyi", ".md", ".txt", ".json", ".sh", ".toml"))]
+    for f in files:
+        words.update(re.findall(r"\w+", open(f, encoding="utf-8", errors="replace").read()))
+    return words
+
+
+def test_no_dead_code():
+    """Every module-level function, class and UPPER_CASE constant of the package is named somewhere besides
+    its own definition (package, tests, scripts, docs), or is user API listed in USER_API."""
+    defs = [(name, _rel(path), line) for path in _sources((".py", ".pyx"))
+            for name, line in _module_level_names(path) if not name.startswith("__")]
+    times_defined = {}
+    for name, _, _ in defs:
+        times_defined[name] = times_defined.get(name, 0) + 1
+    words = _referenced_words()
+    dead = ["%s:%d %s" % (rel, line, name) for name, rel, line in defs
+            if words[name] <= times_defined[name] and "%s:%s" % (rel, name) not in USER_API]
+    assert dead == [], "referenced nowhere:\n" + "\n".join(dead)
+    stale = [k for k in USER_API if not any(k == "%s:%s" % (rel, name) for name, rel, _ in defs)]
+    assert stale == [], "USER_API names no definition: %s" % stale
+
+
 # Over the budget with a reason, at most this many lines (a ratchet: it may shrink, never grow).
 OVER_BUDGET = {
     # the Expr node type and the rewrite rules its operators call at C level share one extension

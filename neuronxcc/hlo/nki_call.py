@@ -58,10 +58,6 @@ class NkiKernelCall:
         return birpy.from_json(self.bir_json)
 
 
-def is_kernel_target(target):
-    return isinstance(target, str) and target.strip('"') in TARGETS
-
-
 def encode_backend_config(kernel_json):
     """The backend_config string (base64 ASCII) carrying a traced kernel (its ``to_json()`` dict)."""
     raw = json.dumps(kernel_json, separators=(",", ":"), sort_keys=True).encode("utf-8")

@@ -195,11 +195,6 @@ def interpreted_opcodes():
     return sorted(OPS)
 
 
-def is_lowered(opcode):
-    """True when ``opcode`` is in the table and the lowering handles it."""
-    return opcode in OPS and opcode not in NOT_LOWERED
-
-
 def is_implemented(opcode, custom_call_target=None):
     """True when the reference interpreter (and so the compiler) accepts ``opcode``."""
     if opcode == "custom-call":

@@ -31,10 +31,6 @@ def is_jax_value(x):
     return mod.startswith("jax") or mod.startswith("jaxlib")
 
 
-def has_jax_args(args, kwargs):
-    return any(is_jax_value(a) for a in args) or any(is_jax_value(v) for v in (kwargs or {}).values())
-
-
 def _is_tracer(x):
     import jax
     return isinstance(x, jax.core.Tracer)

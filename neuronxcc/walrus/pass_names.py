@@ -93,7 +93,6 @@ SPECS = {s.name: s for s in PIPELINE}
 GATE_FLAGS = tuple(sorted({f for s in PIPELINE for f in s.flags_on + s.flags_off}))
 # name -> one-line description, canonical order
 PASS_NAMES = {s.name: s.description for s in PIPELINE}
-EXPERIMENTAL = ("experimental_loop_lsa", "experimental_loop_shift_left", "shift_left")
 # options of the runner itself
 RUNNER_OPTIONS = {"verify_between_passes": False}
 

@@ -100,10 +100,3 @@ def promote(a, b):
         return s
     wider = {1: np.int16, 2: np.int32}.get(u.itemsize)
     return np.dtype(wider) if wider is not None else F32
-
-
-def promote_all(dts):
-    out = None
-    for d in dts:
-        out = np_dtype(d) if out is None else promote(out, d)
-    return out

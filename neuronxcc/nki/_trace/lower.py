@@ -26,10 +26,6 @@ from neuronxcc.starfish import birpy
 __all__ = ["lower"]
 
 
-class _Err(Exception):
-    pass
-
-
 def _raise(cls, msg, loc):
     raise cls(msg, location=loc)
 

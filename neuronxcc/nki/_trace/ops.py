@@ -316,9 +316,6 @@ def size_of(shape):
     return n
 
 
-_ALU_OF = {"add": "add", "subtract": "subtract", "mult": "mult", "divide": "divide", "max": "max"}
-
-
 def update_inplace(view, other, op):
     """view op= other (``acc += nc_matmul(...)`` accumulates in PSUM)."""
     ctx = current()
@@ -352,15 +349,7 @@ def update_inplace(view, other, op):
     emit("tensor_tensor", "DVE", [view], [view, other], {"op": op})
 
 
-def free_axes_pattern(t):
-    return [[a.fstep, a.size] for a in t.axes[1:]] or [[1, 1]]
-
-
 def mark_producer(t, inst):
     if inst is not None:
         t.buf.producer = inst
     return t
-
-
-def const_expr(v):
-    return _pel.const(int(v))

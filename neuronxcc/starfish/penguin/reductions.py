@@ -36,8 +36,6 @@ ALU_KINDS = ("add", "max", "min", "mul")
 MAX_TAPS = 64           # window positions unrolled (reduce-window, select-and-scatter), as the window kernel
 BOOL_KINDS = ("and", "or")
 ARG_KINDS = ("argmax", "argmin", "argmax_nonan", "argmin_nonan")
-REDUCER_OPCODE = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply", "and": "and", "or": "or",
-                  "xor": "xor"}
 
 
 def identity(kind, dtype):

@@ -24,7 +24,6 @@ import numpy as np
 from neuronxcc.starfish.penguin.hloinst import penguin_dtype, unsupported
 
 PHILOX = ("rng_default", "rng_philox")
-THREEFRY = ("rng_three_fry",)
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
