@@ -116,6 +116,8 @@ def test_all_reduce_over_several_programs():
     out, mx = nki.simulate_kernel(nki.jit(_all_reduce_grid)[2, 3], a)
     assert_close(out, a - a.mean(axis=1, keepdims=True), row="compiled")
     np.testing.assert_array_equal(mx, np.broadcast_to(a.max(axis=1, keepdims=True), a.shape))
+    _, mx2 = nki.baremetal(_all_reduce_grid)[2, 3](a)           # through walrus: the cut's order is kept
+    np.testing.assert_array_equal(mx2, mx)
     both = nki.simulate_kernel(nki.jit(_all_reduce_kernel)[2], a[0, 0])
     np.testing.assert_array_equal(both, (2 * a[0, 0]).astype(nl.bfloat16))
 

@@ -114,6 +114,7 @@ def wrap_grid(ctx, grid, loc):
                     "PSUM tensor '%s' holds a value across nl.all_reduce over several programs; copy it to SBUF "
                     "first" % b.name, location=cut.loc)
             save, restore = _save_restore(ctx, grid, b)
+            save.loc = restore.loc = cut.loc or save.loc
             segs[k].append(save)
             segs[k + 1].insert(0, restore)
     body = []
