@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from support.cli import _env
 
 HEAVY = ("tempfile", "shutil", "zipfile", "bz2", "lzma", "numpy.ma", "google.protobuf.descriptor_pb2")
@@ -95,3 +97,34 @@ def test_tool_jobs_start_without_importing_python_and_numpy_again(tmp_path, monk
     # what only a tool uses is still imported, in its own process (so the log is read right)
     assert "neuronxcc.hlo.interpreter" in forked["XLAInferGoldens"]
     assert "neuronxcc.starfish.birsim" in forked["WalrusDriver"]
+    # the modules several processes of a compile import are imported by the driver before it forks
+    from neuronxcc.driver.ToolProcess import SHARED_MODULES
+    assert {"zipfile", "neuronxcc.hlo.ops", "neuronxcc.collectives"} <= execd["XLAInferGoldens"]
+    for job in tools:
+        assert not set(SHARED_MODULES) & forked.get(job, set()), job
+
+
+_BLAS_PROBE = ("import os, sys\n"
+               "from neuronxcc.driver.commands.CompileCommand import loadNumpyWithOneBlasThread\n"
+               "loadNumpyWithOneBlasThread()\n"
+               "import numpy\n"
+               "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not os.path.isdir("/proc/self/task"),
+                    reason="needs two cores and /proc to see OpenBLAS's threads")
+def test_a_compile_loads_numpy_with_one_blas_thread_and_leaves_the_environment_alone():
+    env = {k: v for k, v in _env().items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                                        "OMP_NUM_THREADS")}
+    r = subprocess.run([sys.executable, "-c", _BLAS_PROBE], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "None"]     # no OpenBLAS worker; the variable is gone again
+    # a thread count the user set is theirs
+    r = subprocess.run([sys.executable, "-c", _BLAS_PROBE], capture_output=True, text=True,
+                       env=dict(env, OPENBLAS_NUM_THREADS="2"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "2"]
+    # without the helper numpy starts OpenBLAS's pool with a worker (what the helper saves)
+    r = subprocess.run([sys.executable, "-c", "import os, numpy; print(len(os.listdir('/proc/self/task')))"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and int(r.stdout) >= 2, (r.stdout, r.stderr)

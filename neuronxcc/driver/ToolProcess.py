@@ -34,6 +34,16 @@ _LAUNCHER_LINE = 'exec /bin/sh "$(dirname -- "$0")/../launch.sh" %s "$@"'
 # A driver whose resident set is over this does not fork (see the module docstring).
 FORK_RSS_LIMIT = 1 << 30
 _EXEC_ENV = "NEURONXCC_TOOL_EXEC"
+# Modules more than one process of a compile imports, read from -X importtime of the corpus's
+# compiles: two tools (hlo2penguin and xla_infergoldens: the HLO op table and attribute readers,
+# rank spaces, collectives; every forked child: faulthandler), or a tool and the driver's own later
+# jobs (penguin's IR for Frontend; pathlib, zipfile, urllib and hashlib, which xla_infergoldens's
+# numpy.random and npz writer and the driver's importlib.resources and NEFF writer all import).
+# The driver imports them once before its first fork, so no forked tool imports them again.
+SHARED_MODULES = ("faulthandler", "base64", "hashlib", "ipaddress", "urllib.parse", "pathlib", "zipfile",
+                  "neuronxcc.hlo.ops", "neuronxcc.hlo.interp_attrs", "neuronxcc.hlo.ranks",
+                  "neuronxcc.collectives", "neuronxcc.starfish.penguin.ir", "neuronxcc.starfish.penguin.hloinst",
+                  "neuronxcc.starfish.penguin.collectives")
 
 
 def _tools():
@@ -117,11 +127,21 @@ def forkableTool(argv, packageDir, env=None):
     return name
 
 
+def importSharedModules():
+    """Import SHARED_MODULES into the driver (a no-op once they are loaded)."""
+    import importlib
+
+    for name in SHARED_MODULES:
+        if name not in sys.modules:
+            importlib.import_module(name)
+
+
 def start(argv, packageDir, merged, env=None):
     """Start ``argv`` (a list) with stdin on /dev/null and stdout/stderr piped (merged into one
     pipe when ``merged``), in text mode; returns a Popen or a ForkedTool."""
     tool = forkableTool(argv, packageDir, env)
     if tool is not None:
+        importSharedModules()
         return ForkedTool(tool, [str(a) for a in argv[1:]], merged)
     import subprocess
 

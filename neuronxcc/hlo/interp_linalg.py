@@ -191,7 +191,8 @@ def _layout_out(r, cd, out_dt):
     return _finish(np.transpose(r, src_of), out_dt)
 
 
-_FFTS = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn, "IRFFT": np.fft.irfftn}
+# numpy.fft's functions by name: numpy.fft is imported on the first fft, not with the interpreter
+_FFTS = {"FFT": "fftn", "IFFT": "ifftn", "RFFT": "rfftn", "IRFFT": "irfftn"}
 
 
 @handler("fft")
@@ -202,8 +203,9 @@ def h_fft(ev, inst, args):
         raise HloVerifyError("fft %s: unknown fft_type %r" % (inst.name, kind))
     lengths = int_list(inst, "fft_length")
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    fn = getattr(np.fft, _FFTS[kind])
     if kind in ("RFFT", "IRFFT"):
-        r = _FFTS[kind](x, s=lengths, axes=axes)
+        r = fn(x, s=lengths, axes=axes)
     else:
-        r = _FFTS[kind](x, axes=axes)
+        r = fn(x, axes=axes)
     return cast(r, dtype_of(inst.shape))

@@ -250,3 +250,70 @@ def test_dot_inputs_scaled_so_a_deep_stack_stays_in_range():
     assert all(abs(float(np.std(a)) * 16.0 - 1.0) < 0.1 for a in ins)     # std 1/sqrt(256)
     out = np.asarray(jax.jit(f)(*ins))
     assert np.all(np.isfinite(out)) and 0.05 < float(np.max(np.abs(out))) < 100.0
+
+
+@pytest.mark.parametrize("name", ["loops", "sort", "layernorm"])
+def test_goldens_and_spreads_equal_two_separate_evaluations(tmp_path, name):
+    # the tool runs the goldens and the perturbed run on one evaluator (plans built once); what it
+    # writes is what two fresh evaluations give
+    from neuronxcc.hlo.infergoldens import output_spreads
+    from neuronxcc.hlo.interpreter import evaluate
+
+    _, _, model = _write(tmp_path, name)
+    out = tmp_path / "g.npz"
+    assert main([model, "--output", str(out), "--seed", "3"]) == 0
+    module = load_module(model)
+    inputs = random_inputs(module, 3)
+    want = evaluate(module, inputs)
+    spreads = output_spreads(module, inputs, want, 3)
+    assert spreads
+    with np.load(out) as z:
+        assert sorted(k for k in z.files if k.startswith("spread")) == sorted("spread%d" % i for i in spreads)
+        for i, s in spreads.items():
+            np.testing.assert_array_equal(z["spread%d" % i], s)
+    ins, outs = read_npz(str(out), module)
+    assert len(outs) == len(want)
+    for a, b in zip(outs, want):
+        np.testing.assert_array_equal(a, b)
+
+
+_FLOAT_LOOP = """HloModule float_loop
+
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  limit = s32[] constant(25)
+  ROOT c = pred[] compare(i, limit), direction=LT
+}
+
+body {
+  s1 = (s32[], f32[4]) parameter(0)
+  i1 = s32[] get-tuple-element(s1), index=0
+  x1 = f32[4] get-tuple-element(s1), index=1
+  one = s32[] constant(1)
+  i2 = s32[] add(i1, one)
+  x2 = f32[4] add(x1, x1)
+  ROOT t = (s32[], f32[4]) tuple(i2, x2)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, x)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_perturbed_run_has_its_own_while_trip_budget(tmp_path):
+    # 25 trips per run: a cap of 25 lets both runs finish, so the spread is there
+    model = tmp_path / "floop.hlo"
+    model.write_text(_FLOAT_LOOP)
+    np.savez(tmp_path / "in.npz", input0=np.full(4, 0.999, np.float32))
+    out = tmp_path / "g.npz"
+    args = [str(model), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]
+    assert main(args + ["--max-while-trips", "24"]) == 70 and not out.exists()
+    assert main(args + ["--max-while-trips", "25"]) == 0
+    with np.load(out) as z:
+        assert "spread0" in z.files and float(z["spread0"].max()) > 0

@@ -83,6 +83,28 @@ class _ProgressDots:
         return False
 
 
+# The variables OpenBLAS takes its thread count from, in its order of precedence.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def loadNumpyWithOneBlasThread():
+    """Load numpy with OpenBLAS's thread pool at one thread.
+
+    Every BLAS call of a compile runs on one thread anyway (the HLO interpreter's
+    ``interp_blas.single_threaded_blas``, birsim's ``blas``), and OpenBLAS otherwise starts a
+    worker thread per core while numpy loads (about 10 ms of CPU per compile on two cores,
+    inherited by every forked tool). The variable is set only while numpy loads: the tools and
+    anything exec'd get the environment as it was. Nothing changes when numpy is already loaded
+    (an in-process caller) or the environment sets a BLAS thread count."""
+    if "numpy" in sys.modules or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+
+
 # HLO opcode -> the --implicit-integer-downcast name that allows it.
 _DOWNCAST_NAMES = {"dot": "dot", "scatter": "scatter", "all-reduce": "all_reduce",
                    "reduce-scatter": "reduce_scatter", "power": "pow"}
@@ -456,6 +478,7 @@ class CompileCommand(CommandInterface):
             json.dump(doc, f, indent=1, sort_keys=True)
 
     def run(self, argv, logfile=None):
+        loadNumpyWithOneBlasThread()
         try:
             pipeline, args = self.buildPipeline(argv, self.logger)
             self.runPipeline(pipeline, args)
