@@ -166,9 +166,10 @@ cdef class ElementWise:
     cdef bint rev0, rev1, tensor, ap0, ap1
     cdef float s0, s1
     cdef Py_ssize_t n, rows
+    cdef object fallback            # run(env) of the handler, for a NaN scalar operand
 
     def __init__(self, APInfo out, APInfo a, APInfo b, int op0, float s0, bint rev0, int op1, float s1, bint rev1,
-                 APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1):
+                 APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1, fallback=None):
         self.out = _Operand(out)
         self.a = _Operand(a)
         self.tensor = b is not None
@@ -181,6 +182,9 @@ cdef class ElementWise:
         self.sa0 = _Operand(sa0) if self.ap0 else None
         self.sa1 = _Operand(sa1) if self.ap1 else None
         self.rows = rows
+        self.fallback = fallback
+        if (self.ap0 or self.ap1) and fallback is None:
+            raise ValueError("ElementWise: scalar operands need the handler as fallback")
         if (self.ap0 or self.ap1) and (rows < 1 or self.n % rows or (self.ap0 and sa0.n != rows)
                                        or (self.ap1 and sa1.n != rows)):
             raise ValueError("ElementWise: a scalar operand needs one value per row")
@@ -205,6 +209,13 @@ cdef class ElementWise:
             read_f32_ptr(self.sa0.p, self.sa0.code, b0, self.sa0.strides, self.sa0.nums, z0)
         if self.ap1:
             read_f32_ptr(self.sa1.p, self.sa1.code, b1, self.sa1.strides, self.sa1.nums, z1)
+        if self.ap0 or self.ap1:
+            # a NaN scalar meeting a NaN element: which payload survives depends on the operand
+            # order numpy's broadcast loops use, so such a row is the handler's (nothing written yet)
+            for p in range(rows):
+                if (self.ap0 and z0[p] != z0[p]) or (self.ap1 and z1[p] != z1[p]):
+                    self.fallback(env)
+                    return
         f = n // rows
         if self.tensor:
             read_f32_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)

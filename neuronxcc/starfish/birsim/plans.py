@@ -182,9 +182,13 @@ def _tensor_scalar(ex, instr, attrs):
             k += 1
         if not ok:
             return None
+        h = ex._handlers["tensor_scalar"]
+
+        def handler(env):
+            h(instr, attrs)
         return ElementWise(so, ss, None, EW_OPS[op0], 0.0 if ap0 else float(_F(attrs.get("operand0"))), r0,
                            EW_OPS[op1] if op1 else 0, 0.0 if ap1 else float(_F(attrs.get("operand1"))), r1,
-                           sa[0], sa[1], rows)
+                           sa[0], sa[1], rows, handler)
     rd, wr = _reader_f(st, src), _writer_f(st, out)
     s0, s1 = _F(attrs.get("operand0")), _F(attrs.get("operand1"))
     if all(o in EW_OPS for o in ops) and so.n == ss.n and so.n <= EW_MAX:
