@@ -8,18 +8,7 @@ import numpy as np
 import pytest
 
 from penguin_helpers import bir_of, check, penguin_of
-
-
-def decode_attention(q, kc, vc, pos):
-    """q (T, nh, hd), kc/vc (C, nkv, hd) bf16, pos (T,) int32: as the Llama decode step writes it."""
-    t, nh, hd = q.shape
-    nkv = kc.shape[1]
-    qg = q.reshape(t, nkv, nh // nkv, hd)
-    s = jnp.einsum("tkgd,ckd->kgtc", qg, kc, preferred_element_type=jnp.float32) / np.float32(np.sqrt(hd))
-    mask = jnp.arange(kc.shape[0], dtype=jnp.int32)[None, :] <= pos[:, None]
-    s = jnp.where(mask[None, None], s, np.float32(-1e30))
-    p = jax.nn.softmax(s, axis=-1).astype(vc.dtype)
-    return jnp.einsum("kgtc,ckd->tkgd", p, vc).reshape(t, nh * hd)
+from support.llama import decode_attention
 
 
 def _args(rng, t, nh, nkv, hd, c):

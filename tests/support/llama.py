@@ -66,6 +66,19 @@ def _attention(q, k, v, mask, cfg):
     return o.reshape(t, nh * hd)
 
 
+def decode_attention(q, kc, vc, pos):
+    """q (T, nh, hd), kc/vc (C, nkv, hd) bf16, pos (T,) int32: the grouped-query attention of one decode
+    step as the Llama decode layer writes it (scores in fp32, keys past each position masked)."""
+    t, nh, hd = q.shape
+    nkv = kc.shape[1]
+    qg = q.reshape(t, nkv, nh // nkv, hd)
+    s = jnp.einsum("tkgd,ckd->kgtc", qg, kc, preferred_element_type=jnp.float32) / np.float32(np.sqrt(hd))
+    mask = jnp.arange(kc.shape[0], dtype=jnp.int32)[None, :] <= pos[:, None]
+    s = jnp.where(mask[None, None], s, np.float32(-1e30))
+    p = jax.nn.softmax(s, axis=-1).astype(vc.dtype)
+    return jnp.einsum("kgtc,ckd->tkgd", p, vc).reshape(t, nh * hd)
+
+
 def decode_layer(x, pos, w, kc, vc, cfg):
     """One decoder layer at one token: x (1, H), pos () int32. Returns (x, kc, vc)."""
     nh, nkv, hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
