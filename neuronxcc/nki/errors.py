@@ -12,19 +12,31 @@ from neuronxcc.errors import CompilerError, NotBuiltYetError
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
-__all__ = ["NkiError", "NkiNotImplementedError", "NkiFormatError", "kernel_location", "raise_error"]
+__all__ = ["NkiError", "NkiNotImplementedError", "NkiFormatError", "kernel_frame", "kernel_location", "is_kernel_file", "raise_error"]
+
+
+def is_kernel_file(filename):
+    """True for kernel code: any file outside neuronxcc/nki, and our own kernels under nki/kernels and
+    nki/_private_kernels."""
+    fn = os.path.abspath(filename)
+    return not fn.startswith(_PKG_DIR + os.sep) or any(os.sep + d + os.sep in fn[len(_PKG_DIR):]
+                                                        for d in ("kernels", "_private_kernels"))
+
+
+def kernel_frame():
+    """The innermost frame of kernel code (``is_kernel_file``) calling into the tracer, or None."""
+    f = sys._getframe(1)
+    while f is not None:
+        if is_kernel_file(f.f_code.co_filename):
+            return f
+        f = f.f_back
+    return None
 
 
 def kernel_location():
     """'file:line' of the innermost frame that is not inside neuronxcc/nki (the kernel's line)."""
-    f = sys._getframe(1)
-    while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(_PKG_DIR + os.sep) or os.sep + "kernels" + os.sep in fn[len(_PKG_DIR):] or \
-                os.sep + "_private_kernels" + os.sep in fn[len(_PKG_DIR):]:
-            return "%s:%d" % (f.f_code.co_filename, f.f_lineno)
-        f = f.f_back
-    return "<unknown>"
+    f = kernel_frame()
+    return "%s:%d" % (f.f_code.co_filename, f.f_lineno) if f is not None else "<unknown>"
 
 
 class NkiError(CompilerError):

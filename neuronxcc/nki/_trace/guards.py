@@ -11,25 +11,11 @@ an ``if`` with an ``else`` reaching this path is refused.
 """
 import ast
 import linecache
-import os
 import sys
 
 from neuronxcc.nki import errors as E
 
-_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IFS = {}
-
-
-def _kernel_frame():
-    f = sys._getframe(2)
-    while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        inside = fn.startswith(_PKG + os.sep) and not any(
-            os.sep + d + os.sep in fn[len(_PKG):] for d in ("kernels", "_private_kernels"))
-        if not inside:
-            return f
-        f = f.f_back
-    return None
 
 
 def _ifs_of(filename):
@@ -47,7 +33,7 @@ def _ifs_of(filename):
 
 def add_guard(ctx, pred):
     """Record PRED as a guard of the ``if`` block being entered; returns True (enter it)."""
-    f = _kernel_frame()
+    f = E.kernel_frame()
     if f is None:
         raise E.err_dynamic_control_flow_not_supported("control flow cannot depend on a loop iterator here")
     line = f.f_lineno

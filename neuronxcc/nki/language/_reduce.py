@@ -14,8 +14,6 @@ once per group of programs, and each program continues with its group's result.
 """
 import ast
 import linecache
-import os
-import sys
 
 from neuronxcc.nki import errors as E
 from neuronxcc.nki._trace import ops
@@ -26,19 +24,7 @@ from neuronxcc.nki._trace.tensor import Tensor
 
 __all__ = ["loop_reduce", "all_reduce"]
 
-_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ASSIGNS = {}
-
-
-def _kernel_frame():
-    f = sys._getframe(2)
-    while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(_PKG + os.sep) or any(os.sep + d + os.sep in fn[len(_PKG):]
-                                                    for d in ("kernels", "_private_kernels")):
-            return f
-        f = f.f_back
-    return None
 
 
 def _assignments(filename):
@@ -72,7 +58,7 @@ def _assignments(filename):
 def _destination():
     """The tile the calling kernel line assigns the result to: a name's current tile, or the view a
     subscripted target selects (evaluated in the kernel's frame, as the assignment will index it)."""
-    f = _kernel_frame()
+    f = E.kernel_frame()
     if f is not None:
         line = f.f_lineno
         cands = [(a, b, i, t) for i, (a, b, t) in enumerate(_assignments(f.f_code.co_filename)) if a <= line <= b]
