@@ -39,7 +39,8 @@ a batch (``nogil``, column-wise over chunks). Affine expressions evaluate as
 and ``ce.eval_many(rows)`` are the Python entry points. ``//`` and ``%`` by
 powers of two compile to shifts and masks.
 
-Modules: ``_expr`` (node type, canonical rules, operators, ``subs``),
+Modules: ``_expr`` (the node type, its operators, ``subs``, ``var`` ...),
+``_canon`` (node makers, canonical order, the rewrite rules the operators call),
 ``_walks`` (eval, bounds, free variables, text form, ``simplify(ranges)``),
 ``_parse`` (text -> Expr), ``_compiled`` (``CompiledExpr``), and the inline
 headers ``_intmath.pxd`` / ``_interval.pxd``.

@@ -1,4 +1,4 @@
-# Declarations of the pelican expression core (see _expr.pyx for the contract).
+# Declarations of the pelican expression type (see _expr.pyx for the contract).
 # Other Cython modules cimport these to read expression trees without Python
 # attribute lookups (e.g. _compiled.pyx lowers a tree to a flat program).
 from cpython.number cimport PyNumber_Index
@@ -45,17 +45,10 @@ cdef class Expr:
     cdef uint64_t vmask     # OR of 1 << (hash(name) & 63) over the variables (a filter)
 
 
-cdef Expr mk_const(int64_t v)
+# the node makers (mk_const, mk_var, expr_eq, expr_cmp) and the rewrite rules (add_scaled, mul_const,
+# floordiv_const, mod_const, minmax ...) are declared in _canon.pxd
 cdef Expr var_c(str name)          # validated, interned variable
-cdef Expr minmax(int kind, list items)
-cdef Expr add_scaled(Expr a, Expr b, int64_t cb)
-cdef Expr mul_const(Expr a, int64_t k)
-cdef Expr floordiv_const(Expr a, int64_t k)
-cdef Expr mod_const(Expr a, int64_t k)
-cdef Expr mk_var(str name, Bnd b)
 cdef Expr subs_dict(Expr e, dict mapping)   # {name: int | Expr}, canonical result
-cdef bint expr_eq(Expr a, Expr b) except -1
-cdef int expr_cmp(Expr a, Expr b) except -2
 
 
 cdef inline int64_t to_i64(object x) except? -1:

@@ -16,8 +16,8 @@ result is canonical (built through the same constructors), so
 token list. Parsed expressions are immutable, so results are cached by text.
 Errors are ValueError naming the column.
 """
-from neuronxcc.pelican._expr cimport (Expr, K_CONST, K_MIN, K_MAX, add_scaled, mul_const,
-                                      floordiv_const, mod_const, mk_const, var_c, minmax)
+from neuronxcc.pelican._expr cimport Expr, K_CONST, K_MIN, K_MAX, var_c
+from neuronxcc.pelican._canon cimport add_scaled, mul_const, floordiv_const, mod_const, minmax, mk_const
 
 cdef dict _CACHE = {}
 cdef Py_ssize_t _CACHE_MAX = 1 << 16

@@ -13,7 +13,8 @@ itself evaluates it the same (with min/max).
 from libc.stdint cimport int64_t, uint64_t
 
 from neuronxcc.pelican._expr cimport (Expr, K_ADD, K_CONST, K_FLOORDIV, K_MAX, K_MIN, K_MOD, K_VAR,
-                                      mk_var, subs_dict, to_i64)
+                                      subs_dict, to_i64)
+from neuronxcc.pelican._canon cimport mk_var
 from neuronxcc.pelican._interval cimport (Bnd, b_add, b_floordiv, b_make, b_max, b_meet, b_min, b_mod,
                                           b_scale, b_unbounded)
 from neuronxcc.pelican._intmath cimport ck_add, ck_mul, fdiv, fmod
