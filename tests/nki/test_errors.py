@@ -123,3 +123,17 @@ def test_jit_call_error_has_no_tracer_frames():
     with pytest.raises(E.err_insufficient_rank) as ei:
         k(A)
     assert not any("/_trace/" in f.filename for f in traceback.extract_tb(ei.value.__traceback__))
+
+
+def _iterator_times_float(a):
+    for i in nl.affine_range(2):
+        nl.multiply(nl.load(a), i + 1.0)
+
+
+def test_an_iterator_in_float_arithmetic_is_refused_at_the_kernel_line():
+    # An iterator is an integer index expression while tracing: mixing it with a float is refused
+    # by name (it was a raw TypeError from the index class).
+    with pytest.raises(E.NkiNotImplementedError) as ei:
+        nki.simulate_kernel(_iterator_times_float, A)
+    assert "loop iterator" in str(ei.value)
+    assert "%s:%d" % (__file__, _iterator_times_float.__code__.co_firstlineno + 2) in str(ei.value)

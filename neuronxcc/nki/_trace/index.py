@@ -10,6 +10,8 @@ tensor (``()`` for a loop iterator) and ``axes`` maps each index variable to its
 Comparisons give a ``Pred``: a conjunction of atoms ``(expr, op)`` meaning ``expr op 0``,
 joined with ``&`` (a mask is a compile-time predicate; ``and``/``or``/``if`` on it are errors).
 """
+import numbers
+
 from neuronxcc import pelican as _pel
 from neuronxcc.nki import errors as E
 
@@ -117,6 +119,10 @@ class Idx:
             return Idx(fn(self.expr, other.expr), shape, axes)
         if isinstance(other, _pel.Expr) or hasattr(other, "__index__"):
             return Idx(fn(self.expr, as_expr(other)), self.shape, self.axes)
+        if isinstance(other, numbers.Number) and not isinstance(other, numbers.Integral):
+            raise E.NkiNotImplementedError("a loop iterator or index in arithmetic with %r" % (other,),
+                                           "an iterator is an integer index expression while tracing; make the "
+                                           "values as data with nl.arange / nisa.iota")
         return NotImplemented
 
     # -- arithmetic ------------------------------------------------------------
