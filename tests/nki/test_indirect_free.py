@@ -84,3 +84,29 @@ def test_index_tile_after_a_partition_range_on_a_later_dimension_is_refused():
         nl.load(t[i_p, 0, nl.load(idx_tensor)])
     with pytest.raises(E.err_indirect_indices_free_dim):
         nki.simulate_kernel(k, np.zeros((8, 2, 6), np.float32), np.zeros((8, 2), np.int32))
+
+
+def _kv_write(K, K_prior, batch_idx):
+    b = nl.load(batch_idx)
+    i_h, i_s, i_d = nl.mgrid[0:2, 0:4, 0:8]
+    nisa.dma_copy(src=K[0, i_h, i_s, i_d], dst=K_prior[b, i_h, i_s, i_d])
+
+
+def _kv_write_skip(K, K_prior, batch_idx):
+    b = nl.load(batch_idx)
+    i_h, i_s, i_d = nl.mgrid[0:2, 0:4, 0:8]
+    nisa.dma_copy(src=K[0, i_h, i_s, i_d], dst=K_prior[b, i_h, i_s, i_d], oob_mode=nisa.oob_mode.skip)
+
+
+def test_hbm_to_hbm_dma_copy_at_a_run_time_row():
+    # NxD-Inference's KV-cache write: an HBM->HBM dma_copy into the row a loaded [1, 1] tile names (it ended
+    # in a raw TypeError in birsim: the tracer made it an indirect scatter, which needs an on-chip side).
+    K = np.arange(64, dtype=np.float32).reshape(1, 2, 4, 8)
+    for row in (0, 2):
+        KP = np.full((3, 2, 4, 8), -1.0, np.float32)
+        nki.simulate_kernel(_kv_write, K, KP, np.array([[row]], np.int32))
+        want = np.full_like(KP, -1.0)
+        want[row] = K[0]
+        np.testing.assert_array_equal(KP, want)      # a copy: exact
+    with pytest.raises(E.NkiNotImplementedError, match="oob_mode=skip"):
+        nki.simulate_kernel(_kv_write_skip, K, np.zeros((3, 2, 4, 8), np.float32), np.array([[1]], np.int32))

@@ -31,10 +31,11 @@ __all__ = ["IndirectTensor", "FreeGather", "indirect_view", "gather", "scatter",
 class IndirectTensor:
     """base[index[p], rest...]: a row per partition p of INDEX (a [P, 1] tile)."""
 
-    def __init__(self, base, index, row):
+    def __init__(self, base, index, row, rest=()):
         self.base = base          # the whole-dim-0 view (Tensor)
         self.index = index        # [P, 1] on-chip Tensor
         self.row = row            # Tensor view of row 0 (dims after the indexed one)
+        self.rest = rest          # the key of the dims after the indexed one
         self.dtype = base.dtype
         self.buf = base.buf
 
@@ -79,7 +80,7 @@ def indirect_view(t, key):
                                          % (idx.shape,))
         base = t.select(pre) if pre else t
         row = base.select((0,) + post)
-        return IndirectTensor(base, idx, row)
+        return IndirectTensor(base, idx, row, post)
     if t.buf.onchip:
         raise E.err_copy_dynamic_indirect_indices_not_natively_supported(
             "indirect indices on an on-chip tensor need the dimensions before the indexed one to be scalars "

@@ -16,6 +16,8 @@ _OOB_SKIP = oob_mode.skip
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown):
     """A DMA between HBM and SBUF tensors (casting through fp32 when dtypes differ)."""
     from neuronxcc.nki._trace.indirect import IndirectTensor, gather, scatter
+    skip = oob_mode == _OOB_SKIP
+    src, dst = _hbm_to_hbm_at_a_register(src, dst, skip), _hbm_to_hbm_at_a_register(dst, src, skip)
     if isinstance(src, IndirectTensor):
         if not isinstance(dst, _Tensor) or dst.buf.memory != "SBUF" or dst_rmw_op is not None:
             raise _E.err_unsupported_memory("an indirect dma_copy source needs a plain SBUF destination")
@@ -49,6 +51,22 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
         if _ops.size_of(src.shape) != _ops.size_of(dst.shape):
             raise _E.err_invalid_argument("dma_copy shapes %s and %s differ" % (dst.shape, src.shape))
     _ops.dma(dst, src, mask)
+
+
+def _hbm_to_hbm_at_a_register(t, other, skip):
+    """An HBM->HBM copy whose one side is indexed at dim 0 by a one-element tile (``K_prior[b, ...]`` with
+    ``b = nl.load(batch_idx)``): that index becomes a register bounded to the dimension, as it does at the other
+    dims, since a gather or scatter row per partition needs an on-chip side. A register clamps, so
+    ``oob_mode=skip`` (an out-of-range row is not copied) is refused by name rather than copying a clamped row."""
+    from neuronxcc.nki._trace.indirect import IndirectTensor
+    from neuronxcc.nki._trace.registers import as_register
+    if not isinstance(t, IndirectTensor) or t.index.size != 1 or getattr(other, "buf", None) is None or \
+            other.buf.onchip:
+        return t
+    if skip:
+        raise _E.NkiNotImplementedError("nki.isa.dma_copy", "an HBM->HBM copy at a run-time row index with "
+                                        "oob_mode=skip (stage the rows through SBUF, or use oob_mode=error)")
+    return t.base[(as_register(t.index, t.base.axes[0].size - 1),) + tuple(t.rest)]
 
 
 def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
