@@ -224,3 +224,20 @@ def test_result_exposes_final_memlocs_and_tensors():
     np.testing.assert_array_equal(res.memloc("A"), x)
     assert (res.memloc("Z")[:, :64] == 0).all()
     np.testing.assert_array_equal(res.tensor("x"), x)
+
+
+def test_a_row_scatter_from_hbm_is_one_birsim_error():
+    # dma_scatter moves one row per partition of an on-chip side; an HBM data side was a raw TypeError.
+    m = B.Module("gs_hbm")
+    m.add_tensor("idx", "input", "int32", (1, 1))
+    m.add_tensor("upd", "input", "float32", (1, 16))
+    m.add_tensor("acc", "output", "float32", (4, 16))
+    m.add_memloc("ix", "SBUF", 1, 4)
+    b = B.Builder(m)
+    ix = b.ap("ix", dtype="int32")
+    b.inst("dma_copy", "SP", [ix], [b.ap("idx")])
+    b.inst("dma_scatter", "SP", [B.AccessPattern("acc", "float32", 0, [[1, 16]])], [b.ap("upd"), ix],
+           index_stride=16, index_min=0, index_max=3)
+    b.finish()
+    with pytest.raises(BirSimError, match="must be on chip"):
+        run_module(m, [np.array([[2]], np.int32), rand((1, 16), 3)])

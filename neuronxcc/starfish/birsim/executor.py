@@ -420,6 +420,9 @@ class Executor:
             from neuronxcc.starfish.birpy.ir import to_expr
             ind, onchip = (instr.srcs[0], instr.dsts[0]) if instr.opcode == "dma_gather" else \
                 (instr.dsts[0], instr.srcs[0])
+            if onchip.num_partitions is None:
+                raise BirSimError("%s #%s: the side a row per partition moves to or from must be on chip (SBUF), "
+                                  "got %r" % (instr.opcode, instr.id, getattr(onchip, "tensor", onchip)))
             row = ind.copy(offset=to_expr(ind.offset) + var(ROW_VAR))
             parts = [onchip.copy(start_partition=onchip.start_partition + p, num_partitions=1)
                      for p in range(onchip.num_partitions)]
