@@ -210,7 +210,7 @@ def _user_code(code):
     if got is None:
         fn = os.path.abspath(code.co_filename)
         if fn.startswith(_PKG + os.sep):
-            got = any(os.sep + d + os.sep in fn[len(_PKG):] for d in ("kernels", "_private_kernels"))
+            got = E.is_kernel_file(fn)          # our own kernels under nki/kernels and nki/_private_kernels
         else:
             got = not fn.startswith(_LIBS) and not code.co_filename.startswith("<")
         _USER[code] = got
