@@ -53,6 +53,12 @@ class TargetModel:
     # -- DMA (ref §1 table, §2 "Sequencers, sync engine and fixed overheads") --
     dma_engines: int = 16                        # C [ARCH2], [DMA]: 16 per NC; every queue uses all of them
     dma_queues_per_engine: int = 16              # C [DMA]
+    # SBUF/PSUM partitions one DMA engine serves: engine k moves the data of partitions [8k, 8k + 8), so
+    # a transfer with an on-chip side runs on the engines of the 8-partition groups it touches. C ref §2
+    # "DMA tuning" ([PERF]: a 128x1024 fp32 load is 16 transfers, one per engine, 8 partitions each) and
+    # [DMA] ("Performance Considerations", Example 1: "each DMA engine corresponds to 8 partition lanes";
+    # a [4, 4096] load runs on one engine, a [128, 128] one on all 16).
+    dma_partitions_per_engine: int = 8
     dma_bytes_per_sec_per_engine: float = 17e9   # C [DMABW]: 17 B/ns peak per engine (272 GB/s per NC)
     dma_fixed_latency_s: float = 1.3e-6          # C [DMABW]/[PERF]: ~1300 ns semaphore to start of transfer
     # Per-descriptor (per contiguous chunk) overhead of a DMA engine. I: [DMABW]/[PERF] say >= 4 KiB
@@ -158,6 +164,7 @@ _TARGETS = {
 SOURCES = {
     "hbm_bytes_per_sec": ("§1 HBM per chip / per core", "[ARCH2] [TRN1] [TRN2]", "I"),
     "dma_engines": ("§1 DMA engines", "[ARCH2] [DMA]", "C"),
+    "dma_partitions_per_engine": ("§1 DMA engines (8 partitions per engine)", "[DMA]", "C"),
     "dma_bytes_per_sec_per_engine": ("§1 DMA bandwidth per engine", "[DMABW]", "C"),
     "dma_fixed_latency_s": ("§2 Sequencers, sync engine and fixed overheads", "[DMABW] [PERF]", "C"),
     "dma_descriptor_overhead_s": ("§2 DMA tuning (>= 2 KiB aim, >= 4 KiB saturates)", "[DMABW] [PERF]", "I"),

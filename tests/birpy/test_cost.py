@@ -51,7 +51,8 @@ def test_public_constants():
 
 def test_every_cost_constant_cites_a_source():
     fields = {f.name for f in dataclasses.fields(hwm.TargetModel)}
-    cost_fields = {"hbm_bytes_per_sec", "dma_engines", "dma_bytes_per_sec_per_engine", "dma_fixed_latency_s",
+    cost_fields = {"hbm_bytes_per_sec", "dma_engines", "dma_partitions_per_engine",
+                   "dma_bytes_per_sec_per_engine", "dma_fixed_latency_s",
                    "dma_descriptor_overhead_s", "dma_min_piece_bytes", "pe_hz", "dve_hz", "act_hz", "pool_hz",
                    "mm_init_latency", "fp32_matmul_slowdown", "fp32_transpose_slowdown", "min_ii",
                    "access_overhead_cycles", "pool_startup_cycles", "act_accum_readout_cycles",
@@ -149,6 +150,38 @@ def test_dma_large_contiguous_load():
     assert c.engine_s == pytest.approx(eng) and c.busy_s == pytest.approx(eng / 16)
     assert c.latency_s == V2.dma_fixed_latency_s
     assert nbytes / c.busy_s == pytest.approx(272e9 * 0.99, rel=0.01)   # near the 272 GB/s peak
+
+
+@pytest.mark.parametrize("p0,np_,first,shares", [(0, 4, 0, (1.0,)), (0, 128, 0, (1 / 16,) * 16),
+                                                  (8, 16, 1, (0.5, 0.5)), (0, 65, 0, (8 / 65,) * 8 + (1 / 65,)),
+                                                  (4, 8, 0, (0.5, 0.5))])
+def test_dma_runs_on_the_engines_of_its_partitions(p0, np_, first, shares):
+    # [DMA] / [PERF]: engine k moves the data of SBUF partitions [8k, 8k + 8): a [4, 4096] load is one
+    # engine's work, a [128, F] one is split over all 16; each engine's share is its share of the partitions
+    n = 4096
+    c = _dma(AP("a", "bfloat16", [[1, n]], np_, off=0), B.AccessPattern("x", "bfloat16", 0, [[n, np_], [1, n]]))
+    c2 = _dma(B.AccessPattern("a", "bfloat16", 0, [[1, n]], p0, np_), B.AccessPattern("x", "bfloat16", 0,
+                                                                                     [[n, np_], [1, n]]))
+    eng = np_ * n * 2 / V2.dma_bytes_per_sec_per_engine + np_ * V2.dma_descriptor_overhead_s
+    assert V2.dma_partitions_per_engine == 8
+    assert c2.first_engine == first and c2.width == len(shares) and c2.shares == pytest.approx(shares)
+    assert c2.engine_s == pytest.approx(eng) and c2.busy_s == pytest.approx(eng * max(shares))
+    assert c.first_engine == 0 and c.width == -(-np_ // 8)
+    # a store: the on-chip side is the source; an HBM -> HBM copy has none (pieces over free engines)
+    st = _dma(B.AccessPattern("h", "bfloat16", 0, [[n, np_], [1, n]]), B.AccessPattern("a", "bfloat16", 0,
+                                                                                      [[1, n]], p0, np_))
+    assert (st.first_engine, st.shares) == (c2.first_engine, c2.shares)
+    hh = _dma(B.AccessPattern("h", "float32", 0, [[1, n]]), B.AccessPattern("x", "float32", 0, [[1, n]]))
+    assert hh.first_engine == -1 and hh.width == 4       # 16 KiB in pieces of dma_min_piece_bytes
+
+
+def test_dma_engines_follow_the_allocated_partition():
+    m = _module()
+    m.add_memloc("hi", "SBUF", 16, 16384, start_partition=96, byte_offset=0)
+    i = B.Instruction("dma_copy", "SP", [B.AccessPattern("hi", "float32", 0, [[1, 64]], 8, 8)],
+                      [B.AccessPattern("x", "float32", 0, [[4096, 8], [1, 64]])], {"queue": "q0"})
+    c = instruction_cost(i, m, "trn1")
+    assert c.first_engine == (96 + 8) // 8 and c.shares == (1.0,)
 
 
 def test_dma_small_descriptors_are_slow():

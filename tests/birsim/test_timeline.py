@@ -374,3 +374,113 @@ def test_typed_affine_waits_time_as_the_general_path():
     m.renumber()
     with pytest.raises(Exception, match="kk"):
         simulate(m, [x, np.array([0], np.int32)])
+
+
+def _trigger_stream(second_engine):
+    """SP triggers a store that waits for a long ACT instruction, then a load that waits for nothing
+    (on SP, or on SECOND_ENGINE)."""
+    m = B.Module("trig")
+    m.add_tensor("x", "input", "float32", (128, 64))
+    m.add_tensor("y", "output", "float32", (128, 64))
+    m.add_memloc("a", "SBUF", 128, 4096 * 4)
+    m.add_memloc("c", "SBUF", 128, 256)
+    b = B.Builder(m)
+    b.inst("activation", "ACT", [b.ap("a", free=4096)], [b.ap("a", free=4096)], func="exp", signals=[("ACT", 1)])
+    b.inst("dma_copy", "SP", [b.ap("y")], [b.ap("a", free=64)], queue="q0", waits=[("ACT", 1)])
+    b.inst("dma_copy", second_engine, [b.ap("c")], [b.ap("x")], queue="q1")
+    return b.finish()
+
+
+def test_a_dma_trigger_that_waits_holds_its_engine_stream():
+    # [DMA]: a transfer starts with a trigger instruction of an engine's sequencer, which may wait on a
+    # semaphore; a sequencer issues in order, so the load behind the waiting store on SP is triggered
+    # only when the store is. Triggered from POOL, the same load starts at once.
+    act = (4096 + 60) / 1.4e9
+    issue = act + ACT_LAT
+    held = simulate(_trigger_stream("SP"), [rand((128, 64), 1)], trace=True)
+    ev = {tr: (s, e) for tr, _, s, e, _, _ in held.timeline.events}
+    assert ev["DMA:q0"] == pytest.approx((issue + LAT, issue + LAT + PIECE), rel=1e-12)
+    # same 16 engines, ready at the same time: each engine moves the store's piece, then the load's
+    assert ev["DMA:q1"] == pytest.approx((issue + LAT + PIECE, issue + LAT + 2 * PIECE), rel=1e-12)
+    assert held.total_s == pytest.approx(issue + LAT + 2 * PIECE, rel=1e-12)
+    free = simulate(_trigger_stream("POOL"), [rand((128, 64), 1)], trace=True)
+    ev = {tr: (s, e) for tr, _, s, e, _, _ in free.timeline.events}
+    assert ev["DMA:q1"] == pytest.approx((LAT, LAT + PIECE), rel=1e-12)
+    assert free.total_s == pytest.approx(issue + LAT + PIECE, rel=1e-12)
+
+
+def _partition_loads(starts, queues, target="trn2"):
+    m = B.Module("parts")
+    m.add_tensor("x", "input", "bfloat16", (4, 4096))
+    m.add_memloc("a", "SBUF", 128, 4096 * 2)
+    b = B.Builder(m)
+    for k, (p0, q) in enumerate(zip(starts, queues)):
+        b.inst("dma_copy", "SP", [b.ap("a", dtype="bfloat16", start_partition=p0, num_partitions=4)],
+               [b.ap("x")], queue=q, signals=[(q, 1)])
+    return b.finish()
+
+
+def test_a_dma_runs_on_the_engines_of_its_partitions():
+    # [DMA] Example 1: a [4, 4096] bf16 load (32 KiB) runs on one engine, the one serving partitions
+    # 0-7 (measured there: 1416 ns on trn2; 32 KiB / 23 B/ns = 1425 ns; here at one engine's rate,
+    # 23 B/ns capped at its sixteenth of the core's HBM bandwidth, plus 4 descriptors)
+    tm = get_target("trn2")
+    one = 4 * 4096 * 2 / min(23e9, 2.9e12 / 8 / 16) + 4 * tm.dma_descriptor_overhead_s
+    x = np.zeros((4, 4096), np.float32)
+    res = simulate(_partition_loads([0], ["q0"]), [x], target="trn2")
+    assert res.total_s == pytest.approx(LAT + one, rel=1e-12)
+    # partitions 0-3 and 4-7 share engine 0 (in turn, even from two queues); 0-3 and 8-11 do not
+    same = simulate(_partition_loads([0, 4], ["q0", "q1"]), [x], target="trn2")
+    assert same.total_s == pytest.approx(LAT + 2 * one, rel=1e-12)
+    apart = simulate(_partition_loads([0, 8], ["q0", "q1"]), [x], target="trn2")
+    assert apart.total_s == pytest.approx(LAT + one, rel=1e-12)
+    assert apart.busy_s["DMA"] == pytest.approx(2 * one, rel=1e-12)
+
+
+def test_a_queue_is_in_order_per_engine_and_done_when_every_engine_passed_it():
+    # [DMA]: transfers of one queue run in order on each engine; every engine writes the completion
+    # semaphore. A transfer behind a longer one of the same queue moves its data at once on engines
+    # the longer one does not use, and completes (signals) when the longer one has
+    m = B.Module("ring")
+    m.add_tensor("x", "input", "float32", (8, 4096))
+    m.add_memloc("a", "SBUF", 16, 4096 * 4)
+    m.add_memloc("d", "SBUF", 16, 256)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("a", start_partition=0, num_partitions=8)], [b.ap("x")], queue="q0",
+           signals=[("q0", 1)])
+    b.inst("dma_copy", "SP", [b.ap("a", start_partition=8, num_partitions=8, free=64)],
+           [B.AccessPattern("x", "float32", 0, [[4096, 8], [1, 64]])], queue="q0", signals=[("q0", 1)])
+    b.inst("memset", "DVE", [b.ap("d", free=64)], [], value=0.0, waits=[("q0", 2)])
+    b.finish()
+    res = simulate(m, [np.zeros((8, 4096), np.float32)], trace=True)
+    big = 8 * 4096 * 4 / 17e9 + 8 * TM.dma_descriptor_overhead_s
+    small = 8 * 64 * 4 / 17e9 + 8 * TM.dma_descriptor_overhead_s
+    ev = [(tr, s, e) for tr, _, s, e, _, _ in res.timeline.events]
+    assert ev[0] == ("DMA:q0", pytest.approx(LAT, rel=1e-12), pytest.approx(LAT + big, rel=1e-12))
+    assert ev[1] == ("DMA:q0", pytest.approx(LAT, rel=1e-12), pytest.approx(LAT + big, rel=1e-12))
+    assert small < big
+    assert ev[2][1] == pytest.approx(LAT + big, rel=1e-12)
+
+
+def test_hbm_bandwidth_caps_all_engines_together():
+    # the 16 engines together never move more than the core's HBM bandwidth (reads and writes counted
+    # together; [ARCH2]/[TRN2] per chip over its cores): on trn2 16 x 23 B/ns exceeds 2.9 TB/s / 8, and
+    # an HBM -> HBM copy on trn1 reads and writes each byte
+    for target, src_hbm_to_hbm in (("trn2", False), ("trn1", True)):
+        tm = get_target(target)
+        m = B.Module("bw")
+        n = 128 * 2048
+        m.add_tensor("x", "input", "float32", (8, n))
+        m.add_tensor("h", "output", "float32", (8, n))
+        for k in range(8):
+            m.add_memloc("a%d" % k, "SBUF", 128, 2048 * 4)
+        b = B.Builder(m)
+        for k in range(8):
+            src = B.AccessPattern("x", "float32", k * n, [[1, n]])
+            dst = B.AccessPattern("h", "float32", k * n, [[1, n]]) if src_hbm_to_hbm else b.ap("a%d" % k)
+            b.inst("dma_copy", "SP", [dst], [src], queue="q%d" % (k % 4))
+        b.finish()
+        res = simulate(m, [np.zeros((8, n), np.float32)], target=target)
+        hbm_bytes = 8 * n * 4 * (2 if src_hbm_to_hbm else 1)
+        rate = hbm_bytes / (res.total_s - tm.dma_fixed_latency_s)
+        assert 0.9 * tm.hbm_bytes_per_sec < rate <= tm.hbm_bytes_per_sec * (1 + 1e-9)

@@ -45,13 +45,24 @@ descriptors, one per contiguous run (a run never crosses an SBUF/PSUM
 partition; on HBM it follows the access pattern's unit steps). The engines
 spend ``bytes / rate + runs * dma_descriptor_overhead_s`` engine-seconds on it
 (``Cost.engine_s``), where rate is one engine's peak capped at its share of
-the HBM bandwidth for each HBM side (``TargetModel.dma_engine_rate``), spread
-over ``Cost.width`` = min(16, pieces) engines (a run longer than
-``dma_min_piece_bytes`` splits into pieces of at least that size). Alone on
-the engines it takes ``busy_s = engine_s / width`` on its queue, starting
-``dma_fixed_latency_s`` after it is issued (``latency_s``; the latency of
-transfers issued back to back overlaps, as on the hardware); the timeline
-shares the 16 engines between all queues. The issuing engine spends no time.
+the HBM bandwidth for each HBM side (``TargetModel.dma_engine_rate``: the 16
+engines together never exceed the core's HBM bandwidth, reads and writes
+counted together). Which engines move it:
+  * a transfer with an SBUF/PSUM side (the destination's if it is on chip,
+    else the source's) runs on the engines of the ``dma_partitions_per_engine``
+    (8) partition groups its physical partitions touch -- engine k serves
+    partitions [8k, 8k + 8) -- each engine's share of engine_s being its
+    share of the partitions (``Cost.first_engine``, ``Cost.shares``): a
+    [4, F] load runs on one engine, a [128, F] one on all 16;
+  * an HBM->HBM transfer spreads over ``Cost.width`` = min(16, pieces) engines
+    (a run longer than ``dma_min_piece_bytes`` splits into pieces of at least
+    that size), whichever are free first (``first_engine`` -1).
+Alone on the engines it takes ``busy_s`` (the largest engine's share) on its
+queue, starting ``dma_fixed_latency_s`` after it is issued (``latency_s``; the
+latency of transfers issued back to back overlaps, as on the hardware); the
+timeline shares the 16 engines between all queues. The issuing engine spends
+no time on it, but its trigger is an instruction of that engine's in-order
+stream (birsim.timeline).
 """
 import math
 from dataclasses import dataclass
@@ -60,7 +71,7 @@ from neuronxcc.hwm import get_target
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import full_attrs
 
-__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape"]
+__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape", "dma_engine_shares"]
 
 _LOWP16 = ("bfloat16", "float16")
 
@@ -75,6 +86,8 @@ class Cost:
     engine_s: float = 0.0   # DMA: engine-seconds over all engines
     width: int = 0          # DMA: engines the transfer spreads over
     kind: str = ""          # "dma", "matmul", "pe_transpose", "psum_eviction" or ""
+    first_engine: int = -1  # DMA: the first of the width engines it runs on (-1: whichever are free first)
+    shares: tuple = ()      # DMA with first_engine >= 0: each engine's fraction of engine_s
 
 
 def engine_hz(engine, tm):
@@ -113,6 +126,22 @@ def dma_shape(instr, module, tm):
     return nbytes, runs, pieces, sides
 
 
+def dma_engine_shares(instr, module, tm):
+    """(first engine, per-engine fractions) of a DMA with an on-chip side (module doc), else None."""
+    ap = instr.dsts[0]
+    if ap.num_partitions is None:
+        ap = instr.srcs[0]
+        if ap.num_partitions is None:
+            return None
+    loc = module.target_of(ap)
+    p0 = (getattr(loc, "start_partition", None) or 0) + (ap.start_partition or 0)
+    p1 = p0 + max(1, ap.num_partitions)
+    per = tm.dma_partitions_per_engine
+    g0, g1 = p0 // per, (p1 - 1) // per
+    shares = tuple((min(p1, (g + 1) * per) - max(p0, g * per)) / (p1 - p0) for g in range(g0, g1 + 1))
+    return g0 % tm.dma_engines, shares
+
+
 def _target(module, target):
     return target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
 
@@ -128,9 +157,14 @@ def instruction_cost(instr, module, target=None):
     if op in ("dma_copy", "dma_gather", "dma_scatter"):
         nbytes, runs, pieces, sides = dma_shape(instr, module, tm)
         engine_s = nbytes / tm.dma_engine_rate(sides) + runs * tm.dma_descriptor_overhead_s
+        queue = "DMA:%s" % attrs.get("queue", "q0")
+        fixed = dma_engine_shares(instr, module, tm)
+        if fixed is not None:
+            first, shares = fixed
+            return Cost(queue, engine_s * max(shares), tm.dma_fixed_latency_s, 0, engine_s=engine_s,
+                        width=len(shares), kind="dma", first_engine=first, shares=shares)
         width = max(1, min(tm.dma_engines, pieces))
-        return Cost("DMA:%s" % attrs.get("queue", "q0"), engine_s / width, tm.dma_fixed_latency_s, 0,
-                    engine_s=engine_s, width=width, kind="dma")
+        return Cost(queue, engine_s / width, tm.dma_fixed_latency_s, 0, engine_s=engine_s, width=width, kind="dma")
     if op == "collective":
         from neuronxcc.hwm.interconnect import collective_time
         src, dst = instr.srcs[0], instr.dsts[0]

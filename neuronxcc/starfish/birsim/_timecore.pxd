@@ -8,6 +8,7 @@ cdef enum:
     NKINDS = 5        # Rec.kind codes: 0 other, 1 dma, 2 matmul, 3 pe_transpose, 4 psum_eviction
     MAXW = 16         # waits of one instruction evaluated in typed form
     MAXV = 16         # distinct variables of one instruction's affine waits
+    MAXE = 64         # DMA engines the core models (a target's count is capped here)
 
 
 cdef class Sem:
@@ -46,6 +47,8 @@ cdef class Rec:
     cdef public int width            # DMA: engines used
     cdef public int kind
     cdef public double nbytes        # DMA: bytes moved
+    cdef public int first_engine     # DMA: first engine of a fixed set (-1: the width engines free first)
+    cdef double shares[MAXE]         # DMA with first_engine >= 0: engine (first + j)'s fraction of engine_s
     # the waits in typed form (nw < 0: evaluate through ``waits``)
     cdef int nw
     cdef int wsem[MAXW]
@@ -68,6 +71,8 @@ cdef class Core:
     cdef unsigned char* has_free
     cdef unsigned char* has_busy
     cdef Py_ssize_t ntracks
+    cdef double* ring                # DMA queue rings: ring[track * ne + k] = when engine k has done the queue's work
+    cdef int ne                      # DMA engines modelled
     cdef public list sems
     cdef public list ports
     cdef public list dma_engines
@@ -85,7 +90,7 @@ cdef class Core:
     cdef double _issue(self, Rec r, dict env) except -2.0
     cpdef double end_time(self, Rec r, dict env) except -2.0
     cdef double _ports_fit(self, Rec r, double t)
-    cdef tuple _dma(self, Rec r, double ready)
+    cdef tuple _dma(self, Rec r, double ready, int tr)
     cdef tuple _step(self, Rec r, dict env, Region* regs, int nreg)
     cpdef tuple step(self, Rec r, dict env, list regions)
     cpdef tuple step_infos(self, Rec r, dict env, list infos)

@@ -10,7 +10,9 @@ AccessTracker, start/end on the track, signals.
 ``Rec`` is what a step needs of one instruction, built once by the timeline.
 ``Resource`` is a shared unit that serves one booking at a time but, unlike an
 engine, not in program order: a booking takes the earliest gap at or after
-its ready time (the DMA engines, the v2 SBUF/PSUM ports).
+its ready time (the DMA engines, the v2 SBUF/PSUM ports). Each DMA queue
+also keeps, per DMA engine, when that engine has done the queue's work so
+far (its ring: a queue is in order on each engine, [DMA]).
 """
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove
@@ -194,7 +196,8 @@ cdef class Rec:
 
     def __init__(self, instr, int eng, int track, double busy_s, double latency_s, bint on_engine, tuple waits,
                  tuple signals, cost, tuple ports=(), double engine_s=0.0, int width=0, int kind=0,
-                 double nbytes=0.0):
+                 double nbytes=0.0, int first_engine=-1, tuple shares=()):
+        cdef int j
         self.instr = instr
         self.eng = eng
         self.track = track
@@ -210,6 +213,12 @@ cdef class Rec:
         self.width = width
         self.kind = kind
         self.nbytes = nbytes
+        self.first_engine = first_engine
+        if first_engine >= 0:
+            if not 0 < len(shares) <= MAXE or len(shares) != width:
+                raise ValueError("a DMA on fixed engines needs one share per engine (at most %d)" % MAXE)
+            for j in range(width):
+                self.shares[j] = shares[j]
         self._type_waits()
 
     def __cinit__(self):
@@ -285,6 +294,8 @@ cdef object _affine_wait(object expr):
 cdef class Core:
     def __cinit__(self):
         self.ntracks = 0
+        self.ring = NULL
+        self.ne = 1
         self.free_at = NULL
         self.done_at = NULL
         self.busy = NULL
@@ -297,7 +308,8 @@ cdef class Core:
         self.sync_deps = sync_deps
         self.sems = []
         self.ports = []
-        self.dma_engines = [Resource() for k in range(max(1, dma_engines))]
+        self.ne = min(max(1, dma_engines), MAXE)
+        self.dma_engines = [Resource() for k in range(self.ne)]
         self.end = 0.0
         self.count = 0
         for k in range(NKINDS):
@@ -308,6 +320,7 @@ cdef class Core:
 
     def __dealloc__(self):
         free(self.free_at)
+        free(self.ring)
         free(self.done_at)
         free(self.busy)
         free(self.has_free)
@@ -322,9 +335,12 @@ cdef class Core:
         self.done_at = <double*>realloc(self.done_at, n * sizeof(double))
         self.has_free = <unsigned char*>realloc(self.has_free, n)
         self.has_busy = <unsigned char*>realloc(self.has_busy, n)
+        self.ring = <double*>realloc(self.ring, n * self.ne * sizeof(double))
         if self.free_at == NULL or self.busy == NULL or self.has_free == NULL or self.has_busy == NULL \
-                or self.done_at == NULL:
+                or self.done_at == NULL or self.ring == NULL:
             raise MemoryError()
+        for k in range(self.ntracks * self.ne, n * self.ne):
+            self.ring[k] = 0.0
         for k in range(self.ntracks, n):
             self.free_at[k] = 0.0
             self.done_at[k] = 0.0
@@ -470,45 +486,64 @@ cdef class Core:
                 break
         return s
 
-    cdef tuple _dma(self, Rec r, double ready):
-        """Book the transfer on the r.width DMA engines free earliest at or after READY: (start, end)."""
-        cdef int ne = len(self.dma_engines), w = r.width, i, j, best
-        cdef double piece = r.busy_s
-        cdef double fits[64]
-        cdef unsigned char used[64]
+    cdef tuple _dma(self, Rec r, double ready, int tr):
+        """Book a transfer of queue track TR, triggered so that it may start at READY, on its engines:
+        the fixed ones (``first_engine``, each for its share of engine_s) or the r.width engines that can
+        start their piece earliest (ties: lowest index). On each engine it starts no earlier than the
+        queue's earlier work there (in order per engine); it is done when every engine of the core has
+        passed it in the queue (each writes its completion semaphore update, [DMA]). (start, end)."""
+        cdef int ne = self.ne, w = r.width, i, j, k, best
+        cdef double* ring = &self.ring[tr * self.ne]
+        cdef double piece = r.busy_s, d, s0
+        cdef double fits[MAXE]
+        cdef unsigned char used[MAXE]
         cdef double start = -1.0, end = ready, f
         cdef Resource e
-        if w < 1:
-            w = 1
-        if ne > 64:
-            ne = 64
-        if w > ne:
-            w = ne
-        if piece <= 0:
-            return (ready, ready)
-        cdef int nfree = 0
         for i in range(ne):
-            e = self.dma_engines[i]
-            fits[i] = e.fit(ready, piece)
             used[i] = 0
-            if fits[i] <= ready:            # free at READY, the earliest any engine can start
-                nfree += 1
-                if nfree == w:              # the selection below takes exactly these (ties: lowest index)
-                    ne = i + 1
-                    break
-        for j in range(w):
-            best = -1
+        if r.engine_s > 0 and r.first_engine >= 0:
+            if w > ne:
+                w = ne
+            for j in range(w):
+                k = (r.first_engine + j) % ne
+                d = r.engine_s * r.shares[j]
+                if d <= 0:
+                    continue
+                s0 = ring[k] if ring[k] > ready else ready
+                e = self.dma_engines[k]
+                f = e.fit(s0, d)
+                e.book(f, d)
+                ring[k] = f + d
+                used[k] = 1
+                if start < 0 or f < start:
+                    start = f
+        elif piece > 0:
+            if w < 1:
+                w = 1
+            if w > ne:
+                w = ne
             for i in range(ne):
-                if not used[i] and (best < 0 or fits[i] < fits[best]):
-                    best = i
-            used[best] = 1
-            f = fits[best]
-            e = self.dma_engines[best]
-            e.book(f, piece)
-            if start < 0 or f < start:
-                start = f
-            if f + piece > end:
-                end = f + piece
+                e = self.dma_engines[i]
+                fits[i] = e.fit(ring[i] if ring[i] > ready else ready, piece)
+            for j in range(w):
+                best = -1
+                for i in range(ne):
+                    if not used[i] and (best < 0 or fits[i] < fits[best]):
+                        best = i
+                used[best] = 1
+                f = fits[best]
+                e = self.dma_engines[best]
+                e.book(f, piece)
+                ring[best] = f + piece
+                if start < 0 or f < start:
+                    start = f
+        if start < 0:
+            start = ready
+        for i in range(ne):
+            if not used[i] and ring[i] < ready:
+                ring[i] = ready             # an idle engine's semaphore update, at once
+            if ring[i] > end:
+                end = ring[i]
         return (start, end)
 
     cpdef tuple step(self, Rec r, dict env, list regions):
@@ -576,15 +611,15 @@ cdef class Core:
             if t > qs:
                 qs = t
             ready = t + r.latency_s          # fixed latency from issue, overlapping earlier transfers
-            if self.free_at[tr] > ready:     # a queue is in order
-                ready = self.free_at[tr]
-            se = self._dma(r, ready)
+            se = self._dma(r, ready, tr)     # in order per engine within the queue
             start = se[0]
             end = se[1]
             vis = end
             self.free_at[tr] = end
             self.has_free[tr] = 1
-            if not self.has_free[r.eng]:
+            # the trigger is an instruction of the issuing engine's in-order stream: what follows it
+            # on that engine issues no earlier than it did (after its waits were met)
+            if not self.has_free[r.eng] or self.free_at[r.eng] < t:
                 self.free_at[r.eng] = t
                 self.has_free[r.eng] = 1
             self.dma_bytes += r.nbytes

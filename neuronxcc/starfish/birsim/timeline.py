@@ -11,15 +11,22 @@ Model (program order is the order instructions execute in):
   * an instruction that uses a shared port (v2: DVE and POOL share the SBUF
     port, DVE and ACT the PSUM port) starts at the first gap of that port
     at or after its issue time and holds it for its II;
-  * a DMA is issued by its engine at that same start time (the engine is not
-    held); its transfer becomes ready the fixed latency after issue (so the
-    latency of transfers issued back to back overlaps) and not before the
-    previous transfer of its queue ended (queues are in order); it is then
-    split over ``width`` of the 16 DMA engines, each piece taking the
-    earliest gap of its engine (all queues share the engines, whose rate is
-    capped at the HBM bandwidth), and signals when its last piece ends.
-    A queue's busy time is the span of its transfers; "DMA" in ``busy_s``
-    and ``utilisation`` is the engines' busy time over all 16 engines;
+  * a DMA is triggered by its engine at that same issue time: the trigger is
+    an instruction of the engine's in-order stream ([DMA]: "the sequencer
+    instruction to trigger the transfer may wait on any semaphore"), so what
+    follows it on that engine issues no earlier, but the engine is not held
+    for the transfer. The transfer becomes ready the fixed latency after the
+    trigger (so the latency of transfers issued back to back overlaps); it
+    runs on its DMA engines (``birpy.cost``: the engines of the 8-partition
+    groups of its on-chip side, or the ``width`` engines free first for
+    HBM->HBM), each piece taking the earliest gap of its engine at or after
+    the queue's earlier work on that engine (a queue is in order on each
+    engine; all queues share the engines, whose rate is capped so that all
+    16 together stay within the HBM bandwidth), and it signals when every
+    engine has passed it in its queue (each engine writes the completion
+    semaphore, even one that moved nothing). A queue's busy time is the span
+    of its transfers; "DMA" in ``busy_s`` and ``utilisation`` is the
+    engines' busy time over all 16 engines;
   * a wait that the signals issued so far (in program order) can never satisfy
     is a deadlock: BirSimError.
   * memory dependences: every operand's touched region (rows x bytes bounding
@@ -106,7 +113,8 @@ class Timeline:
                 nbytes = float(max(instr.dsts[0].num_elements * instr.dsts[0].itemsize,
                                    instr.srcs[0].num_elements * instr.srcs[0].itemsize))
             r = Rec(instr, self._track_id(instr.engine), track, c.busy_s, c.latency_s, c.track == instr.engine,
-                    waits, signals, c, ports, c.engine_s, c.width, _KINDS.get(c.kind, 0), nbytes)
+                    waits, signals, c, ports, c.engine_s, c.width, _KINDS.get(c.kind, 0), nbytes,
+                    c.first_engine, c.shares)
             self._recs[id(instr)] = r
         return r
 
