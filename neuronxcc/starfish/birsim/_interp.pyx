@@ -17,6 +17,7 @@ from libc.stdlib cimport malloc, free
 from sys import intern
 
 from neuronxcc.errors import BirSimError
+from neuronxcc.starfish.birsim._plans cimport Plan
 from neuronxcc.starfish.birsim._timecore cimport Core, Rec
 
 
@@ -34,6 +35,7 @@ cdef class _Body:
     cdef list nodes
     cdef int* kinds
     cdef list plans            # instruction: plan tuple or None (not yet run)
+    cdef list runs             # instruction: its typed Plan (run by a C call), or None (a Python callable)
     cdef list recs             # instruction: Rec or None
     cdef list subs             # loop / while: _Body of the body; if: (then, else) _Bodies
     cdef list names            # loop: its variable, while / if: its register, interned (env lookups by identity)
@@ -59,6 +61,7 @@ cdef _Body _body_of(object ex, list body):
     if b.kinds == NULL:
         raise MemoryError()
     b.plans = [None] * b.n
+    b.runs = [None] * b.n
     b.recs = [None] * b.n
     b.subs = [None] * b.n
     b.names = [None] * b.n
@@ -97,8 +100,13 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
                 if p is None or p[0] is not n:
                     p = ex._prepare(n)
                 b.plans[i] = p
+                b.runs[i] = p[1] if isinstance(p[1], Plan) else None
+            run = b.runs[i]
             try:
-                p[1](env)
+                if run is not None:
+                    (<Plan>run).run(env)
+                else:
+                    p[1](env)
             except BirSimError as e:
                 raise BirSimError("instruction #%s %s@%s: %s" % (n.id, n.opcode, n.engine, e.message))
             if b.recs[i] is None:

@@ -294,9 +294,22 @@ cdef extern from *:
             q[i] = (uint16_t)(((x & 0x7FFFFFFFu) > 0x7F800000u) ? nanv : r);
         }
     }
+    /* Dense 32-bit integer <-> int64 runs (sign- or zero-extended; stored by truncation). */
+    static NCC_HOT void ncc_read_i32_dense(const int32_t *__restrict q, Py_ssize_t n, int64_t *__restrict out) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = q[i];
+    }
+    static NCC_HOT void ncc_read_u32_dense(const uint32_t *__restrict q, Py_ssize_t n, int64_t *__restrict out) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = q[i];
+    }
+    static NCC_HOT void ncc_write_32_dense(const int64_t *__restrict s, Py_ssize_t n, uint32_t *__restrict q) {
+        for (Py_ssize_t i = 0; i < n; i++) q[i] = (uint32_t)s[i];
+    }
     """
     void _read_bf16_dense "ncc_read_bf16_dense" (const uint16_t* q, Py_ssize_t n, uint32_t* out) noexcept nogil
     void _write_bf16_dense "ncc_write_bf16_dense" (const uint32_t* u, Py_ssize_t n, uint16_t* q) noexcept nogil
+    void _read_i32_dense "ncc_read_i32_dense" (const int32_t* q, Py_ssize_t n, int64_t* out) noexcept nogil
+    void _read_u32_dense "ncc_read_u32_dense" (const uint32_t* q, Py_ssize_t n, int64_t* out) noexcept nogil
+    void _write_32_dense "ncc_write_32_dense" (const int64_t* s, Py_ssize_t n, uint32_t* q) noexcept nogil
 
 
 cdef void _read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil:
@@ -326,10 +339,16 @@ cdef void _read_run_i64(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_
     cdef int32_t v32
     cdef uint32_t u32
     if code == C_I32:
+        if stride == 4 and (<size_t>p) % 4 == 0:
+            _read_i32_dense(<const int32_t*>p, n, out)
+            return
         for i in range(n):
             memcpy(&v32, p + i * stride, 4)
             out[i] = v32
     elif code == C_U32:
+        if stride == 4 and (<size_t>p) % 4 == 0:
+            _read_u32_dense(<const uint32_t*>p, n, out)
+            return
         for i in range(n):
             memcpy(&u32, p + i * stride, 4)
             out[i] = u32
@@ -349,6 +368,9 @@ cdef void _write_run_i64(int code, const int64_t* src, uint8_t* p, Py_ssize_t st
     cdef Py_ssize_t i
     cdef uint32_t u32
     if code == C_I32 or code == C_U32:
+        if stride == 4 and (<size_t>p) % 4 == 0 and (<const uint8_t*>(src + n) <= p or <const uint8_t*>src >= p + 4 * n):
+            _write_32_dense(src, n, <uint32_t*>p)        # (the restrict loop needs disjoint sides)
+            return
         for i in range(n):
             u32 = <uint32_t>src[i]
             memcpy(p + i * stride, &u32, 4)

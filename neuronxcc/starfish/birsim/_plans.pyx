@@ -10,11 +10,22 @@ from libc.stdint cimport uint8_t
 from neuronxcc.starfish.birsim._apinfo cimport APInfo
 from neuronxcc.starfish.birsim._kernels cimport copy_raw_ptr
 
+cdef class Plan:
+    """A prepared instruction: ``run(env)`` does its element work for the loop variables and
+    registers in ENV (the typed interpreter loop calls it in C; Python calls the plan)."""
+
+    cdef int run(self, dict env) except -1:
+        raise NotImplementedError(type(self).__name__)
+
+    def __call__(self, dict env):
+        self.run(env)
+
+
 cdef enum:
     NOGIL_BYTES = 16384     # copies this small keep the GIL: releasing and retaking it costs more than they do
 
 
-cdef class RawCopy:
+cdef class RawCopy(Plan):
     cdef APInfo src, dst
     cdef object sbuf, dbuf                  # keep the storage alive
     cdef const uint8_t* sp
@@ -48,9 +59,6 @@ cdef class RawCopy:
             self.dnum[k] = dst.nums[k]
         self.isz = src.itemsize
         self.nbytes = src.n * src.itemsize
-
-    def __call__(self, dict env):
-        self.run(env)
 
     cdef int run(self, dict env) except -1:
         cdef Py_ssize_t sb = self.src.base(env)
@@ -155,7 +163,7 @@ cdef class _Operand:
             self.nums[k] = info.nums[k]
 
 
-cdef class ElementWise:
+cdef class ElementWise(Plan):
     """out = op1(op0(a, s0 | b), s1) in fp32 (tensor_scalar, tensor_tensor, identity activations,
     converting copies; op 0 = none), elements paired row-major, the cast on output as write_f32
     does. A scalar is an immediate or, with SA0 / SA1 given, a [P, 1] operand: one value per
@@ -189,7 +197,7 @@ cdef class ElementWise:
                                        or (self.ap1 and sa1.n != rows)):
             raise ValueError("ElementWise: a scalar operand needs one value per row")
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ab = self.a.info.base(env)
         cdef Py_ssize_t bb = self.b.info.base(env) if self.tensor else 0
         cdef Py_ssize_t b0 = self.sa0.info.base(env) if self.ap0 else 0
@@ -215,7 +223,7 @@ cdef class ElementWise:
             for p in range(rows):
                 if (self.ap0 and z0[p] != z0[p]) or (self.ap1 and z1[p] != z1[p]):
                     self.fallback(env)
-                    return
+                    return 0
         f = n // rows
         if self.tensor:
             read_f32_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
@@ -233,9 +241,10 @@ cdef class ElementWise:
             else:
                 ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)
         write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        return 0
 
 
-cdef class Select:
+cdef class Select(Plan):
     """out = t where pred != 0 else f, through fp32 (Executor.op_select's non-integer
     path: a selection, no arithmetic), elements paired row-major. Operands are read
     completely (pred, t, f) before the output is written."""
@@ -249,7 +258,7 @@ cdef class Select:
         self.f = _Operand(f)
         self.n = out.n
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t pb = self.pred.info.base(env)
         cdef Py_ssize_t tb = self.t.info.base(env)
         cdef Py_ssize_t fb = self.f.info.base(env)
@@ -265,6 +274,7 @@ cdef class Select:
             if c[i] == 0:           # NaN != 0: a NaN predicate selects t, as numpy's (pred != 0) does
                 x[i] = y[i]
         write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        return 0
 
 
 # -- exact integer element-wise ops (int64, wrapping like numpy's int64) --------
@@ -354,58 +364,88 @@ cdef inline int64_t _iop(int op, int64_t a, int64_t b, int width) noexcept nogil
     return x if x > y else y
 
 
+cdef extern from *:
+    """
+    /* exact int64 element-wise loops, one per op (the expressions of _iop, op by op), so that
+       GCC vectorises them: x = op(x, y) (tt), op(x, s) (ts), op(s, x) (st). Shifts by the
+       first operand's width W (< 64, MASK = 2**W - 1); returns 0 for an op without a loop. */
+    #include <stdint.h>
+    #if defined(__GNUC__) && !defined(__clang__)
+    #define NCC_I_HOT __attribute__((optimize("O3")))
+    #else
+    #define NCC_I_HOT
+    #endif
+    #define NCC_SH(b) ((b) < 0 ? 0 : ((b) > 63 ? 63 : (int)(b)))
+    #define NCC_I_OPS(X) \
+        X(1, (int64_t)((uint64_t)a + (uint64_t)b)) \
+        X(2, (int64_t)((uint64_t)a - (uint64_t)b)) \
+        X(3, (int64_t)((uint64_t)b - (uint64_t)a)) \
+        X(4, (int64_t)((uint64_t)a * (uint64_t)b)) \
+        X(5, (a > b ? a : b)) \
+        X(6, (a < b ? a : b)) \
+        X(7, (a & b)) \
+        X(8, (a | b)) \
+        X(9, (a ^ b)) \
+        X(10, (b >= w ? 0 : (int64_t)(((uint64_t)a << NCC_SH(b)) & mask))) \
+        X(11, (b >= w ? (a < 0 ? -1 : 0) : (a >> NCC_SH(b)))) \
+        X(12, (b >= w ? 0 : (int64_t)(((uint64_t)a & mask) >> NCC_SH(b)))) \
+        X(13, (int64_t)(a == b)) \
+        X(14, (int64_t)(a != b)) \
+        X(15, (int64_t)(a < b)) \
+        X(16, (int64_t)(a <= b)) \
+        X(17, (int64_t)(a > b)) \
+        X(18, (int64_t)(a >= b)) \
+        X(19, (int64_t)((a != 0) && (b != 0))) \
+        X(20, (int64_t)((a != 0) || (b != 0))) \
+        X(21, (int64_t)((a != 0) != (b != 0))) \
+        X(22, (((int64_t)((uint64_t)a + (uint64_t)b)) >> 1)) \
+        X(23, ((void)b, a))
+    #define NCC_I_LOOPS(OP, EXPR) \
+    static NCC_I_HOT void ncc_i_tt_##OP(int64_t *__restrict x, const int64_t *__restrict y, Py_ssize_t n, \
+                                        int64_t w, uint64_t mask) { \
+        (void)w; (void)mask; \
+        for (Py_ssize_t i = 0; i < n; i++) { int64_t a = x[i], b = y[i]; x[i] = (EXPR); } } \
+    static NCC_I_HOT void ncc_i_ts_##OP(int64_t *__restrict x, int64_t s, Py_ssize_t n, int64_t w, uint64_t mask) { \
+        (void)w; (void)mask; \
+        for (Py_ssize_t i = 0; i < n; i++) { int64_t a = x[i], b = s; x[i] = (EXPR); } } \
+    static NCC_I_HOT void ncc_i_st_##OP(int64_t *__restrict x, int64_t s, Py_ssize_t n, int64_t w, uint64_t mask) { \
+        (void)w; (void)mask; \
+        for (Py_ssize_t i = 0; i < n; i++) { int64_t a = s, b = x[i]; x[i] = (EXPR); } }
+    NCC_I_OPS(NCC_I_LOOPS)
+    #define NCC_I_CASE_TT(OP, EXPR) case OP: ncc_i_tt_##OP(x, y, n, w, mask); return 1;
+    #define NCC_I_CASE_TS(OP, EXPR) case OP: ncc_i_ts_##OP(x, s, n, w, mask); return 1;
+    #define NCC_I_CASE_ST(OP, EXPR) case OP: ncc_i_st_##OP(x, s, n, w, mask); return 1;
+    static int ncc_i_tt(int op, int64_t *x, const int64_t *y, Py_ssize_t n, int width) {
+        int64_t w = width; uint64_t mask = (width < 64) ? ((((uint64_t)1) << width) - 1) : ~(uint64_t)0;
+        switch (op) { NCC_I_OPS(NCC_I_CASE_TT) default: return 0; }
+    }
+    static int ncc_i_ts(int op, int64_t *x, int64_t s, int rev, Py_ssize_t n, int width) {
+        int64_t w = width; uint64_t mask = (width < 64) ? ((((uint64_t)1) << width) - 1) : ~(uint64_t)0;
+        if (rev) { switch (op) { NCC_I_OPS(NCC_I_CASE_ST) default: return 0; } }
+        switch (op) { NCC_I_OPS(NCC_I_CASE_TS) default: return 0; }
+    }
+    """
+    int ncc_i_tt(int op, int64_t* x, const int64_t* y, Py_ssize_t n, int width) noexcept nogil
+    int ncc_i_ts(int op, int64_t* x, int64_t s, int rev, Py_ssize_t n, int width) noexcept nogil
+
+
 cdef void _iop_tt(int op, int64_t* x, const int64_t* y, Py_ssize_t n, int w) noexcept nogil:
-    """x[i] = op(x[i], y[i]); the common ops in their own loops (no per-element switch)."""
+    """x[i] = op(x[i], y[i]): a loop per op (ncc_i_tt), _iop per element for the others."""
     cdef Py_ssize_t i
-    if op == 1:
-        for i in range(n):
-            x[i] = <int64_t>(<uint64_t>x[i] + <uint64_t>y[i])
-    elif op == 2:
-        for i in range(n):
-            x[i] = <int64_t>(<uint64_t>x[i] - <uint64_t>y[i])
-    elif op == 4:
-        for i in range(n):
-            x[i] = <int64_t>(<uint64_t>x[i] * <uint64_t>y[i])
-    elif op == 7:
-        for i in range(n):
-            x[i] = x[i] & y[i]
-    elif op == 8:
-        for i in range(n):
-            x[i] = x[i] | y[i]
-    elif op == 9:
-        for i in range(n):
-            x[i] = x[i] ^ y[i]
-    else:
-        for i in range(n):
-            x[i] = _iop(op, x[i], y[i], w)
+    if ncc_i_tt(op, x, y, n, w):
+        return
+    for i in range(n):
+        x[i] = _iop(op, x[i], y[i], w)
 
 
 cdef void _iop_ts(int op, int64_t* x, int64_t s, bint rev, Py_ssize_t n, int w) noexcept nogil:
-    """x[i] = op(x[i], s), or op(s, x[i]) when rev; the common ops in their own loops."""
+    """x[i] = op(x[i], s), or op(s, x[i]) when rev: a loop per op (ncc_i_ts), _iop for the others."""
     cdef Py_ssize_t i
-    cdef uint64_t mask = (<uint64_t>1 << w) - 1
-    cdef int sh = 0 if s < 0 else (63 if s > 63 else <int>s)
+    if ncc_i_ts(op, x, s, rev, n, w):
+        return
     if rev:
         for i in range(n):
             x[i] = _iop(op, s, x[i], w)
-    elif op == 1:
-        for i in range(n):
-            x[i] = <int64_t>(<uint64_t>x[i] + <uint64_t>s)
-    elif op == 4:
-        for i in range(n):
-            x[i] = <int64_t>(<uint64_t>x[i] * <uint64_t>s)
-    elif op == 7:
-        for i in range(n):
-            x[i] = x[i] & s
-    elif op == 9:
-        for i in range(n):
-            x[i] = x[i] ^ s
-    elif op == 10 and s < w:
-        for i in range(n):
-            x[i] = <int64_t>((<uint64_t>x[i] << sh) & mask)
-    elif op == 12 and s < w:
-        for i in range(n):
-            x[i] = <int64_t>((<uint64_t>x[i] & mask) >> sh)
     else:
         for i in range(n):
             x[i] = _iop(op, x[i], s, w)
@@ -427,7 +467,7 @@ cdef int64_t* _iscratch_for(Py_ssize_t n) except NULL:
     return _iscratch
 
 
-cdef class IntElementWise:
+cdef class IntElementWise(Plan):
     """out = op1(op0(a, s0 | b), s1) in exact int64 (alu_i: tensor_tensor and tensor_scalar in the
     integer domain, integer converting copies when both ops are 0 = none), each op with the
     operands reversed when its flag says so, shifts by WIDTH bits; wrapped to the output dtype
@@ -449,7 +489,7 @@ cdef class IntElementWise:
         self.width = width
         self.n = out.n
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ab = self.a.info.base(env)
         cdef Py_ssize_t bb = self.b.info.base(env) if self.tensor else 0
         cdef Py_ssize_t ob = self.out.info.base(env)
@@ -468,9 +508,10 @@ cdef class IntElementWise:
         if op1 != 0:
             _iop_ts(op1, x, s1, self.rev1, n, w)
         write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        return 0
 
 
-cdef class IntSelect:
+cdef class IntSelect(Plan):
     """out = t where pred != 0 else f, t and f exact int64 (Executor.op_select's integer path:
     the predicate read through fp32, so a NaN predicate selects t). Inputs read completely first."""
     cdef _Operand out, pred, t, f
@@ -483,7 +524,7 @@ cdef class IntSelect:
         self.f = _Operand(f)
         self.n = out.n
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t pb = self.pred.info.base(env)
         cdef Py_ssize_t tb = self.t.info.base(env)
         cdef Py_ssize_t fb = self.f.info.base(env)
@@ -500,9 +541,10 @@ cdef class IntSelect:
             if c[i] == 0:
                 x[i] = y[i]
         write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        return 0
 
 
-cdef class Fill:
+cdef class Fill(Plan):
     """Write fixed values (memset, iota: computed once by the caller) into the AP: fp32 values
     cast on store as write_f32 does, or int64 values wrapped as write_i64 does."""
     cdef _Operand out
@@ -526,13 +568,14 @@ cdef class Fill:
             f = vals
             self.fv = &f[0]
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ob = self.out.info.base(env)
         with nogil:
             if self.is_int:
                 write_i64_ptr(self.iv, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
             else:
                 write_f32_ptr(self.fv, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        return 0
 
 
 # -- matmul: np.matmul on the arrays the handler builds ------------------------------
@@ -547,7 +590,7 @@ cdef object _np_add = np.add
 cdef object _F32 = np.float32
 
 
-cdef class Matmul:
+cdef class Matmul(Plan):
     """Executor.op_matmul as a plan: out = stat.T @ mv [+ out] in fp32 (birsim.alu.matmul_f).
     Small ones (at most SMALL_MATMUL multiply-adds, operands and output of matching sizes): the
     operands read through fp32 into the plan's own buffers, mm_small (products summed over K
@@ -598,7 +641,7 @@ cdef class Matmul:
                 a.rview = v
         return v.reshape(rows, -1)
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t sb = self.s.base(env)
         cdef Py_ssize_t mb = self.m.base(env)
         cdef Py_ssize_t ob, i, n
@@ -622,7 +665,7 @@ cdef class Matmul:
                     for i in range(n):
                         r[i] = r[i] + old[i]
                 write_f32_ptr(r, self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums)
-            return
+            return 0
         r_ = _np_matmul(self._read(self.s, sb, self.srows).T, self._read(self.m, mb, self.mrows))
         ob = self.o.base(env)
         cdef APInfo o = self.o
@@ -633,14 +676,15 @@ cdef class Matmul:
                 if r_.shape != ov.shape or ov.flags.owndata:
                     # the general path (and its size error)
                     self.st.write_f_at(o, ob, _np_add(r_, self._read(o, ob, self.orows), dtype=_F32))
-                    return
+                    return 0
                 _np_add(r_, ov, out=ov, dtype=_F32)
-                return
+                return 0
             r_ = _np_add(r_, self._read(o, ob, self.orows), dtype=_F32)
         self.st.write_f_at(o, ob, r_)
+        return 0
 
 
-cdef class Gather:
+cdef class Gather(Plan):
     """Same-dtype dma_gather (``plans._dma_gather``, ``Executor.op_dma_gather``): partition p of the
     on-chip side gets the row at the indexed side's offset + clip(index[p], lo, hi) * stride. The row
     offset reaches the row's access info as env[ROWVAR] (so every row is bounds-checked as any
@@ -661,7 +705,7 @@ cdef class Gather:
         self.rowvar = rowvar
         self.n = idx.n
 
-    def __call__(self, dict env):
+    cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ib = self.idx.info.base(env)
         cdef Py_ssize_t p, n = self.n
         cdef int64_t d
@@ -676,3 +720,4 @@ cdef class Gather:
             env[self.rowvar] = vals[p]
             (<RawCopy>self.copies[p]).run(env)
         env.pop(self.rowvar, None)
+        return 0
