@@ -120,6 +120,7 @@ class Codegen:
 
     def _kernel(self, fn):
         """Emit one op's kernel; with LNC=2 (penguin/lnc.py) it is placed on one of the two cores."""
+        self.em.begin_kernel()
         if self.lnc is not None and self.g is self.top:
             self.lnc.run(fn)
         else:

@@ -53,7 +53,14 @@ class Emitter:
         self._n = {}
         self.label = None            # debug name of the instruction being lowered (HLO op)
         self._q = 0
+        # static work estimate per engine (ns-ish: cycles / GHz) of the kernel being emitted, for
+        # simple load balancing; ``begin_kernel`` starts each kernel's count at zero
         self.engine_load = {"DVE": 0.0, "ACT": 0.0, "POOL": 0.0}
+
+    def begin_kernel(self):
+        """A new kernel: the engine-load counts restart (earlier kernels' work does not steer it)."""
+        for k in self.engine_load:
+            self.engine_load[k] = 0.0
 
     # -- names -----------------------------------------------------------------
     def fresh(self, prefix):
@@ -96,7 +103,6 @@ class Emitter:
     # -- instructions ----------------------------------------------------------
     def inst(self, opcode, engine, dsts, srcs, **attrs):
         if engine in self.engine_load and dsts:
-            # static work estimate per engine (ns-ish: cycles / GHz) for simple load balancing
             n = dsts[0].free_size
             self.engine_load[engine] += max(64, n) / (1.12 if engine == "DVE" else 1.4)
         return self.b.inst(opcode, engine, dsts, srcs, name=self.label, **attrs)
