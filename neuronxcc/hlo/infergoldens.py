@@ -235,9 +235,9 @@ def read_npz(path, module):
 def _float_eps(dt):
     """eps of a floating dtype (numpy's or ml_dtypes'), else None."""
     dt = np.dtype(dt)
-    if dt.kind == "f":
+    if dt in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
         return float(np.finfo(dt).eps)
-    if dt.kind == "V":
+    if dt.kind in "fV":  # ml_dtypes' floats: float8_e5m2 says kind 'f', the others 'V'; numpy's finfo refuses both
         try:
             import ml_dtypes
             return float(ml_dtypes.finfo(dt).eps)
@@ -287,10 +287,25 @@ def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_
     return spreads
 
 
+_NATIVE_KINDS = frozenset("biufcUSV")
+_NUMPY_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.longdouble))
+
+
+def _storable(a):
+    """A as np.save can write and np.load read back: ml_dtypes arrays (bf16, the f8s) as raw bits.
+    (np.save writes float8_e5m2 with the descriptor '<f1', which np.load refuses.)"""
+    a = np.asarray(a)
+    if a.dtype.kind == "V" and a.dtype.fields is None and a.dtype.type is np.void:
+        return a
+    if a.dtype.kind not in _NATIVE_KINDS or (a.dtype.kind in "fV" and a.dtype not in _NUMPY_FLOATS):
+        return np.ascontiguousarray(a).view(np.dtype("V%d" % a.dtype.itemsize))
+    return a
+
+
 def write_npz(path, inputs, outputs, spreads=None, extra=None):
     """Write input{i}/output{i} (and spread{i}, {i: array}) atomically (temp file + rename)."""
-    d = {"input%d" % i: np.asarray(a) for i, a in enumerate(inputs)}
-    d.update(("output%d" % i, np.asarray(a, order="C")) for i, a in enumerate(outputs))  # keeps rank 0
+    d = {"input%d" % i: _storable(a) for i, a in enumerate(inputs)}
+    d.update(("output%d" % i, _storable(np.asarray(a, order="C"))) for i, a in enumerate(outputs))  # keeps rank 0
     d.update(("spread%d" % i, np.asarray(a)) for i, a in (spreads or {}).items())
     d.update(extra or {})
     try:

@@ -38,7 +38,7 @@ from neuronxcc.common.toolshell import ToolParser, atomic_output, run_main
 from neuronxcc.errors import CompilerError, InternalCompilerError, TensorTooLargeError, location
 from neuronxcc.hlo import ops as hlo_ops
 from neuronxcc.starfish.penguin import collectives as _collectives
-from neuronxcc.starfish.penguin import bits, ir
+from neuronxcc.starfish.penguin import bits, empty, intbits, ir
 from neuronxcc.starfish.penguin.hloinst import (HLO_TO_DTYPE, NARROW_STORAGE, attr as _attr,  # noqa: F401
                                                 called as _called, ints as _ints, loc as _loc, penguin_dtype,
                                                 reducer_kind, unsupported)
@@ -176,6 +176,9 @@ class Converter:
             from neuronxcc.hlo import interp_attrs as A
             idx = A.int_attr(inst, "index")
             return ins[0][A.int_attr(inst, "tuple_index", 0) if idx is None else idx]
+        settled = empty.settle(self, g, inst, ins, loc)
+        if settled is not None:
+            return settled
         if op == "reduce-precision":
             return self.reduce_precision_value(g, inst, ins[0], loc, inst.name)
         if op in ("opt-barrier", "optimization-barrier", "add-dependency"):
@@ -220,6 +223,15 @@ class Converter:
             return LOWERINGS[op](g, inst, ins, loc)
         if op in ir.ELEMENTWISE and inst.shape.is_array and inst.shape.dims:
             ins = self._broadcast_scalars(g, inst, ins, loc)
+        if op == "compare" and inst.operands[0].shape.is_array:
+            res = intbits.total_order_compare(g, inst, ins, loc)
+            if res is not None:
+                return res
+        if op in intbits.OPS or op in intbits.COUNTS:
+            res = intbits.lower(self, g, inst, ins, loc) if op in intbits.OPS else \
+                intbits.lower_count(g, inst, ins, loc)
+            if res is not None:
+                return res
         shape = inst.shape
         if shape.element_type == "tuple":
             return self._convert_multi(g, inst, ins, loc)

@@ -168,8 +168,8 @@ class IndexingMixin:
         scalars evaluated on the window tiles)."""
         n = len(outs)
         d = op.attrs["dims"]
-        if d.get("input_batching_dims"):
-            raise cannot_lower(op, "scatter with batching dims")
+        ibd = list(d.get("input_batching_dims") or [])
+        sibd = list(d.get("scatter_indices_batching_dims") or [])
         kind = op.attrs.get("update_kind")
         region = op.attrs.get("combiner")
         if region is None and (kind != "replace" and kind not in COMBINE or n != 1):
@@ -197,7 +197,8 @@ class IndexingMixin:
         ivd = d["index_vector_dim"]
         upd_scatter = [k for k in range(len(U.shape)) if k not in uwd]
         idx_batch = [k for k in range(len(I.shape)) if k != ivd]
-        win_operand_dims = [k for k in range(len(out.shape)) if k not in iwd]
+        # operand batching dims (vmapped scatter) take the coordinate of the matching index batch dim
+        win_operand_dims = [k for k in range(len(out.shape)) if k not in iwd and k not in ibd]
         wsize = {od: 1 for od in range(len(out.shape))}
         for od, ud in zip(win_operand_dims, uwd):
             wsize[od] = U.shape[ud]
@@ -245,6 +246,8 @@ class IndexingMixin:
                 dst_off = P.const(t.offset)
                 for od, r in zip(sdod, regs):
                     dst_off = dst_off + r * t.strides[od]
+                for ob, sb in zip(ibd, sibd):
+                    dst_off = dst_off + starts[idx_batch.index(sb)] * t.strides[ob]
                 src_off = P.const(Uk.offset)
                 for us, s0 in zip(upd_scatter, starts):
                     src_off = src_off + s0 * Uk.strides[us]

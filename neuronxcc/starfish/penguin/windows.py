@@ -56,7 +56,10 @@ class WindowMixin:
             shape = tuple(n + lo + hi for n, lo, hi in zip(x.shape, w["pad_lo"], w["pad_hi"]))
             t = self.em.tensor("padwin", "scratch", o.dtype, shape)
             pv = View.contiguous(t, o.dtype, shape)
-            self.elementwise(Splat(init.value, o.dtype, shape), pv)
+            # XLA leaves padding out of the reduction (init enters once, below): pad with a value
+            # that cannot change it (init itself for max / min, the identity for add / mul)
+            fill = init.value if red in ("max", "min") else IDENTITY[red]
+            self.elementwise(Splat(fill, o.dtype, shape), pv)
             lim = [lo + n for lo, n in zip(w["pad_lo"], x.shape)]
             self.elementwise(x, pv.slice(w["pad_lo"], lim, [1] * r))
             padded = pv
@@ -369,14 +372,18 @@ class WindowMixin:
         src, perm, rows, n = self._rows_view(keys, d)
         inv = [perm.index(k) for k in range(len(perm))]
         tshape = tuple(keys.shape[k] for k in perm)
-        if nk == 1:
+        if nk == 1 and keys.dtype not in WIDE_INT_KEYS:
             V, I = self._custom_rows(src, rows, n, n, "sort_f32", desc, (outs[0].dtype,), op)
         else:
-            src2, _, _, _ = self._rows_view(args[1], d)
-            _, I2 = self._custom_rows(src2, rows, n, n, "sort_f32", False, ("float32",), op)
-            k1p = self._permute_rows(src, 1, I2, rows, n, outs[0].dtype)
-            _, I1 = self._custom_rows(k1p, rows, n, n, "sort_f32", False, ("float32",), op)
-            I = self._permute_rows(I2, 1, I1, rows, n, "int32")
+            # lexicographic keys: one stable pass per float32-exact key part, least significant first
+            parts = [p for a in args[:nk] for p in _key_parts(a)]
+            I = None
+            for part in reversed(parts):
+                ps, _, _, _ = self._rows_view(part, d)
+                if I is not None:
+                    ps = self._permute_rows(ps, 1, I, rows, n, part.dtype)
+                _, Ip = self._custom_rows(ps, rows, n, n, "sort_f32", desc, ("float32",), op)
+                I = Ip if I is None else self._permute_rows(I, 1, Ip, rows, n, "int32")
             V = None
         res = []
         for k, (a, o) in enumerate(zip(args, outs)):
@@ -428,6 +435,21 @@ class WindowMixin:
         if outs[1].dtype != "int32":
             res[1] = Node("convert", [res[1]], {}, outs[1].dtype, shape)
         return res
+
+
+WIDE_INT_KEYS = ("int32", "uint32", "int64", "uint64")     # not exact as the custom op's float32 keys
+
+
+def _key_parts(a):
+    """A sort key as float32-exact parts, most significant first: the custom op sorts float32
+    keys (24 bits), so a 32-bit integer is its (high 16 bits, low 16 bits) pair."""
+    if a.dtype not in WIDE_INT_KEYS:
+        return [a]
+    sh = a.shape
+    hi_op = "shift-right-arithmetic" if a.dtype.startswith("int") else "shift-right-logical"
+    hi = Node(hi_op, [a, Splat(16, a.dtype, sh)], {}, a.dtype, sh)
+    lo = Node("and", [a, Splat(0xFFFF, a.dtype, sh)], {}, a.dtype, sh)
+    return [Node("convert", [hi], {}, "float32", sh), Node("convert", [lo], {}, "float32", sh)]
 
 
 def _is_iota_along(x, d):

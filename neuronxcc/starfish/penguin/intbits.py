@@ -1,0 +1,134 @@
+"""Integer shifts and bit counts with XLA's full semantics, as Penguin ops on int32 words.
+
+XLA defines every shift amount (its HLO tests check the edges):
+* an amount outside [0, width) (negative ones included: the amount is read unsigned) shifts every
+  bit out: shift-left and shift-right-logical give 0, shift-right-arithmetic gives the sign fill;
+* shift-right-arithmetic of an unsigned type propagates the type's top bit (u8 133 >> 3 = 240);
+* shift-right-logical of a signed narrow type brings in zeros at the type's width (s8 -1 >>> 1 = 127).
+
+The engines shift 32-bit words, so the value is widened to the int32 that holds its bits (sign-
+extended for an arithmetic shift, masked to the width for a logical one), shifted by an amount
+clamped into range, the out-of-range lanes replaced, and the word narrowed back (convert wraps).
+A shift of a signed / unsigned 32-bit value by a constant amount in range is one op, as before.
+
+popcnt / count-leading-zeros of a narrow type count the type's own bits (an s8 -1 has 8 bits set
+and no leading zero; a u8 7 has 5 leading zeros): the engines count a 32-bit word, so the value is
+masked to its width first and clz subtracts the 32 - width leading zeros the word adds.
+"""
+from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin.hloinst import penguin_dtype
+
+WIDTH = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s4": 4, "u4": 4, "s2": 2, "u2": 2}
+OPS = ("shift-left", "shift-right-logical", "shift-right-arithmetic")
+COUNTS = ("popcnt", "count-leading-zeros")
+
+
+def _const_amount(conv, g, v):
+    c = conv._const_of(g, v)
+    return int(c[1]) if c is not None and c[0] == "splat" else None
+
+
+def lower(conv, g, inst, ins, loc):
+    """The shift ``inst`` (operands already converted: ``ins``), or None to keep the plain op
+    (64-bit types, computed in 32 bits as the README says)."""
+    et = inst.shape.element_type
+    w = WIDTH.get(et)
+    if w is None or not inst.shape.is_array:
+        return None
+    op = inst.opcode
+    sh = tuple(inst.shape.dims)
+    dt = penguin_dtype(inst.shape)
+    signed = et.startswith("s")
+    k = _const_amount(conv, g, ins[1])
+    if w == 32 and k is not None and 0 <= k < 32 and (op != "shift-right-arithmetic" or signed):
+        return None
+    name = inst.name
+
+    def add(kind, xs, dtype="int32", attrs=None, suffix=None):
+        return g.add_op(kind, xs, [("%s.%s" % (name, suffix or kind), sh, dtype)], attrs or {}, loc)[0]
+
+    def const(v, dtype="int32"):
+        return add("constant", [], dtype, {"value": v}, "c")
+
+    def word(v, dtype):
+        if dtype == "int32":
+            return v
+        if dtype == "uint32":
+            return add("bitcast-convert", [v], "int32", suffix="bits")
+        return add("convert", [v], "int32", suffix="i32")
+
+    x = word(ins[0], dt)
+    s = word(ins[1], penguin_dtype(inst.operands[1].shape))
+    if op == "shift-right-arithmetic" and w < 32 or op == "shift-right-arithmetic" and not signed:
+        if w < 32:      # sign-extend from the type's top bit
+            e = const(32 - w)
+            x = add("shift-right-arithmetic", [add("shift-left", [x, e]), e], suffix="sext")
+    elif op == "shift-right-logical" and w < 32:
+        x = add("and", [x, const((1 << w) - 1)], suffix="mask")
+    if k is not None:
+        inside = 0 <= k < w
+        amt = const(k if inside else (w - 1 if op == "shift-right-arithmetic" else 0))
+        r = add(op, [x, amt], suffix="shift")
+        if not inside and op != "shift-right-arithmetic":
+            r = const(0)
+    else:
+        ge = add("compare", [s, const(0)], "bool", {"direction": "GE", "type": ""}, "ge")
+        lt = add("compare", [s, const(w)], "bool", {"direction": "LT", "type": ""}, "lt")
+        inside = add("and", [ge, lt], "bool", suffix="inside")
+        fill = const(w - 1 if op == "shift-right-arithmetic" else 0)
+        amt = add("select", [inside, s, fill], suffix="amount")
+        r = add(op, [x, amt], suffix="shift")
+        if op != "shift-right-arithmetic":
+            r = add("select", [inside, r, const(0)], suffix="out")
+    if dt == "int32":
+        return g.add_op("copy", [r], [(name, sh, dt)], {}, loc)[0]
+    if dt == "uint32":
+        return g.add_op("bitcast-convert", [r], [(name, sh, dt)], {}, loc)[0]
+    return g.add_op("convert", [r], [(name, sh, dt)], {}, loc)[0]
+
+
+def lower_count(g, inst, ins, loc):
+    """popcnt / count-leading-zeros of a narrow integer type, or None (32-bit types: one op)."""
+    w = WIDTH.get(inst.shape.element_type)
+    if w is None or w == 32 or not inst.shape.is_array:
+        return None
+    sh = tuple(inst.shape.dims)
+    dt = penguin_dtype(inst.shape)
+    name = inst.name
+
+    def add(kind, xs, suffix, attrs=None):
+        return g.add_op(kind, xs, [("%s.%s" % (name, suffix), sh, "int32")], attrs or {}, loc)[0]
+
+    x = add("convert", [ins[0]], "i32")
+    x = add("and", [x, add("constant", [], "mask", {"value": (1 << w) - 1})], "bits")
+    r = add(inst.opcode, [x], "count")
+    if inst.opcode == "count-leading-zeros":
+        r = add("subtract", [r, add("constant", [], "pad", {"value": 32 - w})], "clz")
+    return g.add_op("convert", [r], [(name, sh, dt)], {}, loc)[0]
+
+
+def total_order_compare(g, inst, ins, loc):
+    """compare with type=TOTALORDER on floats (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN), as
+    a signed compare of int32 keys: the float32 bits with the magnitude bits flipped when the sign is
+    set. None when the compare is not one (the plain compare follows IEEE order)."""
+    from neuronxcc.hlo import interp_attrs as A
+    if (A.str_attr(inst, "type") or "").upper() != "TOTALORDER":
+        return None
+    if not ir.is_float(penguin_dtype(inst.operands[0].shape)):
+        return None
+    sh = tuple(inst.shape.dims)
+    name = inst.name
+
+    def add(kind, xs, suffix, dtype="int32", attrs=None):
+        return g.add_op(kind, xs, [("%s.%s" % (name, suffix), sh, dtype)], attrs or {}, loc)[0]
+
+    keys = []
+    for k, x in enumerate(ins):
+        if g.values[x].dtype != "float32":
+            x = add("convert", [x], "f32_%d" % k, "float32")
+        b = add("bitcast-convert", [x], "bits%d" % k)
+        sign = add("shift-right-arithmetic", [b, add("constant", [], "c31", attrs={"value": 31})], "sign%d" % k)
+        flip = add("and", [sign, add("constant", [], "mag", attrs={"value": 0x7FFFFFFF})], "flip%d" % k)
+        keys.append(add("xor", [b, flip], "key%d" % k))
+    direction = (A.str_attr(inst, "direction") or A.str_attr(inst, "comparison_direction")).upper()
+    return g.add_op("compare", keys, [(name, sh, "bool")], {"direction": direction, "type": "SIGNED"}, loc)[0]

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Probe the compiler with the HLO real clients bring, end to end, and classify what happens.
+
+Every case is handed to ``neuronx-cc compile MODEL --framework XLA --target trn1 --output x.neff``
+as a separate process (as libneuronxla does), and a NEFF it writes is run on birsim and compared
+with XLA:CPU (JAX) within ``neuronxcc.common.tolerances``. Sources:
+
+* ``lax``      - tests/hlo/test_interp_lax.py's single-op cases (edge semantics XLA's own op tests
+                 check: saturating converts, NaN ordering, out-of-range shifts, window/pad forms ...);
+* ``programs`` - tests/hlo/test_interp_programs.py's whole programs (decode step, ResNet training,
+                 Adam, vmap, scan ...), so far only run through the interpreter;
+* ``pieces``   - common model pieces as JAX emits them (scripts/probe_hlo_cases.py);
+* ``text``     - hand-written HLO text in the forms XLA's HLO tests and torch-xla use
+                 (scripts/probe_hlo_cases.py), XLA:CPU as the reference.
+
+Outcome per case: ``pass``; ``unsupported`` (exit 70, one NCC_ line naming an op / type the
+device lowering refuses: correct behaviour when no real client needs it); ``error70`` (exit 70
+with some other NCC_ line); ``wrong`` (a NEFF whose results differ: always a bug); ``crash`` (an
+exit status other than 0/70, a traceback on the console, or birsim raising: always a bug);
+``timeout``.
+
+    python scripts/probe_hlo.py [--sources lax,programs,pieces,text] [-k SUBSTR] [--table out.md]
+
+Prints one table and a summary; never asserts.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, HERE)
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np  # noqa: E402
+
+import jax  # noqa: E402
+
+from neuronxcc.common.tolerances import mismatch  # noqa: E402
+from support.cli import _env, ncc_command  # noqa: E402
+
+MEM_LIMIT = 6000000000
+
+
+def _jax_cases(source, table):
+    for name, (fn, args) in sorted(table.items()):
+        yield source, name, ("jax", fn, list(args))
+
+
+def collect(sources):
+    import probe_hlo_cases
+    out = []
+    if "lax" in sources:
+        from hlo import test_interp_lax
+        out += list(_jax_cases("lax", test_interp_lax.CASES))
+    if "programs" in sources:
+        from hlo import test_interp_programs
+        out += list(_jax_cases("programs", test_interp_programs.PROGRAMS))
+    if "pieces" in sources:
+        out += list(_jax_cases("pieces", probe_hlo_cases.PIECES))
+    if "text" in sources:
+        for name, (text, args) in sorted(probe_hlo_cases.TEXTS.items()):
+            out.append(("text", name, ("text", text, list(args))))
+    return out
+
+
+def _model_and_reference(kind, a, b):
+    """(model bytes or text, file suffix, inputs, reference outputs or None, reference name)."""
+    if kind == "jax":
+        fn, args = a, b
+        lowered = jax.jit(fn).lower(*args)
+        comp = lowered.compiler_ir("hlo")
+        ref = [np.asarray(o) for o in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+        # JAX drops the arguments a program does not read from its HLO (and from the call)
+        kept = (getattr(lowered, "_lowering", None) and lowered._lowering.compile_args.get("kept_var_idx"))
+        if kept is not None:
+            args = [x for k, x in enumerate(args) if k in kept]
+        return comp.as_serialized_hlo_module_proto(), ".hlo_module.pb", args, ref, "jax"
+    text, args = a, b
+    from support.corpus import xla_run
+    try:
+        jax.config.update("jax_enable_x64", True)      # s64 / u64 parameters stay 64-bit
+        try:
+            return text, ".hlo", args, xla_run(text, args), "xla"
+        finally:
+            jax.config.update("jax_enable_x64", False)
+    except Exception as e:  # noqa: BLE001 - XLA:CPU refusing the text: fall back to the interpreter
+        from neuronxcc.hlo import parse_hlo_text
+        from neuronxcc.hlo.interpreter import evaluate
+        try:
+            return text, ".hlo", args, [np.asarray(o) for o in evaluate(parse_hlo_text(text), list(args))], "interp"
+        except Exception as e2:  # noqa: BLE001
+            return text, ".hlo", args, None, "none (%s / %s)" % (type(e).__name__, type(e2).__name__)
+
+
+def _ncc_line(stderr):
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    codes = [ln for ln in lines if "NCC_" in ln]
+    return (codes[-1] if codes else (lines[-1] if lines else "")).strip()
+
+
+def run_case(case, workdir, timeout):
+    source, name, (kind, a, b) = case
+    model, suffix, args, ref, refname = _model_and_reference(kind, a, b)
+    path = os.path.join(workdir, "model" + suffix)
+    with open(path, "wb" if isinstance(model, bytes) else "w") as f:
+        f.write(model)
+    neff = os.path.join(workdir, "out.neff")
+    cmd = ["prlimit", "--as=%d" % MEM_LIMIT] + ncc_command() + [
+        "compile", path, "--framework", "XLA", "--target", "trn1", "--output", neff]
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=_env())
+    except subprocess.TimeoutExpired:
+        return "timeout", "compile > %d s" % timeout, time.time() - t0
+    dt = time.time() - t0
+    console = r.stdout + r.stderr
+    if "Traceback (most recent call last)" in console:
+        return "crash", "traceback on the console: " + _ncc_line(r.stderr), dt
+    if r.returncode == 70:
+        line = _ncc_line(r.stderr)
+        unsupported = any(c in line for c in ("NCC_EVRF", "NCC_EUOC", "not supported", "unsupported",
+                                              "cannot lower", "not lowered"))
+        return ("unsupported" if unsupported else "error70"), line, dt
+    if r.returncode != 0:
+        return "crash", "exit %d: %s" % (r.returncode, _ncc_line(r.stderr)), dt
+    if not os.path.exists(neff):
+        return "crash", "exit 0 without a NEFF", dt
+    from neuronxcc.starfish.birsim import run_neff
+    try:
+        outs = run_neff(neff, list(args))
+    except Exception as e:  # noqa: BLE001 - the probe records every failure
+        return "crash", "birsim: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else ""), dt
+    if ref is None:
+        return "pass?", "ran; no reference (%s)" % refname, dt
+    if len(outs) != len(ref):
+        return "wrong", "%d outputs, %s gives %d" % (len(outs), refname, len(ref)), dt
+    problems = ["output%d: %s" % (k, why) for k, (o, e) in enumerate(zip(outs, ref))
+                for why in [mismatch(np.asarray(o), np.asarray(e))] if why]
+    if problems:
+        return "wrong", ("vs %s: " % refname) + "; ".join(problems)[:300], dt
+    return "pass", "vs " + refname, dt
+
+
+def _run_or_skip(case, d, timeout):
+    try:
+        return run_case(case, d, timeout)
+    except Exception as e:  # noqa: BLE001 - a case JAX itself cannot lower or run
+        return "skipped", "reference: %s: %s" % (type(e).__name__, str(e)[:150]), 0.0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sources", default="lax,programs,pieces,text")
+    ap.add_argument("-k", default="", help="only cases whose source/name contains this")
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--table", help="also write the table (markdown) here")
+    ap.add_argument("--keep", help="compile each case in KEEP/<source>.<case> and keep it (logs, NEFF)")
+    a = ap.parse_args(argv)
+    cases = [c for c in collect(a.sources.split(",")) if a.k in "%s/%s" % (c[0], c[1])]
+    rows = []
+    for case in cases:
+        if a.keep:
+            d = os.path.join(a.keep, "%s.%s" % case[:2])
+            os.makedirs(d, exist_ok=True)
+            outcome, detail, dt = _run_or_skip(case, d, a.timeout)
+        else:
+            with tempfile.TemporaryDirectory(prefix="probe_hlo_") as d:
+                outcome, detail, dt = _run_or_skip(case, d, a.timeout)
+        rows.append((case[0], case[1], outcome, dt, detail))
+        print("%-9s %-34s %-11s %6.1fs  %s" % (case[0], case[1], outcome, dt, detail), flush=True)
+    counts = {}
+    for r in rows:
+        counts[r[2]] = counts.get(r[2], 0) + 1
+    total = sum(v for k, v in counts.items() if k != "skipped")
+    summary = "passed %d of %d (%s)" % (counts.get("pass", 0), total,
+                                       ", ".join("%s %d" % kv for kv in sorted(counts.items())))
+    print(summary)
+    if a.table:
+        with open(a.table, "w") as f:
+            f.write("| source | case | outcome | compile s | detail |\n|---|---|---|---|---|\n")
+            for s, n, o, dt, det in rows:
+                f.write("| %s | %s | %s | %.1f | %s |\n" % (s, n, o, dt, det.replace("|", "/")))
+            f.write("\n%s\n" % summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""HLO that real clients emit, at the edges XLA's own op tests check, compiled through Penguin and
+run on birsim against JAX (scripts/probe_hlo.py found each of these failing):
+
+* vmapped scatter (``input_batching_dims``: ``jax.vmap`` of ``.at[].add``, the gradient of
+  ``take_along_axis`` in a cross-entropy loss) used to be refused;
+* zero-element tensors (a K = 0 dot, a sum over an empty axis) ended in a ZeroDivisionError;
+* shifts by amounts outside [0, width), arithmetic shifts of unsigned and logical shifts of signed
+  narrow types, bit counts of narrow types were computed on 32-bit words;
+* sorts of 32-bit integer keys went through float32 keys (values above 2^24 came back rounded);
+* reduce-window with padding and an init value that is not the identity added the init once per
+  padded element;
+* compare with type=TOTALORDER (XLA's HLO tests; -NaN < -inf < -0 < +0 < +NaN) followed IEEE order.
+"""
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from penguin_helpers import check
+
+R = np.random.RandomState(11)
+
+
+def test_vmapped_scatter_add_and_set():
+    x = R.randn(3, 6, 2).astype(np.float32)
+    i = np.array([[0, 5, 0], [2, 2, 1], [4, 3, 3]], np.int32)
+    u = R.randn(3, 3, 2).astype(np.float32)
+    check(lambda x, i, u: (jax.vmap(lambda r, j, v: r.at[j].add(v))(x, i, u),
+                           jax.vmap(lambda r, j, v: r.at[j].set(v))(x, i, u)), x, i, u)
+
+
+def test_cross_entropy_gradient_scatters_with_batching_dims():
+    logits = R.randn(6, 11).astype(np.float32)
+    labels = R.randint(0, 11, 6).astype(np.int32)
+
+    def f(lg, lb):
+        return jax.value_and_grad(lambda z: -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(z), lb[:, None], 1)))(lg)
+    text = jax.jit(f).lower(logits, labels).as_text()
+    assert "scatter" in text
+    check(f, logits, labels)
+
+
+def test_zero_element_tensors():
+    a, b, e = np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), np.zeros((2, 0), np.float32)
+    x = R.randn(2, 3).astype(np.float32)
+    check(lambda a, b, e, x: (a @ b, jnp.sum(e, axis=1), jnp.max(e, axis=1, initial=-jnp.inf),
+                              jnp.concatenate([e, x], axis=1), jnp.sort(e, axis=1), e * 2,
+                              lax.pad(e, 1.5, ((0, 0, 0), (1, 2, 0)))), a, b, e, x)
+
+
+def test_shifts_by_every_amount():
+    a = np.array([1, -1, 12345, -12345, 7, -8, 2 ** 30, -2 ** 31], np.int32)
+    s = np.array([0, 31, 32, 33, -1, 100, 1, 5], np.int32)
+    check(lambda a, s: (lax.shift_left(a, s), lax.shift_right_logical(a, s), lax.shift_right_arithmetic(a, s),
+                        lax.shift_left(a, jnp.int32(32)), lax.shift_right_arithmetic(a, jnp.int32(40))), a, s)
+
+
+def test_narrow_and_unsigned_shifts():
+    u8 = np.array([0, 7, 128, 133, 255, 64], np.uint8)
+    s8 = np.array([0, -1, -128, 127, -3, 64], np.int8)
+    u32 = np.array([0x80000000, 0xFFFFFFFF, 5, 0x7FFFFFFF, 1, 0xF0000000], np.uint32)
+    s16 = np.array([-1, 2 ** 14, -2 ** 15, 3, -300, 12], np.int16)
+    k = np.array([3, 1, 7, 8, 0, 2], np.uint8)
+    check(lambda u8, s8, u32, s16, k: (
+        lax.shift_right_arithmetic(u8, jnp.uint8(3)), lax.shift_right_arithmetic(u8, k),
+        lax.shift_right_logical(s8, jnp.int8(1)), lax.shift_right_logical(s8, k.astype(jnp.int8)),
+        lax.shift_left(s8, k.astype(jnp.int8)), lax.shift_right_arithmetic(u32, jnp.uint32(4)),
+        lax.shift_right_logical(s16, k.astype(jnp.int16)), lax.shift_right_arithmetic(s16, k.astype(jnp.int16) * 3)),
+        u8, s8, u32, s16, k)
+
+
+def test_narrow_bit_counts():
+    u8 = np.arange(0, 256, 7, dtype=np.uint8)
+    s8 = (np.arange(0, 256, 7) - 128).astype(np.int8)
+    s16 = np.array([-1, 0, 1, 300, -300, 2 ** 14, -2 ** 15], np.int16)
+    u16 = np.array([0, 1, 255, 256, 65535, 4096, 3], np.uint16)
+    check(lambda u8, s8, s16, u16: (lax.clz(u8), lax.population_count(s8), lax.clz(s8), lax.clz(s16),
+                                    lax.population_count(s16), lax.clz(u16)), u8, s8, s16, u16)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_32_bit_integer_keys_exactly(descending):
+    u = np.array([3, 2 ** 31 + 5, 0, 7, 2 ** 31 + 3, 2 ** 32 - 1, 2 ** 24 + 1, 2 ** 24], np.uint32)
+    i = np.array([2 ** 30 + 1, 2 ** 30, -2 ** 31, 5, -(2 ** 30) - 1, -(2 ** 30), 2 ** 24 + 1, 2 ** 24], np.int32)
+    check(lambda u, i: (jnp.sort(u, descending=descending), jnp.sort(i, descending=descending),
+                        jnp.argsort(i, descending=descending, stable=True)), u, i)
+
+
+def test_two_key_sort_with_integer_keys():
+    k1 = np.array([1, 0, 1, 0, 2 ** 25, 2 ** 25 + 1], np.int32)
+    k2 = np.array([2 ** 25 + 1, 3, 2 ** 25, 3, 0, 0], np.int32)
+    v = np.arange(6, dtype=np.float32)
+    check(lambda a, b, c: lax.sort((a, b, c), num_keys=2, is_stable=True), k1, k2, v)
+
+
+def test_reduce_window_padding_is_left_out_of_the_reduction():
+    x = (R.randn(7) - 2).astype(np.float32)
+    y = R.randn(5, 6).astype(np.float32)
+    check(lambda x, y: (lax.reduce_window(x, 1.0, lax.add, (3,), (2,), ((2, 1),)),
+                        lax.reduce_window(y, 2.0, lax.mul, (2, 2), (1, 2), ((1, 0), (0, 1))),
+                        lax.reduce_window(y, 0.5, lax.max, (3, 3), (2, 2), ((1, 1), (1, 1)))), x, y)
+
+
+TOTAL_ORDER = """HloModule total
+ENTRY main {
+  a = f32[8] parameter(0)
+  b = f32[8] parameter(1)
+  lt = pred[8] compare(a, b), direction=LT, type=TOTALORDER
+  ge = pred[8] compare(a, b), direction=GE, type=TOTALORDER
+  eq = pred[8] compare(a, b), direction=EQ, type=TOTALORDER
+  hb = bf16[8] convert(a)
+  hc = bf16[8] convert(b)
+  gt = pred[8] compare(hb, hc), direction=GT, type=TOTALORDER
+  ROOT t = (pred[8], pred[8], pred[8], pred[8]) tuple(lt, ge, eq, gt)
+}"""
+
+
+def test_total_order_compare_against_xla():
+    from neuronxcc.common.tolerances import assert_close
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish.penguin.codegen import lower_graph
+    from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin
+    from penguin_helpers import run_bir
+    from support.corpus import xla_run
+    nan = np.float32(np.nan)
+    a = np.array([-0.0, 0.0, -nan, nan, -np.inf, 1.0, -nan, 2.0], np.float32)
+    b = np.array([0.0, -0.0, -np.inf, np.inf, -nan, 1.0, nan, nan], np.float32)
+    try:
+        want = xla_run(TOTAL_ORDER, [a, b])
+    except NotImplementedError as e:
+        pytest.skip(str(e))
+    got = run_bir(lower_graph(hlo_to_penguin(parse_hlo_text(TOTAL_ORDER))), [a, b])
+    for k, (x, y) in enumerate(zip(got, want)):
+        assert_close(x, y, "output%d" % k, row="compiled")
