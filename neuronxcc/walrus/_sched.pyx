@@ -11,6 +11,15 @@ remaining critical path, then the lower original index). Returns the new
 order, the start times and the makespan. Every dependence a->b ends with a
 before b in the new order (b only becomes ready once a is placed).
 
+DMAs (``dma``, optional) follow birsim's timeline rules (``birsim.timeline``,
+``birpy.cost``), so the schedule and the simulator agree on what a transfer
+costs: a DMA's trigger is an instruction of its issuing engine's in-order
+stream (``issuer[v]``: later instructions of that stream issue no earlier,
+but the stream is not held), its transfer starts the fixed latency later on
+its DMA engines, which all queues share (each engine serves one transfer at
+a time, in arrival order here), and its queue (``engine[v]``) completes in
+order. ``replay`` gives the makespan of a fixed order under the same rules.
+
 ``conflicts``: all pairs of accesses to the same memory whose
 (partition x byte) boxes overlap and of which at least one writes; the
 Python layer turns them into RAW/WAR/WAW dependences.
@@ -24,6 +33,105 @@ from libc.stdlib cimport malloc, free
 cnp.import_array()
 
 ctypedef long long i64
+
+cdef enum:
+    MAXE = 64           # DMA engines modelled
+
+
+cdef double _dma_place(Py_ssize_t v, double est, i64 q, i64 iss, double* eng_free, double* dfree, int ne,
+                       const double[::1] dlat, const i64[::1] dwidth, const double[:, ::1] dur) noexcept nogil:
+    """Place DMA v triggered at EST: its completion time. Updates the issuing stream's free time (to
+    EST at least), the DMA engines' free times and the queue's completion (eng_free[q])."""
+    cdef double ready = est + dlat[v], fin, s, d, best_s
+    cdef int k, j, w, best
+    cdef unsigned char used[MAXE]
+    if iss >= 0 and eng_free[iss] < est:
+        eng_free[iss] = est
+    fin = ready
+    w = <int>dwidth[v]
+    if w < 0:                   # fixed engines: dur[v, k] on engine k
+        for k in range(ne):
+            d = dur[v, k]
+            if d > 0:
+                s = dfree[k] if dfree[k] > ready else ready
+                dfree[k] = s + d
+                if s + d > fin:
+                    fin = s + d
+    else:                       # any W engines, a piece dur[v, 0] each: those free first
+        d = dur[v, 0]
+        if w > ne:
+            w = ne
+        for k in range(ne):
+            used[k] = 0
+        if d > 0:
+            for j in range(w):
+                best = -1
+                best_s = 0.0
+                for k in range(ne):
+                    if used[k]:
+                        continue
+                    s = dfree[k] if dfree[k] > ready else ready
+                    if best < 0 or s < best_s:
+                        best = k
+                        best_s = s
+                used[best] = 1
+                dfree[best] = best_s + d
+                if best_s + d > fin:
+                    fin = best_s + d
+    if eng_free[q] > fin:       # a queue completes in order
+        fin = eng_free[q]
+    eng_free[q] = fin
+    return fin
+
+
+cdef class _Dma:
+    """The optional DMA arrays of list_schedule / replay (see module doc)."""
+    cdef const i64[::1] issuer
+    cdef const double[::1] dlat
+    cdef const i64[::1] dwidth
+    cdef const double[:, ::1] dur
+    cdef int ne
+
+    def __init__(self, dma, Py_ssize_t n):
+        issuer, dlat, dwidth, dur = dma
+        self.issuer = issuer
+        self.dlat = dlat
+        self.dwidth = dwidth
+        self.dur = dur
+        self.ne = min(max(1, dur.shape[1]), MAXE)
+        if self.issuer.shape[0] != n or self.dlat.shape[0] != n or self.dwidth.shape[0] != n or \
+                self.dur.shape[0] != n:
+            raise ValueError("DMA arrays must have one row per instruction")
+
+
+def replay(const i64[::1] engine, const double[::1] cost, const i64[::1] pred_ptr, const i64[::1] pred_idx,
+           const double[::1] pred_lat, const i64[::1] order, i64 n_engines, dma=None):
+    """Makespan when each stream runs its instructions in ORDER (DMAs by the rules above)."""
+    cdef Py_ssize_t n = cost.shape[0], i, v, k
+    cdef double[::1] finish = np.zeros(max(n, 1), dtype=np.float64)
+    cdef double[::1] eng_free = np.zeros(max(n_engines, 1), dtype=np.float64)
+    cdef double[::1] dfree = np.zeros(MAXE, dtype=np.float64)
+    cdef double t, done = 0.0
+    cdef _Dma d = _Dma(dma, n) if dma is not None else None
+    cdef bint has_dma = d is not None
+    for i in range(order.shape[0]):
+        v = order[i]
+        if has_dma and d.issuer[v] >= 0:
+            t = eng_free[d.issuer[v]]
+        else:
+            t = eng_free[engine[v]]
+        for k in range(pred_ptr[v], pred_ptr[v + 1]):
+            if finish[pred_idx[k]] + pred_lat[k] > t:
+                t = finish[pred_idx[k]] + pred_lat[k]
+        if has_dma and d.issuer[v] >= 0:
+            finish[v] = _dma_place(v, t, engine[v], d.issuer[v], &eng_free[0], &dfree[0], d.ne, d.dlat,
+                                   d.dwidth, d.dur)
+        else:
+            finish[v] = t + cost[v]
+            eng_free[engine[v]] = finish[v]
+        if finish[v] > done:
+            done = finish[v]
+    return done
 
 
 def critical_path(const i64[::1] succ_ptr, const i64[::1] succ_idx, const double[::1] succ_lat,
@@ -45,7 +153,7 @@ def critical_path(const i64[::1] succ_ptr, const i64[::1] succ_idx, const double
 
 def list_schedule(const i64[::1] engine, const double[::1] cost,
                   const i64[::1] pred_ptr, const i64[::1] pred_idx, const double[::1] pred_lat,
-                  const double[::1] priority, i64 n_engines):
+                  const double[::1] priority, i64 n_engines, dma=None):
     """Greedy list schedule (see module docstring). Edges must go from lower to higher index."""
     cdef Py_ssize_t n = cost.shape[0], i, v, k, u, best_v
     order_a = np.empty(n, dtype=np.int64)
@@ -56,6 +164,14 @@ def list_schedule(const i64[::1] engine, const double[::1] cost,
     cdef cnp.int64_t[::1] npred = np.zeros(n, dtype=np.int64)
     cdef double[::1] ready_at = np.zeros(n, dtype=np.float64)
     cdef double[::1] eng_free = np.zeros(max(n_engines, 1), dtype=np.float64)
+    cdef double[::1] dfree = np.zeros(MAXE, dtype=np.float64)
+    cdef _Dma dd = _Dma(dma, n) if dma is not None else None
+    cdef bint has_dma = dd is not None
+    cdef const i64[::1] issuer = dd.issuer if has_dma else engine
+    cdef const double[::1] dlat = dd.dlat if has_dma else cost
+    cdef const i64[::1] dwidth = dd.dwidth if has_dma else engine
+    cdef const double[:, ::1] dur = dd.dur if has_dma else np.zeros((1, 1), dtype=np.float64)
+    cdef int ne = dd.ne if has_dma else 1
     cdef cnp.int64_t[::1] done = np.zeros(n, dtype=np.int64)
     # successor lists from the predecessor CSR
     cdef cnp.int64_t[::1] sptr = np.zeros(n + 1, dtype=np.int64)
@@ -90,7 +206,10 @@ def list_schedule(const i64[::1] engine, const double[::1] cost,
                 for j in range(nready):
                     v = ready[j]
                     est = ready_at[v]
-                    if eng_free[engine[v]] > est:
+                    if has_dma and issuer[v] >= 0:      # a DMA waits for its issuing stream, not its queue
+                        if eng_free[issuer[v]] > est:
+                            est = eng_free[issuer[v]]
+                    elif eng_free[engine[v]] > est:
                         est = eng_free[engine[v]]
                     if (best_j < 0 or est < best_est
                             or (est == best_est and (priority[v] > priority[best_v]
@@ -105,8 +224,12 @@ def list_schedule(const i64[::1] engine, const double[::1] cost,
                 nready -= 1
                 order[i] = v
                 start[v] = best_est
-                finish[v] = best_est + cost[v]
-                eng_free[engine[v]] = finish[v]
+                if has_dma and issuer[v] >= 0:
+                    finish[v] = _dma_place(v, best_est, engine[v], issuer[v], &eng_free[0], &dfree[0], ne,
+                                           dlat, dwidth, dur)
+                else:
+                    finish[v] = best_est + cost[v]
+                    eng_free[engine[v]] = finish[v]
                 if finish[v] > makespan:
                     makespan = finish[v]
                 done[v] = 1

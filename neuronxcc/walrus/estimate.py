@@ -1,14 +1,17 @@
 """The whole-program device-time estimate from the dependence graph (print_metrics' figure) and
 the per-block graph the schedulers and the estimate share.
 
-Owns: ``Costs`` (each instruction's busy time and latency from ``birpy.cost``, cached),
-``block_graph`` (one straight-line block as engine ids, costs and CSR predecessor / successor
-lists with latencies), ``replay`` (the makespan when each stream runs its instructions in a given
-order) and ``estimate_time`` (per block, the replayed makespan times its executions).
+Owns: ``Costs`` (each instruction's cost from ``birpy.cost``, cached), ``block_graph`` (one
+straight-line block as engine ids, costs, CSR predecessor / successor lists with latencies, and
+the DMAs' issuing streams, latencies and DMA-engine shares), ``replay`` (the makespan when each
+stream runs its instructions in a given order) and ``estimate_time`` (per block, the replayed
+makespan times its executions). DMAs are timed by birsim's rules (``_sched``'s module doc): the
+trigger holds its issuing engine's in-order stream, the fixed latency comes before the transfer,
+and all queues share the DMA engines.
 """
 import numpy as np
 
-from neuronxcc.walrus import depgraph, deps as D
+from neuronxcc.walrus import _sched, depgraph, deps as D
 
 
 class Costs:
@@ -17,29 +20,58 @@ class Costs:
         self._C = C
         self.module = module
         self.target = target
+        self.dma_engines = C.target_model(module, target).dma_engines
         self.cache = {}
 
-    def __call__(self, instr):
+    def full(self, instr):
+        """The instruction's ``birpy.cost.Cost`` (None for an opcode the model cannot price)."""
         key = id(instr)
-        c = self.cache.get(key)
-        if c is None:
+        c = self.cache.get(key, False)
+        if c is False:
             try:
                 c = self._C.instruction_cost(instr, self.module, self.target)
-                c = (c.busy_s, c.latency_s)
             except Exception:   # an opcode the cost model cannot price: count it as free
-                c = (0.0, 0.0)
+                c = None
             self.cache[key] = c
         return c
 
+    def __call__(self, instr):
+        """(busy seconds, latency seconds)."""
+        c = self.full(instr)
+        return (0.0, 0.0) if c is None else (c.busy_s, c.latency_s)
+
 
 def block_graph(bsites, pairs, costs, streams):
-    """Local indices: engine ids, costs, pred CSR with latencies, succ CSR."""
+    """Local indices: engine ids, costs, pred CSR with latencies, succ CSR, stream count and the
+    DMA arrays (issuing stream or -1, fixed latency, width or -1 for fixed engines, per-engine
+    durations; ``_sched``). A DMA's cost is its latency plus its transfer alone on its engines, and
+    its result needs no further latency."""
     n = len(bsites)
     local = {s.pos: i for i, s in enumerate(bsites)}
     sid = {}
     eng = np.array([sid.setdefault(streams[s.pos], len(sid)) for s in bsites], np.int64)
-    busy = np.array([costs(s.instr)[0] for s in bsites], np.float64)
-    lat_of = [costs(s.instr)[1] for s in bsites]
+    full = [costs.full(s.instr) for s in bsites]
+    busy = np.array([0.0 if c is None else c.busy_s for c in full], np.float64)
+    lat_of = [0.0 if c is None else c.latency_s for c in full]
+    ne = costs.dma_engines
+    issuer = np.full(n, -1, np.int64)
+    dlat = np.zeros(n, np.float64)
+    dwidth = np.zeros(n, np.int64)
+    dur = np.zeros((n, ne), np.float64)
+    for i, (s, c) in enumerate(zip(bsites, full)):
+        if c is None or c.kind != "dma":
+            continue
+        issuer[i] = sid.setdefault("S_" + s.instr.engine, len(sid))
+        dlat[i] = c.latency_s
+        busy[i] = c.latency_s + c.busy_s
+        lat_of[i] = 0.0
+        if c.first_engine >= 0:
+            dwidth[i] = -1
+            for j, share in enumerate(c.shares):
+                dur[i, (c.first_engine + j) % ne] += c.engine_s * share
+        else:
+            dwidth[i] = c.width
+            dur[i, 0] = c.busy_s
     edges = []
     for (a, b) in pairs:
         ia, ib = local[a], local[b]
@@ -49,24 +81,13 @@ def block_graph(bsites, pairs, costs, streams):
     pred_lat = np.array([e[2] for e in pe], np.float64)
     succ_ptr, succ_idx, se = D.csr(n, edges, by=0)
     succ_lat = np.array([e[2] for e in se], np.float64)
-    return eng, busy, pred_ptr, pred_idx, pred_lat, succ_ptr, succ_idx, succ_lat, len(sid)
+    return (eng, busy, pred_ptr, pred_idx, pred_lat, succ_ptr, succ_idx, succ_lat, len(sid),
+            (issuer, dlat, dwidth, dur))
 
 
-def replay(eng, busy, pred_ptr, pred_idx, pred_lat, order, n_eng):
-    """Makespan when each stream runs its instructions in ``order``."""
-    n = len(busy)
-    finish = np.zeros(n)
-    free = np.zeros(max(n_eng, 1))
-    done = 0.0
-    for v in order:
-        t = free[eng[v]]
-        for k in range(pred_ptr[v], pred_ptr[v + 1]):
-            u = pred_idx[k]
-            t = max(t, finish[u] + pred_lat[k])
-        finish[v] = t + busy[v]
-        free[eng[v]] = finish[v]
-        done = max(done, finish[v])
-    return done
+def replay(eng, busy, pred_ptr, pred_idx, pred_lat, order, n_eng, dma=None):
+    """Makespan when each stream runs its instructions in ``order`` (DMAs as ``_sched.replay``)."""
+    return _sched.replay(eng, busy, pred_ptr, pred_idx, pred_lat, np.asarray(order, np.int64), n_eng, dma)
 
 
 def estimate_time(module, ctx):
@@ -83,13 +104,13 @@ def estimate_time(module, ctx):
     total = 0.0
     per_engine = {}
     for k, (owner, bsites) in enumerate(g.blocks()):
-        eng, busy, pp, pi, pl, sp, si, sl, ne = block_graph(bsites, edges.get(k, ()), costs, streams)
-        t = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
+        eng, busy, pp, pi, pl, sp, si, sl, ne, dma = block_graph(bsites, edges.get(k, ()), costs, streams)
+        t = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne, dma)
         reps = 1
         for li in bsites[0].loops:
             reps *= li.trip if li.trip is not None else (getattr(li.node, "max_trips", None) or 1)
         total += t * reps
-        for s, b in zip(bsites, busy):
+        for s, b, d in zip(bsites, busy, dma[1]):
             k = streams[s.pos]
-            per_engine[k] = per_engine.get(k, 0.0) + b * reps
+            per_engine[k] = per_engine.get(k, 0.0) + (b - d) * reps
     return total, per_engine

@@ -71,7 +71,7 @@ from neuronxcc.hwm import get_target
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import full_attrs
 
-__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape", "dma_engine_shares"]
+__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape", "dma_engine_shares", "target_model"]
 
 _LOWP16 = ("bfloat16", "float16")
 
@@ -142,13 +142,15 @@ def dma_engine_shares(instr, module, tm):
     return g0 % tm.dma_engines, shares
 
 
-def _target(module, target):
+def target_model(module, target=None):
+    """The ``hwm.TargetModel`` costs are computed for: TARGET (a model or a name), else the module's."""
     return target if hasattr(target, "pe_hz") else get_target(target or module.target or "trn1")
+
 
 
 def instruction_cost(instr, module, target=None):
     """Cost of one execution of INSTR (see module doc)."""
-    tm = _target(module, target)
+    tm = target_model(module, target)
     op = instr.opcode
     eng = instr.engine
     attrs = full_attrs(instr)

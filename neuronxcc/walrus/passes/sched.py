@@ -12,8 +12,10 @@ order, so reordering must keep them): every conflicting pair of accesses
 path of the dependence graph's edges inside the block (``depgraph``), so
 keeping those edges keeps every pair.
 Costs come from ``birpy.cost.instruction_cost`` (the timeline's rules,
-``neuronxcc.hwm`` numbers); a cross-stream edge from a DMA adds the DMA's
-fixed latency. Typed core: ``_sched.list_schedule`` / ``_sched.critical_path``.
+``neuronxcc.hwm`` numbers); DMAs are timed as birsim times them (trigger in
+the issuing engine's in-order stream, fixed latency, DMA engines shared by all
+queues: ``_sched``'s module doc). Typed core: ``_sched.list_schedule`` /
+``_sched.critical_path``.
 
 pre_sched runs before allocation (dependences by memloc identity);
 post_sched after (dependences by address, so the allocator's reuse of bytes
@@ -47,12 +49,12 @@ def schedule(module, ctx, physical):
     for k, (owner, bsites) in enumerate(g.blocks()):
         if len(bsites) < 2:
             continue
-        eng, busy, pp, pi, pl, sp, si, sl, ne = block_graph(bsites, edges.get(k, ()), costs, streams)
+        eng, busy, pp, pi, pl, sp, si, sl, ne, dma = block_graph(bsites, edges.get(k, ()), costs, streams)
         prio = _sched.critical_path(sp, si, sl, busy)
-        order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne)
+        order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne, dma)
         if len(order) != len(bsites):
             raise RuntimeError("dependence cycle in a straight-line block")
-        before = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne)
+        before = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne, dma)
         force = ctx.options["sched_force"]
         if list(order) == list(range(len(bsites))) or (makespan >= before - 1e-15 and not force):
             continue        # keep the codegen's order unless the schedule is faster
