@@ -686,17 +686,27 @@ cdef class Matmul(Plan):
 
 cdef class Gather(Plan):
     """Same-dtype dma_gather (``plans._dma_gather``, ``Executor.op_dma_gather``): partition p of the
-    on-chip side gets the row at the indexed side's offset + clip(index[p], lo, hi) * stride. The row
-    offset reaches the row's access info as env[ROWVAR] (so every row is bounds-checked as any
-    access is), one RawCopy per partition; the index is read as int64, clipped as np.clip does
-    (min(max(x, lo), hi))."""
+    on-chip side gets the row at the indexed side's offset + clip(index[p], lo, hi) * stride. The index
+    is read as int64, clipped as np.clip does (min(max(x, lo), hi)), completely before any row moves.
+    DIRECT (the row's offset is affine with __row__ at coefficient 1): the row's offset is evaluated
+    once with __row__ = 0 and each row's base byte is that plus its delta, bounds-checked as
+    ``APInfo.base`` checks it (a row out of bounds goes the general way, for its error); otherwise
+    each row's offset reaches the row's access info as env[ROWVAR], one RawCopy per partition."""
     cdef list copies
     cdef _Operand idx
     cdef int64_t lo, hi, stride
     cdef object rowvar
     cdef Py_ssize_t n
+    cdef bint direct
+    cdef int64_t* deltas
 
-    def __init__(self, list copies, APInfo idx, int64_t lo, int64_t hi, int64_t stride, rowvar):
+    def __cinit__(self):
+        self.deltas = NULL
+
+    def __dealloc__(self):
+        free(self.deltas)
+
+    def __init__(self, list copies, APInfo idx, int64_t lo, int64_t hi, int64_t stride, rowvar, bint direct=False):
         if idx.n != len(copies):
             raise ValueError("Gather needs one index per partition")
         self.copies = copies
@@ -704,18 +714,51 @@ cdef class Gather(Plan):
         self.lo, self.hi, self.stride = lo, hi, stride
         self.rowvar = rowvar
         self.n = idx.n
+        self.direct = direct and all((<RawCopy>c).src is (<RawCopy>copies[0]).src for c in copies) and \
+            (<RawCopy>copies[0]).src.expr is None if copies else False
+        self.deltas = <int64_t*>malloc(max(1, self.n) * sizeof(int64_t))
+        if self.deltas == NULL:
+            raise MemoryError()
 
     cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ib = self.idx.info.base(env)
         cdef Py_ssize_t p, n = self.n
         cdef int64_t d
         cdef int64_t* x = _iscratch_for(n)
+        cdef int64_t* vals = self.deltas
+        cdef RawCopy c
+        cdef APInfo rs
+        cdef long long off0, off
+        cdef Py_ssize_t db
+        cdef int r
         read_i64_ptr(self.idx.p, self.idx.code, ib, self.idx.strides, self.idx.nums, x)
-        vals = [0] * n
         for p in range(n):          # read completely before any row moves (the index may be overwritten)
             d = x[p] if x[p] > self.lo else self.lo
             d = d if d < self.hi else self.hi
             vals[p] = <int64_t>(<uint64_t>d * <uint64_t>self.stride)
+        if self.direct and n > 0:
+            rs = (<RawCopy>self.copies[0]).src
+            env[self.rowvar] = 0
+            try:
+                off0 = rs._offset(env)
+            finally:
+                env.pop(self.rowvar, None)
+            for p in range(n):
+                c = <RawCopy>self.copies[p]
+                off = off0 + vals[p]
+                if off + rs.ext_lo < 0 or (off + rs.ext_hi + 1) * rs.itemsize > rs.limit:
+                    env[self.rowvar] = vals[p]          # the general way raises the bounds error
+                    try:
+                        c.run(env)
+                    finally:
+                        env.pop(self.rowvar, None)
+                    continue
+                db = c.dst.base(env)
+                r = copy_raw_ptr(c.sp, rs.static_base + off * rs.itemsize, c.sstr, c.snum, c.dp, db, c.dstr,
+                                 c.dnum, c.isz)
+                if r < 0:
+                    raise MemoryError()
+            return 0
         for p in range(n):
             env[self.rowvar] = vals[p]
             (<RawCopy>self.copies[p]).run(env)

@@ -38,7 +38,11 @@ __all__ = ["Model", "load_neff", "SimResult", "execute_once", "gc_paused", "io_p
 class SimResult:
     """outputs (list, flattened result order), timing summary, trace. A result of a loaded
     model's execution (``birsim.model``) keeps that run's timeline; its final memory contents
-    (memloc, tensor) are readable until the model executes again."""
+    (memloc, tensor) are readable until the model executes again. The summary figures
+    (total_s, instructions, busy_s, utilisation, races, counts) are read from the timeline
+    when first asked for."""
+
+    _SUMMARY = ("total_s", "instructions", "busy_s", "utilisation", "races", "counts")
 
     def __init__(self, outputs, timeline, state=None, model=None, run=0):
         self.outputs = outputs
@@ -46,13 +50,16 @@ class SimResult:
         self.state = state
         self._model = model
         self._run = run
-        s = timeline.summary()
-        self.total_s = s["total_s"]
-        self.instructions = s["instructions"]
-        self.busy_s = s["busy_s"]
-        self.utilisation = s["utilisation"]
-        self.races = s["races"]
-        self.counts = s["counts"]
+
+    def __getattr__(self, name):
+        # only reached for attributes not set yet: the summary figures, from one summary()
+        if name in SimResult._SUMMARY:
+            s = self.timeline.summary()
+            d = self.__dict__
+            for k in SimResult._SUMMARY:
+                d.setdefault(k, s[k])          # a figure set by the caller (lnc: total_s) stays
+            return d[name]
+        raise AttributeError(name)
 
     def summary(self):
         return self.timeline.summary()
@@ -161,7 +168,9 @@ class Model:
     def execute(self, inputs, trace=False):
         """SimResult of one execution on INPUTS (a list in module.inputs order, or a dict by name)."""
         vals = inputs_list(self.module, inputs)
-        with self._lock:
+        # the collector paused: an execution makes no cyclic garbage worth its passes (it builds
+        # no machine state; the per-step tuples and the output arrays go by reference counting)
+        with self._lock, gc_paused():
             st, tl, ex = self.state, self.timeline, self.executor
             if self.runs:
                 st.reset()
@@ -183,10 +192,7 @@ class Model:
                 with _np.errstate(all="ignore"), single_threaded():
                     run_streams(ex, self.module)
             else:
-                # the collector paused: an execution makes no cyclic garbage worth its passes
-                # (it builds no machine state; the per-step tuples go by reference counting)
-                with gc_paused():
-                    ex.run()
+                ex.run()
             outs = [st.get_tensor(n) for n in self.module.outputs]
             # the result keeps this run's timeline (the next run starts a fresh core, tracker, events)
             return SimResult(outs, copy.copy(tl), st, model=self, run=self.runs)

@@ -381,7 +381,9 @@ def _dma_gather(ex, instr, attrs):
     si = st._static(instr.srcs[1])
     lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
     if si.n == len(copies) and all(-2 ** 62 < v < 2 ** 62 for v in (lo, hi, stride)):
-        return Gather(copies, si, lo, hi, stride, ROW_VAR)      # typed: no Python per row
+        aff = row.offset.affine()
+        direct = aff is not None and aff[0].get(ROW_VAR) == 1
+        return Gather(copies, si, lo, hi, stride, ROW_VAR, direct)      # typed: no Python per row
     read_i = st.read_i_at
     lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
     clip = np.clip
