@@ -43,6 +43,16 @@ def stream_of(instr):
     return "S_" + instr.engine
 
 
+def site_streams(prog):
+    """``stream_of`` every site of ``prog``, in position order; computed once per ``Program``
+    (the passes never change an instruction's engine, queue or a balance nop's semaphore)."""
+    st = getattr(prog, "_streams", None)
+    if st is None or len(st) != len(prog.sites):
+        st = [stream_of(s.instr) for s in prog.sites]
+        prog._streams = st
+    return st
+
+
 def _register_names(prog):
     regs = set()
     for site in prog.sites:
@@ -60,28 +70,39 @@ def accesses(prog, physical=True, aps=None):
     regs = _register_names(prog)
     memids = {}
     rows = []
+    box = prog.box_in
+    ranges_of = {}      # id(site.loops) -> the loop variables' ranges (sites of one nest share the tuple)
     for site in prog.sites:
         ins = site.instr
+        pos = site.pos
         if ins.name == COND_NAME:
             r = _guarded_cond(site)
             if r is not None:
-                rows.append((memids.setdefault(("REG", r), len(memids)), 0, site.pos, 0, 1, 0, 1))
+                rows.append((memids.setdefault(("REG", r), len(memids)), 0, pos, 0, 1, 0, 1))
                 if aps is not None:
                     aps.append(None)
         idx = _indexed(ins)
-        for ap, w in operands(ins):
-            key, plo, phi, blo, bhi = prog.box(ap, site.loops, physical)
-            if idx is not None and ap is idx[0]:
-                blo, bhi = _widen(prog, ap, key, blo, bhi, idx[1], idx[2], physical)
-            rows.append((memids.setdefault(key, len(memids)), int(w), site.pos, plo, phi, blo, bhi))
-            if aps is not None:
-                aps.append(ap)
-            if regs and not isinstance(ap.offset, int):
-                for v in ap.offset.free_vars():
-                    if v in regs:
-                        rows.append((memids.setdefault(("REG", v), len(memids)), 0, site.pos, 0, 1, 0, 1))
-                        if aps is not None:
-                            aps.append(None)
+        loops = site.loops
+        ranges = ranges_of.get(id(loops))
+        if ranges is None:
+            ranges = ranges_of[id(loops)] = prog.var_ranges(loops)
+        for w, ops in ((1, ins.dsts), (0, ins.srcs)):
+            for ap in ops:
+                key, plo, phi, blo, bhi = box(ap, ranges, physical)
+                if idx is not None and ap is idx[0]:
+                    blo, bhi = _widen(prog, ap, key, blo, bhi, idx[1], idx[2], physical)
+                mid = memids.get(key)
+                if mid is None:
+                    mid = memids[key] = len(memids)
+                rows.append((mid, w, pos, plo, phi, blo, bhi))
+                if aps is not None:
+                    aps.append(ap)
+                if regs and not isinstance(ap.offset, int):
+                    for v in ap.offset.free_vars():
+                        if v in regs:
+                            rows.append((memids.setdefault(("REG", v), len(memids)), 0, pos, 0, 1, 0, 1))
+                            if aps is not None:
+                                aps.append(None)
         for _, v in ins.waits:
             if not isinstance(v, int):
                 for r in v.free_vars():

@@ -109,6 +109,13 @@ class PassContext:
         self.analyses[name] = value
         self.count_analysis(name)
 
+    def drop(self, name):
+        """Forget every cached entry of analysis ``name`` (a pass that rewrites what it describes
+        and stores the new result itself)."""
+        self._check(name)
+        for k in [k for k in self.analyses if (k[0] if isinstance(k, tuple) else k) == name]:
+            del self.analyses[k]
+
     def count_analysis(self, name):
         key = name[0] if isinstance(name, tuple) else name
         self.analysis_runs[key] = self.analysis_runs.get(key, 0) + 1

@@ -25,7 +25,7 @@ manager drops it when a pass changes the module).
 import numpy as np
 
 from neuronxcc.walrus import _deps, _sched
-from neuronxcc.walrus.access import accesses, stream_of
+from neuronxcc.walrus.access import accesses, site_streams
 from neuronxcc.walrus.program import DYNAMIC, REPEATING
 
 
@@ -56,7 +56,7 @@ class DepGraph:
         self.prog = prog
         self.physical = physical
         n = len(prog.sites)
-        self.streams = [stream_of(s.instr) for s in prog.sites]
+        self.streams = site_streams(prog)
         ids = {}
         self.stream_id = np.array([ids.setdefault(k, len(ids)) for k in self.streams], np.int64)
         self.stream_names = list(ids)
@@ -80,6 +80,7 @@ class DepGraph:
         self.src = codes % max(n, 1)
         self._blocks = None
         self._block_edges = None
+        self.instr_ids = None     # set by ``store``: the instruction sequence it was stored for
 
     def __len__(self):
         return int(self.src.shape[0])
@@ -200,8 +201,24 @@ def _cells(mem, plo, phi, blo, bhi):
     return [p0, p1, s0, s1, first[mem], w[mem]], int(size.sum())
 
 
+def _instruction_ids(module):
+    return [id(i) for i in module.instructions()]
+
+
+def store(ctx, graph):
+    """Cache ``graph`` as the ``deps`` analysis of its program's module as it is now (the
+    synchronising passes store the graph they built; ``analysis`` checks it is still current)."""
+    graph.instr_ids = _instruction_ids(graph.prog.module)
+    ctx.store(("deps", bool(graph.physical)), graph)
+
+
 def analysis(ctx, module, physical):
-    """The DepGraph of the module's current state, from the pass manager's cache when it has one."""
+    """The DepGraph of the module's current state, from the pass manager's cache when it has one.
+
+    A cached graph is used only while the module has exactly the instructions it was built for,
+    in that order: the synchronising passes preserve ``deps`` (they change only waits, signals
+    and the instructions they insert, and store the graph of their result when they built it),
+    and post_sched's reordering shows in the sequence."""
     from neuronxcc.walrus.program import Program
 
     def build():
@@ -209,7 +226,16 @@ def analysis(ctx, module, physical):
         prog = ctx.analysis("lsa", lambda: Program(module)) if ctx is not None else Program(module)
         if prog.module is not module or len(prog.sites) != sum(1 for _ in module.instructions()):
             prog = Program(module)
-        return DepGraph(prog, physical)
+        g = DepGraph(prog, physical)
+        g.instr_ids = _instruction_ids(module)
+        return g
     if ctx is None:
         return build()
-    return ctx.analysis(("deps", bool(physical)), build)
+    key = ("deps", bool(physical))
+    g = ctx.cached(key)
+    if g is not None and (g.prog.module is not module or g.instr_ids != _instruction_ids(module)):
+        ctx.drop("deps")
+        g = None
+    if g is None:
+        g = ctx.analysis(key, build)
+    return g

@@ -58,8 +58,8 @@ that value is reached without b's stream making progress (no deadlock).
 import numpy as np
 
 from neuronxcc.starfish import birpy as B
-from neuronxcc.walrus.access import BALANCE_NAME, COND_NAME, COUNTER_NAME, accesses, stream_of  # noqa: F401
-from neuronxcc.walrus.depgraph import DepGraph, context
+from neuronxcc.walrus.access import BALANCE_NAME, COND_NAME, COUNTER_NAME, accesses, site_streams, stream_of  # noqa: F401
+from neuronxcc.walrus.depgraph import DepGraph, context, store as depgraph_store
 from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program
 
 
@@ -114,9 +114,15 @@ def find_deps(prog, physical=True, exact=True, graph=None):
 
 # -- counts -------------------------------------------------------------------
 
+_PELICAN = []
+
+
 def _pel():
-    from neuronxcc import pelican
-    return pelican
+    """pelican, imported on first use (kept: every count and wait value is built through it)."""
+    if not _PELICAN:
+        from neuronxcc import pelican
+        _PELICAN.append(pelican)
+    return _PELICAN[0]
 
 
 def _iter_index(li):
@@ -153,7 +159,7 @@ def signal_counts(prog, signalling, entries=None):
     from neuronxcc.walrus.program import block_kind
     pel = _pel()
     pos_of = {id(s.instr): s.pos for s in prog.sites}
-    streams = {s.pos: stream_of(s.instr) for s in prog.sites}
+    streams = site_streams(prog)
     cache = {}
 
     def static_signals(body):
@@ -245,8 +251,11 @@ def wait_value(prog, counts, dep, entries=None):
     previous execution. The value never exceeds the count of the source
     stream's signals that precede dst in program order (so no deadlock).
     """
+    sa = prog.sites[dep.src]
+    if not sa.loops and dep.carried is None:
+        return counts[dep.src]       # nothing to substitute
     pel = _pel()
-    sa, sb = prog.sites[dep.src], prog.sites[dep.dst]
+    sb = prog.sites[dep.dst]
     common = set(id(li) for li in _common_loops(sa, sb))
     outer = next((li for li in sa.loops if id(li) not in common), None)
     if dep.carried is None and outer is not None and outer.kind in ("then", "else") \
@@ -292,6 +301,7 @@ def materialize(prog, deps, signalling=None):
         signalling = {d.src: 1 for d in deps}
     entries = {}
     counts = signal_counts(prog, signalling, entries)
+    streams = site_streams(prog)
     waits = {}
     for p, inc in signalling.items():
         ins = prog.sites[p].instr
@@ -301,26 +311,37 @@ def materialize(prog, deps, signalling=None):
         v = wait_value(prog, counts, d, entries)
         if v is None:
             continue
-        sem = stream_of(prog.sites[d.src].instr)
-        lst = waits.setdefault(d.dst, {}).setdefault(sem, [])
+        lst = waits.setdefault(d.dst, {}).setdefault(streams[d.src], [])
         lst.append(v)
+    pel = _pel()
     generic = {counter_register(li): li for li in prog.loops if li.kind == "while"}
+    own_of = {}          # engine -> {counter: the copy that engine keeps}
     nwaits = 0
     for site in prog.sites:
         ins = site.instr
-        own = {r: _pel().var(counter_register(li, ins.engine)) for r, li in generic.items()}
-        if ins.name == COND_NAME and site.loops and site.loops[-1].kind == "while" and \
-                all(n.kind == "inst" for n in site.owner[site.index + 1:]):
-            # a While body's closing nop comes after the engine's counter update
-            r = counter_register(site.loops[-1])
-            own[r] = own[r] - 1
+        pos = site.pos
         if ins.name == BALANCE_NAME:
-            ins.signals = [(ins.signals[0][0], signalling[site.pos])]
+            ins.signals = [(ins.signals[0][0], signalling[pos])]
         else:
-            ins.signals = [(stream_of(ins), signalling[site.pos])] if site.pos in signalling else []
+            ins.signals = [(streams[pos], signalling[pos])] if pos in signalling else []
+        sw = waits.get(pos)
+        if not sw:
+            ins.waits = []
+            continue
+        own = {}
+        if generic:
+            own = own_of.get(ins.engine)
+            if own is None:
+                own = own_of[ins.engine] = {r: pel.var(counter_register(li, ins.engine)) for r, li in generic.items()}
+            if ins.name == COND_NAME and site.loops and site.loops[-1].kind == "while" and \
+                    all(n.kind == "inst" for n in site.owner[site.index + 1:]):
+                # a While body's closing nop comes after the engine's counter update
+                own = dict(own)
+                r = counter_register(site.loops[-1])
+                own[r] = own[r] - 1
         out = []
-        ranges = prog.var_ranges(site.loops)
-        for sem, vals in sorted(waits.get(site.pos, {}).items()):
+        ranges = None
+        for sem, vals in sorted(sw.items()):
             for v in _dominant(vals):
                 if own and not v.is_const():
                     v = v.subs({r: e for r, e in own.items() if r in v.free_vars()})
@@ -328,9 +349,11 @@ def materialize(prog, deps, signalling=None):
                     if int(v) > 0:
                         out.append((sem, int(v)))
                     continue
+                if ranges is None:
+                    ranges = prog.var_ranges(site.loops)
                 lo, _ = v.bounds({x: ranges[x] for x in v.free_vars() if x in ranges})
                 if lo is None or lo < 0:
-                    v = _pel().max_(v, 0)   # first iterations of a carried wait: nothing to wait for
+                    v = pel.max_(v, 0)   # first iterations of a carried wait: nothing to wait for
                 out.append((sem, v))
         ins.waits = out
         nwaits += len(out)
@@ -377,6 +400,7 @@ def reduce_deps(prog, deps):
     for d in fwd:
         by_group.setdefault(id(ctx_of[d.src]), []).append(d)
     sids = {}
+    streams = site_streams(prog)
     for gid, ds in by_group.items():
         members = groups[gid]
         local = {p: i for i, p in enumerate(members)}
@@ -385,7 +409,7 @@ def reduce_deps(prog, deps):
         spred = np.full(n, -1, np.int64)
         last = {}
         for i, p in enumerate(members):
-            k = sids.setdefault(stream_of(prog.sites[p].instr), len(sids))
+            k = sids.setdefault(streams[p], len(sids))
             stream[i] = k
             if k in last:
                 spred[i] = last[k]
@@ -536,6 +560,15 @@ def balance_ifs(module, signalling):
     return added[0]
 
 
+def _has_while(body):
+    for node in body:
+        if node.kind == "while":
+            return True
+        if node.kind != "inst" and any(_has_while(sub) for sub in node.children()):
+            return True
+    return False
+
+
 def insert_counters(module):
     """Count the executions of every non-empty While body in a register.
 
@@ -547,6 +580,8 @@ def insert_counters(module):
     engine thus takes part in every While. Returns the number of regions
     counted.
     """
+    if not _has_while(module.body):
+        return 0
     module.ensure_ids()
     prog = Program(module)
     regions = [li for li in prog.loops if li.kind == "while" and li.last is not None and li.last >= li.first]
@@ -583,19 +618,26 @@ def sync_deps(prog, physical, ctx=None):
     kept in the pass manager's cache under ``sync_deps``: anti_dependency_analyzer, post_sched
     and dep_reduction see the same instrumented program whenever the instructions they were
     given and their addresses are the same, so the dependences are found once for it."""
+    return _sync_deps(prog, physical, ctx)[0]
+
+
+def _sync_deps(prog, physical, ctx):
+    """(``sync_deps``, the DepGraph of ``prog`` when this call built one, else None)."""
     sig = (bool(physical), len(prog.sites),
            tuple(id(s.instr) for s in prog.sites if s.instr.name not in INSERTED))
     cached = ctx.cached("sync_deps") if ctx is not None else None
+    graph = None
     if cached is not None and cached[0] == sig:
         rows = cached[1]
     else:
         loop_index = {id(li): k for k, li in enumerate(prog.loops)}
-        deps = find_deps(prog, physical=physical)
+        graph = DepGraph(prog, physical)
+        deps = find_deps(prog, physical=physical, graph=graph)
         rows = [(d.src, d.dst, None if d.carried is None else loop_index[id(d.carried)], d.distance)
                 for d in deps]
         if ctx is not None:
             ctx.store("sync_deps", (sig, rows))
-    return [Dep(a, b, None if c is None else prog.loops[c], dist) for a, b, c, dist in rows]
+    return [Dep(a, b, None if c is None else prog.loops[c], dist) for a, b, c, dist in rows], graph
 
 
 def synchronize(module, physical, reduce=False, ctx=None):
@@ -605,15 +647,23 @@ def synchronize(module, physical, reduce=False, ctx=None):
     Returns (dependences found, dependences enforced, waits written, counted regions).
     """
     strip_sync(module)
+    if ctx is not None:
+        ctx.drop("deps")          # the module changes here; a graph of it is stored below when valid
     nreg = insert_counters(module)
     insert_cond_guards(module)
     module.ensure_ids()
     prog = Program(module)
-    deps = sync_deps(prog, physical, ctx)
+    deps, graph = _sync_deps(prog, physical, ctx)
     used = reduce_deps(prog, deps) if reduce else deps
     instr_of = [s.instr for s in prog.sites]
     signalling = {id(instr_of[d.src]): 1 for d in used}
-    if balance_ifs(module, signalling):
+    balanced = balance_ifs(module, signalling)
+    if graph is not None and ctx is not None and not balanced and not nreg:
+        # The graph of the instrumented program is the graph of the synchronised one: only waits
+        # and signals change below, and without counted While bodies no wait reads a register
+        # (the one way waits enter the accesses). post_sched reads it instead of building it again.
+        depgraph_store(ctx, graph)
+    if balanced:
         module.renumber()
         module.ensure_ids()
         old = prog

@@ -50,6 +50,10 @@ SIM_OPTIONS = {"sim_budget_instructions": 200_000,   # bir_sim: skip above this 
                "sim_budget_bytes": 64 << 20}         # bir_sim: skip when I/O tensors exceed this many bytes
 ALLOC_OPTIONS = {"allocator_spill": True, "partition_packing": True, "pipeline_intervals": True}
 SYNC = ("sync_deps",)
+# The passes that re-derive the waits (``deps.synchronize``): they keep the dependences of the
+# instrumented program and store its dependence graph when it is the graph of their result
+# (``depgraph.store``; ``depgraph.analysis`` checks the instruction sequence before using it).
+SYNC_GRAPH = SYNC + ("deps",)
 
 PIPELINE = (
     PassSpec("lsa", "loop-structure analysis: loop nests, trip counts, induction variables",
@@ -73,15 +77,16 @@ PIPELINE = (
              options=ALLOC_OPTIONS, needs=("interference",)),
     PassSpec("linear_scan_allocator", "SBUF/PSUM allocation by linear scan", allocator="linear-scan",
              options=ALLOC_OPTIONS),
-    PassSpec("dma_optimization", "coalesce and merge DMA transfers", min_opt=1, needs=("sync_deps",)),
+    PassSpec("dma_optimization", "coalesce and merge DMA transfers", min_opt=1, needs=SYNC_GRAPH),
     PassSpec("anti_dependency_analyzer", "dependence analysis over address ranges (RAW/WAR/WAW) into semaphores",
-             needs=SYNC, preserves=SYNC),
+             needs=SYNC_GRAPH, preserves=SYNC_GRAPH),
     PassSpec("post_sched", "list scheduling across engines after allocation", min_opt=1,
-             options={"sched_force": False}, needs=("lsa", "deps") + SYNC, preserves=SYNC),
+             options={"sched_force": False}, needs=("lsa",) + SYNC_GRAPH, preserves=SYNC_GRAPH),
     PassSpec("shift_left", "hoist instructions earlier in their engine stream", flags_on=(SHIFT_LEFT,),
              flags_off=(LOOP_LSA,)),
     PassSpec("experimental_loop_shift_left", "experimental loop shift-left", flags_on=(SHIFT_LEFT, LOOP_LSA)),
-    PassSpec("dep_reduction", "transitive reduction of semaphore waits", min_opt=1, needs=SYNC, preserves=SYNC),
+    PassSpec("dep_reduction", "transitive reduction of semaphore waits", min_opt=1, needs=SYNC_GRAPH,
+             preserves=SYNC_GRAPH),
     PassSpec("print_metrics", "instruction counts, SBUF/PSUM peak, estimated time", needs=("lsa", "deps")),
     PassSpec("birverifier", "verify the BIR module", verifier=True),
     PassSpec("bir_sim", "run birsim on the golden inputs and compare with the goldens", flags_off=(NO_BIR_SIM,),

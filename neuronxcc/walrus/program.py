@@ -154,14 +154,21 @@ class Program:
         ``fixed`` are left symbolic... except that bounds need numbers, so the
         box is then computed per value and callers should not pass ``fixed``.
         """
-        isz = B.dtypes.itemsize(ap.dtype)
-        ranges = self.var_ranges(loops)
+        return self.box_in(ap, self.var_ranges(loops), physical)
+
+    def box_in(self, ap, ranges, physical=True):
+        """``box`` with the loop variables' ranges given (``var_ranges`` of the site's loops)."""
+        isz = _ITEMSIZE.get(ap.dtype)
+        if isz is None:
+            isz = _ITEMSIZE[ap.dtype] = B.dtypes.itemsize(ap.dtype)
         lo, hi = _elem_range(ap, ranges)
         ml = self.memlocs.get(ap.target)
         if ml is not None:
             size = int(ml.bytes_per_partition)
-            sp = _int(getattr(ap, "start_partition", 0)) or 0
-            npart = _int(getattr(ap, "num_partitions", None)) or int(ml.partitions)
+            sp = ap.start_partition
+            sp = (_int(sp) or 0) if sp is not None else 0
+            npart = ap.num_partitions
+            npart = (_int(npart) if npart is not None else None) or int(ml.partitions)
             if lo is None:
                 blo, bhi = 0, size
             else:
@@ -181,6 +188,9 @@ class Program:
         if lo is None:
             return (key, 0, 1, base, base + total)
         return (key, 0, 1, base + max(0, lo * isz), base + min(total, (hi + 1) * isz))
+
+
+_ITEMSIZE = {}      # dtype name -> bytes per element
 
 
 def _elem_range(ap, ranges):

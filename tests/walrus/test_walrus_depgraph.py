@@ -104,9 +104,71 @@ def test_one_graph_per_program_state(monkeypatch):
     run_passes(m, ["lsa", "coloring_allocator", "anti_dependency_analyzer", "post_sched", "dep_reduction",
                    "print_metrics", "print_metrics"], ctx)
     reordered = ctx.metrics["scheduling"]["post_sched"]["blocks_reordered"]
-    # anti_dependency_analyzer: the instrumented program (dep_reduction reuses it unless post_sched
-    # reordered, then post_sched found them for the new order); post_sched: the synchronised
-    # program; print_metrics: the reduced one, once for both runs
-    assert len(built) == 3 + (1 if reordered else 0)
+    # anti_dependency_analyzer: the instrumented program, whose graph is also the synchronised
+    # program's (only waits and signals differ), so post_sched schedules on it; post_sched, when it
+    # reordered, the new order (dep_reduction reuses those dependences); print_metrics: the
+    # reduced one, once for both runs
+    assert len(built) == 2 + (1 if reordered else 0)
     assert ctx.analysis_runs["sync_deps"] == 1 + (1 if reordered else 0)
-    assert ctx.analysis_runs["deps"] == 2
+    assert ctx.analysis_runs["deps"] == 2 + (1 if reordered else 0)
+
+
+PIPE = ["lsa", "coloring_allocator", "anti_dependency_analyzer", "post_sched", "dep_reduction", "print_metrics"]
+
+
+@pytest.mark.parametrize("seed,control", [(3, False), (5, False), (2, True), (4, True)])
+def test_shared_graph_gives_the_program_a_fresh_graph_gives(seed, control, monkeypatch):
+    """post_sched scheduling on the graph anti_dependency_analyzer stored, and print_metrics, give
+    the same program (order, waits, signals, metrics) as with every graph built afresh."""
+    from neuronxcc.starfish.birpy import serde
+
+    built = []
+    orig = depgraph.DepGraph.__init__
+
+    def counting(self, prog, physical):
+        built.append(physical)
+        orig(self, prog, physical)
+    monkeypatch.setattr(depgraph.DepGraph, "__init__", counting)
+
+    def run():
+        del built[:]
+        m = random_program(seed, control=control)
+        ctx = PassContext(get_target("trn1"))
+        run_passes(m, PIPE, ctx)
+        return serde.module_to_json(m), {k: ctx.metrics[k] for k in ("estimated_time_s", "semaphore_waits")}, \
+            len(built)
+    shared = run()
+    monkeypatch.setattr(D, "depgraph_store", lambda ctx, graph: None)
+    fresh = run()
+    assert shared[:2] == fresh[:2]
+    assert control or shared[2] < fresh[2]
+
+
+def test_graph_of_a_program_with_counted_while_is_not_shared(monkeypatch):
+    """With a While body counted in registers the synchronised program's waits read them (more
+    accesses than the instrumented program had), so post_sched builds its own graph."""
+    built = []
+    orig = depgraph.DepGraph.__init__
+
+    def counting(self, prog, physical):
+        built.append(physical)
+        orig(self, prog, physical)
+    monkeypatch.setattr(depgraph.DepGraph, "__init__", counting)
+    m = random_program(2, control=True)
+    ctx = PassContext(get_target("trn1"))
+    run_passes(m, ["lsa", "coloring_allocator", "anti_dependency_analyzer", "post_sched"], ctx)
+    assert ctx.metrics["counted_regions"] >= 1
+    assert len(built) == 2 + (1 if ctx.metrics["scheduling"]["post_sched"]["blocks_reordered"] else 0)
+
+
+def test_a_stored_graph_is_not_used_after_the_instructions_move():
+    m = random_program(3)
+    ctx = PassContext(get_target("trn1"))
+    run_passes(m, ["lsa", "coloring_allocator", "anti_dependency_analyzer"], ctx)
+    g = ctx.cached(("deps", True))
+    assert g is not None and g.prog.module is m
+    body = m.body
+    i = next(k for k in range(len(body) - 1) if body[k].kind == "inst" and body[k + 1].kind == "inst")
+    body[i], body[i + 1] = body[i + 1], body[i]
+    g2 = depgraph.analysis(ctx, m, True)
+    assert g2 is not g and [id(s.instr) for s in g2.prog.sites] == [id(x) for x in m.instructions()]
