@@ -91,6 +91,13 @@ class TargetModel:
     # DVE and GpSimd still share one (arbitrated) SBUF bus (C [ARCH3]).
     dve_pool_share_sbuf_port: bool = True
     dve_act_share_psum_port: bool = True
+    # -- strided SBUF/PSUM access (ref §5 "Bandwidth effect") -------------------
+    # C [ARCH2] "Performance Consideration / Access pattern": with the most-minor free stride at most
+    # 16 bytes an SBUF/PSUM read/write interface supplies its peak; above, half of it, "roughly 50%
+    # performance hit on the instructions". v3: I, [ARCH3] lists its changes from v2 and does not
+    # change this one.
+    sbuf_fast_stride_bytes: int = 16
+    strided_access_slowdown: int = 2
     # -- v3 VectorE performance modes (C [ARCH3], ref §2 VectorE): 0 = none (v2) --
     dve_perf_modes: bool = False
     # -- peak throughput (FLOP/s per core) --------------------------------
@@ -185,6 +192,8 @@ SOURCES = {
     "dve_pool_share_sbuf_port": ("§1 v2 port conflicts / v3 relaxes both", "[ARCH2] [ARCH3]", "C"),
     "dve_act_share_psum_port": ("§1 v2 port conflicts / v3 relaxes both", "[ARCH2] [ARCH3]", "C"),
     "dve_perf_modes": ("§2 VectorE v3 performance mode", "[ARCH3]", "C"),
+    "sbuf_fast_stride_bytes": ("§5 Access pattern, bandwidth effect", "[ARCH2]", "C on v2, I on v3"),
+    "strided_access_slowdown": ("§5 Access pattern, bandwidth effect", "[ARCH2]", "C on v2, I on v3"),
     "pe_peak_flops": ("§2 TensorE peak TFLOPS", "[ARCH2] [ARCH3] [HWv3]", "C"),
 }
 

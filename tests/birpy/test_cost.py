@@ -57,7 +57,8 @@ def test_every_cost_constant_cites_a_source():
                    "mm_init_latency", "fp32_matmul_slowdown", "fp32_transpose_slowdown", "min_ii",
                    "access_overhead_cycles", "pool_startup_cycles", "act_accum_readout_cycles",
                    "act_dependency_cycles", "dve_dependency_cycles", "dve_pool_share_sbuf_port",
-                   "dve_act_share_psum_port", "dve_perf_modes", "pe_peak_flops"}
+                   "dve_act_share_psum_port", "dve_perf_modes", "pe_peak_flops", "sbuf_fast_stride_bytes",
+                   "strided_access_slowdown"}
     assert cost_fields <= fields
     for f in cost_fields:
         sec, tag, how = hwm.SOURCES[f]
@@ -134,6 +135,28 @@ def test_ports_follow_the_generation():
     assert cost("activation", "ACT", *ev, func="copy", target="trn2").ports == ()
     assert cost("tensor_copy", "POOL", [AP("a", "float32", f32)], [AP("b", "float32", f32)]).ports == ("PORT:SBUF",)
     assert cost("activation", "ACT", *ev, func="copy").kind == "psum_eviction"
+
+
+@pytest.mark.parametrize("step,dt,slow", [(1, "float32", False), (4, "float32", False), (5, "float32", True),
+                                          (8, "bfloat16", False), (9, "bfloat16", True), (0, "float32", False)])
+def test_strided_innermost_access_halves_the_interface(step, dt, slow):
+    # ref §5 / [ARCH2]: a most-minor free stride above 16 bytes halves an SBUF/PSUM interface's
+    # bandwidth ("roughly 50% performance hit"): N counts twice, the floor and the overhead stay
+    assert V2.sbuf_fast_stride_bytes == 16 and V2.strided_access_slowdown == 2
+    n = 256
+    src = AP("a", dt, [[step, n]])
+    k = 2 if slow else 1
+    act = cost("activation", "ACT", [AP("b", dt, [[1, n]])], [src], func="exp")
+    assert act.cycles == max(64, k * n) + 60
+    tt = cost("tensor_tensor", "DVE", [AP("b", "float32", [[1, n]])], [src, AP("c", "float32", [[1, n]])], op="add")
+    assert tt.cycles == max(64, 2 * k * n) + 60
+    mm = cost("matmul", "PE", [AP("ps", "float32", [[1, n]])], [AP("c", "bfloat16", [[1, 128]]),
+                                                               AP("a", dt, [[step, n]])])
+    assert mm.cycles == max(min(64, 128 * k), k * n) * (4 if dt == "float32" else 1)
+    # a [P, 1] column and an innermost dimension of one element do not stride
+    col = cost("tensor_scalar", "DVE", [AP("b", dt, [[1, n]])], [AP("a", dt, [[64, n], [step * 7, 1]])],
+               op0="mult", operand0=2.0)
+    assert col.cycles == max(64, (2 if 64 * B.dtypes.itemsize(dt) > 16 else 1) * n) + 60
 
 
 def _dma(dst, src, target="trn1"):

@@ -31,6 +31,13 @@ SBUF/PSUM access), 64 ``min_ii`` (the PE's min(64, ...) is
                   (ring/tree per op over the group); multi-rank birsim adds the wait for the last
                   member; the issuing engine spends no time
 
+Strided access (``strided_access_slowdown``, ref §5 "Bandwidth effect", [ARCH2]): when an
+SBUF/PSUM operand's most-minor free step (its innermost dimension of more than one element)
+exceeds 16 bytes, its read/write interface runs at half the peak bandwidth, "roughly 50%
+performance hit on the instructions": the element count N of the formulas above (N_in, Ns
+and Nm, the transpose's F) is doubled for every compute instruction with such an operand
+(custom_op excepted; the fixed overheads and the 64-cycle floors stay).
+
 Dependent results (``Cost.latency_s``): an ACT result is visible
 ``act_dependency_cycles`` after the instruction's II ends, a DVE result
 ``dve_dependency_cycles`` after; the engine itself is free at the end of the
@@ -71,7 +78,8 @@ from neuronxcc.hwm import get_target
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import full_attrs
 
-__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape", "dma_engine_shares", "target_model"]
+__all__ = ["Cost", "instruction_cost", "engine_hz", "dma_shape", "dma_engine_shares", "strided_factor",
+           "target_model"]
 
 _LOWP16 = ("bfloat16", "float16")
 
@@ -108,6 +116,20 @@ def _run_elems(ap):
             break
         run *= n
     return run
+
+
+def strided_factor(instr, mems, tm):
+    """``tm.strided_access_slowdown`` when an on-chip operand's innermost stepping dimension steps more
+    than ``tm.sbuf_fast_stride_bytes``, else 1 (module doc)."""
+    for ap, mem in zip(instr.operands, mems):
+        if mem not in ("SBUF", "PSUM"):
+            continue
+        for step, num in reversed(ap.pattern):
+            if num > 1:
+                if abs(step) * ap.itemsize > tm.sbuf_fast_stride_bytes:
+                    return tm.strided_access_slowdown
+                break
+    return 1
 
 
 def dma_shape(instr, module, tm):
@@ -179,21 +201,22 @@ def instruction_cost(instr, module, target=None):
         cyc = ovh + mi
         return Cost(eng, cyc / engine_hz(eng, tm), 0.0, cyc)
     out = instr.dsts[0] if instr.dsts else None
-    n = out.free_size if out is not None else 1
     mems = [module.memory_of(a) for a in instr.operands]
+    sw = strided_factor(instr, mems, tm) if op != "custom_op" else 1
+    n = (out.free_size if out is not None else 1) * sw
     kind = ""
     if eng in ("ACT", "DVE") and out is not None and "PSUM" in mems[len(instr.dsts):] \
             and mems[0] == "SBUF" and op != "transpose":
         kind = "psum_eviction"
     if op == "matmul":
         st, mv = instr.srcs
-        cyc = max(min(tm.mm_init_latency, st.free_size), mv.free_size)
+        cyc = max(min(tm.mm_init_latency, st.free_size * sw), mv.free_size * sw)
         if st.dtype == "float32" or mv.dtype == "float32":
             cyc *= tm.fp32_matmul_slowdown
         cyc = max(cyc, 1)
         kind = "matmul"
     elif op in ("tensor_reduce", "partition_reduce"):
-        nin = instr.srcs[0].free_size
+        nin = instr.srcs[0].free_size * sw
         if eng == "POOL":
             cyc = tm.pool_startup_cycles + nin
         else:
@@ -209,7 +232,7 @@ def instruction_cost(instr, module, target=None):
     elif op == "transpose":
         src = instr.srcs[0]
         if eng == "PE":
-            cyc = max(src.num_partitions, min(tm.mm_init_latency, src.free_size))
+            cyc = max(src.num_partitions, min(tm.mm_init_latency, src.free_size * sw))
             if src.dtype == "float32":
                 cyc *= tm.fp32_transpose_slowdown
             kind = "pe_transpose"
