@@ -1082,3 +1082,79 @@ ENTRY main {
   c = s8[6] count-leading-zeros(a)
   ROOT t = (s8[6], s8[6], s8[6], u8[6], s8[6], s8[6]) tuple(l, r, sl, ua, p, c)
 }"""
+
+
+# --- model sizes: one layer of real models at their own widths (several 128-partition tiles) -----
+
+SCALE = {}
+
+
+def scale(*args):
+    def deco(fn):
+        SCALE[fn.__name__] = (fn, list(args))
+        return fn
+    return deco
+
+
+def _ln(x, g, b, eps=1e-12):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) * lax.rsqrt(v + eps) * g + b
+
+
+@scale(f32(1, 128, 768), f32(768, 2304, scale=0.03), f32(768, 768, scale=0.03), f32(768), f32(768),
+       f32(768, 3072, scale=0.03), f32(3072, 768, scale=0.02), (R.rand(1, 128) > 0.1))
+def bert_base_layer(x, wqkv, wo, g, b, w1, w2, keep):
+    h = x @ wqkv
+    q, k, v = [t.reshape(1, 128, 12, 64).transpose(0, 2, 1, 3) for t in jnp.split(h, 3, -1)]
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+    s = jnp.where(keep[:, None, None, :], s, -1e4)
+    a = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, -1), v).transpose(0, 2, 1, 3).reshape(1, 128, 768)
+    x = _ln(x + a @ wo, g, b)
+    return _ln(x + jax.nn.gelu(x @ w1, approximate=False) @ w2, g, b)
+
+
+@scale(bf16(256, 1024), bf16(1024, 2816, scale=0.03), bf16(1024, 2816, scale=0.03), bf16(2816, 1024, scale=0.02),
+       f32(1024))
+def llama_mlp_bf16_rmsnorm(x, wg, wu, wd, w):
+    xf = x.astype(jnp.float32)
+    h = (xf * lax.rsqrt(jnp.mean(xf * xf, -1, keepdims=True) + 1e-5) * w).astype(jnp.bfloat16)
+    return (jax.nn.silu(h @ wg) * (h @ wu)) @ wd
+
+
+@scale(f32(256, 512, scale=2.0), ints(0, 32000, 256), f32(512, 32000, scale=0.05))
+def lm_head_cross_entropy_32k(h, labels, w):
+    def loss(w):
+        lg = h @ w
+        lp = jax.nn.log_softmax(lg, -1)
+        return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], 1))
+    return jax.value_and_grad(loss)(w)
+
+
+@scale(f32(32000, 256, scale=0.1), ints(0, 32000, 4, 128), f32(512, 256, scale=0.1))
+def embedding_32k_with_positions(table, ids, pos):
+    return table[ids] + pos[None, :128]
+
+
+@scale(f32(2, 64, 28, 28), f32(64, 64, 3, 3, scale=0.05), f32(64), f32(64))
+def resnet_conv_bn_relu_nchw(x, w, g, b):
+    y = lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1)), dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    m = y.mean((0, 2, 3), keepdims=True)
+    v = y.var((0, 2, 3), keepdims=True)
+    y = (y - m) * lax.rsqrt(v + 1e-5) * g[None, :, None, None] + b[None, :, None, None]
+    return jax.nn.relu(y + x)
+
+
+@scale(f32(1, 32, 8, 128), f32(1, 8, 512, 128), f32(1, 8, 512, 128), np.int32(300))
+def gqa_decode_attention_kv512(q, k, v, n):
+    k = jnp.repeat(k, 4, axis=1)
+    v = jnp.repeat(v, 4, axis=1)
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(128.0)
+    s = jnp.where(jnp.arange(512)[None, None, None, :] < n, s, -jnp.inf)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, -1), v)
+
+
+@scale(f32(300, 260), f32(260, 130, scale=0.1))
+def ragged_matmul_softmax_topk(x, w):
+    y = jax.nn.softmax(x @ w, -1)
+    return y, lax.top_k(y, 8), jnp.argsort(y[:, :64], -1)

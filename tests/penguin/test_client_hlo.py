@@ -134,3 +134,21 @@ def test_total_order_compare_against_xla():
     got = run_bir(lower_graph(hlo_to_penguin(parse_hlo_text(TOTAL_ORDER))), [a, b])
     for k, (x, y) in enumerate(zip(got, want)):
         assert_close(x, y, "output%d" % k, row="compiled")
+
+
+def test_bitcast_convert_across_widths():
+    # quantisation and hashing code bitcasts floats to their bytes and back (was refused)
+    x = np.array([[1.5, -0.0, np.inf, -3.25e-5], [np.nan, 7.0, -1e30, 2.0 ** -130]], np.float32)
+    u = R.randint(0, 2 ** 32, size=(3, 2), dtype=np.uint64).astype(np.uint32)
+    h = R.randn(5).astype(np.float16)
+    b8 = R.randint(-128, 128, size=(3, 4)).astype(np.int8)
+
+    def f(x, u, h, b8):
+        as_u8 = lax.bitcast_convert_type(x, jnp.uint8)
+        return (as_u8, lax.bitcast_convert_type(as_u8, jnp.float32),
+                lax.bitcast_convert_type(x.astype(jnp.bfloat16), jnp.uint8),
+                lax.bitcast_convert_type(u, jnp.uint16), lax.bitcast_convert_type(lax.bitcast_convert_type(u, jnp.int16),
+                                                                                  jnp.uint32),
+                lax.bitcast_convert_type(h, jnp.int8), lax.bitcast_convert_type(b8, jnp.float32),
+                lax.bitcast_convert_type(x[0, 0], jnp.uint8))
+    check(f, x, u, h, b8)

@@ -5,7 +5,9 @@ sub-byte integers (s4 / u4 / s2 / u2), as Penguin ops.
   result's elements in the result's physical order, each element's bits reinterpreted
   (bitcast-convert); a change of element width is refused.
 * bitcast-convert between 32-bit words and 64-bit integers (jax's rbg keys): the device holds
-  a 64-bit integer as its low word (README: 64-bit integers are computed in 32 bits).
+  a 64-bit integer as its low word (README: 64-bit integers are computed in 32 bits);
+  between types of 1, 2 and 4 bytes (f32 <-> u8[4], bf16 <-> u8[2], u32 <-> u16[2], ...) by
+  shifts and masks on int32 words, least significant piece first.
 * reduce-precision to widths other than f16 / bf16: XLA's algorithm on the f32 bits.
 * sub-byte integers are stored one value per byte; every op computing one wraps its result
   to the type's width (hlo2penguin calls ``wrap_narrow`` after such ops).
@@ -43,7 +45,71 @@ def bitcast_convert_width(g, inst, x, loc):
                         {"dimension": len(sdims)}, loc)[0]
         return g.add_op("bitcast-convert", [both], [(inst.name, ddims, dst)], {}, loc)[0] if dst != "int32" \
             else both
+    ss, ds = ir.dtype_size(src), ir.dtype_size(dst)
+    if ss <= 4 and ds <= 4 and (ss > ds and sdims + (ss // ds,) == ddims
+                                or ss < ds and sdims == ddims + (ds // ss,)):
+        return _bitcast_split_join(g, inst, x, src, dst, sdims, ddims, loc)
     raise unsupported(inst, "bitcast-convert from %s%s to %s%s" % (src, list(sdims), dst, list(ddims)))
+
+
+def _word(g, x, dt, sh, name, loc):
+    """The bits of x (an element type of 1, 2 or 4 bytes) zero-extended into an int32."""
+    n = ir.dtype_size(dt)
+    if n == 4:
+        return x if dt == "int32" else g.add_op("bitcast-convert", [x], [(name + ".w", sh, "int32")], {}, loc)[0]
+    if ir.is_float(dt):
+        x = g.add_op("bitcast-convert", [x], [(name + ".u", sh, "uint%d" % (8 * n))], {}, loc)[0]
+    w = g.add_op("convert", [x], [(name + ".w", sh, "int32")], {}, loc)[0]
+    m = g.add_op("constant", [], [(name + ".m", sh, "int32")], {"value": (1 << (8 * n)) - 1}, loc)[0]
+    return g.add_op("and", [w, m], [(name + ".wm", sh, "int32")], {}, loc)[0]
+
+
+def _from_word(g, w, dt, sh, name, loc):
+    """An int32 holding the low bits of a dt element, as that element type."""
+    n = ir.dtype_size(dt)
+    if n == 4:
+        return w if dt == "int32" else g.add_op("bitcast-convert", [w], [(name, sh, dt)], {}, loc)[0]
+    if ir.is_float(dt):
+        u = g.add_op("convert", [w], [(name + ".u", sh, "uint%d" % (8 * n))], {}, loc)[0]
+        return g.add_op("bitcast-convert", [u], [(name, sh, dt)], {}, loc)[0]
+    return g.add_op("convert", [w], [(name, sh, dt)], {}, loc)[0]
+
+
+def _bitcast_split_join(g, inst, x, src, dst, sdims, ddims, loc):
+    """bitcast-convert between element types of 1, 2 and 4 bytes: a wider element is its narrower
+    pieces along a new minor dimension, least significant first (the little-endian byte order XLA
+    gives), computed with shifts and masks on int32 words."""
+    name = inst.name
+    ss, ds = ir.dtype_size(src), ir.dtype_size(dst)
+
+    def c(v, sh):
+        return g.add_op("constant", [], [(name + ".c", sh, "int32")], {"value": v}, loc)[0]
+    if ss > ds:         # split: x[..] -> y[.., r]
+        r, bits = ss // ds, 8 * ds
+        w = _word(g, x, src, sdims, name, loc)
+        cols = []
+        for k in range(r):
+            p = g.add_op("shift-right-logical", [w, c(k * bits, sdims)], [(name + ".s%d" % k, sdims, "int32")],
+                         {}, loc)[0] if k else w
+            p = g.add_op("and", [p, c((1 << bits) - 1, sdims)], [(name + ".p%d" % k, sdims, "int32")], {}, loc)[0]
+            cols.append(g.add_op("reshape", [p], [(name + ".col%d" % k, sdims + (1,), "int32")], {}, loc)[0])
+        both = g.add_op("concatenate", cols, [(name + ".pieces", ddims, "int32")], {"dimension": len(sdims)},
+                        loc)[0]
+        return _from_word(g, both, dst, ddims, name, loc)
+    r, bits = ds // ss, 8 * ss         # join: x[.., r] -> y[..]
+    w = _word(g, x, src, sdims, name, loc)
+    acc = None
+    for k in range(r):
+        st = [0] * len(sdims)
+        st[-1] = k
+        lim = list(ddims) + [k + 1]
+        p = g.add_op("slice", [w], [(name + ".sl%d" % k, ddims + (1,), "int32")],
+                     {"starts": st, "limits": lim, "strides": [1] * len(sdims)}, loc)[0]
+        p = g.add_op("reshape", [p], [(name + ".r%d" % k, ddims, "int32")], {}, loc)[0]
+        if k:
+            p = g.add_op("shift-left", [p, c(k * bits, ddims)], [(name + ".sh%d" % k, ddims, "int32")], {}, loc)[0]
+        acc = p if acc is None else g.add_op("or", [acc, p], [(name + ".or%d" % k, ddims, "int32")], {}, loc)[0]
+    return _from_word(g, acc, dst, ddims, name, loc)
 
 
 def bitcast(g, inst, x, loc):
