@@ -23,7 +23,8 @@ exit status other than 0/70, a traceback on the console, or birsim raising: alwa
 ``narrow64`` (results that differ only in 64-bit outputs, which the device computes in 32 bits as
 the README says); ``timeout``.
 
-    python scripts/probe_hlo.py [--sources lax,programs,pieces,text] [-k SUBSTR] [--table out.md]
+    python scripts/probe_hlo.py [--sources lax,lax64,programs,pieces,text,scale] [-k SUBSTR]
+                                [--client plain|nxd|zml] [--table out.md] [--keep DIR]
 
 Prints one table and a summary; never asserts.
 """
@@ -119,15 +120,25 @@ def _ncc_line(stderr):
     return (codes[-1] if codes else (lines[-1] if lines else "")).strip()
 
 
-def run_case(case, workdir, timeout):
+# the flags real clients add (docs/reference: NxD's defaults, ZML's libneuronxla argv)
+CLIENT_FLAGS = {
+    "plain": [],
+    "nxd": ["--auto-cast=none", "--model-type=transformer", "-O1", "--enable-saturate-infinity",
+            "--enable-internal-neff-wrapper", "--verbose=35"],
+    "zml": ["--enable-internal-neff-wrapper", "--optlevel=1", "--model-type=transformer", "--auto-cast=none",
+            "--enable-fast-loading-neuron-binaries"],
+}
+
+
+def run_case(case, workdir, timeout, client="plain"):
     source, name, (kind, a, b) = case
     model, suffix, args, ref, refname = _model_and_reference(kind, a, b)
-    path = os.path.join(workdir, "model" + suffix)
+    path = os.path.join(workdir, ("file.code" if client == "zml" else "model" + suffix))
     with open(path, "wb" if isinstance(model, bytes) else "w") as f:
         f.write(model)
     neff = os.path.join(workdir, "out.neff")
     cmd = ["prlimit", "--as=%d" % MEM_LIMIT] + ncc_command() + [
-        "compile", path, "--framework", "XLA", "--target", "trn1", "--output", neff]
+        "compile", path, "--framework", "XLA", "--target", "trn1", "--output", neff] + CLIENT_FLAGS[client]
     t0 = time.time()
     try:
         r = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=_env())
@@ -168,9 +179,9 @@ def run_case(case, workdir, timeout):
     return "pass", "vs " + refname, dt
 
 
-def _run_or_skip(case, d, timeout):
+def _run_or_skip(case, d, timeout, client):
     try:
-        return run_case(case, d, timeout)
+        return run_case(case, d, timeout, client)
     except Exception as e:  # noqa: BLE001 - a case JAX itself cannot lower or run
         return "skipped", "reference: %s: %s" % (type(e).__name__, str(e)[:150]), 0.0
 
@@ -180,6 +191,8 @@ def main(argv=None):
     ap.add_argument("--sources", default="lax,lax64,programs,pieces,text,scale")
     ap.add_argument("-k", default="", help="only cases whose source/name contains this")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--client", choices=sorted(CLIENT_FLAGS), default="plain",
+                    help="add the flags this client passes (nxd: NxD's defaults; zml: libneuronxla's argv)")
     ap.add_argument("--table", help="also write the table (markdown) here")
     ap.add_argument("--keep", help="compile each case in KEEP/<source>.<case> and keep it (logs, NEFF)")
     a = ap.parse_args(argv)
@@ -189,10 +202,10 @@ def main(argv=None):
         if a.keep:
             d = os.path.join(a.keep, "%s.%s" % case[:2])
             os.makedirs(d, exist_ok=True)
-            outcome, detail, dt = _run_or_skip(case, d, a.timeout)
+            outcome, detail, dt = _run_or_skip(case, d, a.timeout, a.client)
         else:
             with tempfile.TemporaryDirectory(prefix="probe_hlo_") as d:
-                outcome, detail, dt = _run_or_skip(case, d, a.timeout)
+                outcome, detail, dt = _run_or_skip(case, d, a.timeout, a.client)
         rows.append((case[0], case[1], outcome, dt, detail))
         print("%-9s %-34s %-11s %6.1fs  %s" % (case[0], case[1], outcome, dt, detail), flush=True)
     counts = {}

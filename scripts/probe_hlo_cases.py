@@ -1158,3 +1158,196 @@ def gqa_decode_attention_kv512(q, k, v, n):
 def ragged_matmul_softmax_topk(x, w):
     y = jax.nn.softmax(x @ w, -1)
     return y, lax.top_k(y, 8), jnp.argsort(y[:, :64], -1)
+
+
+# --- edge semantics XLA's elementwise / window tests check ------------------------------------
+
+_TINY = np.array([1e-7, -1e-7, 1e-5, -3e-4, 0.0, -0.0, 1e-30, 2e-3, -0.5, 0.7, 30.0, -30.0], np.float32)
+
+
+@text(_TINY)
+def tiny_argument_precision():
+    return """HloModule t
+ENTRY main {
+  x = f32[12] parameter(0)
+  a = f32[12] exponential-minus-one(x)
+  b = f32[12] log-plus-one(x)
+  c = f32[12] tanh(x)
+  d = f32[12] sine(x)
+  e = f32[12] logistic(x)
+  ROOT t = (f32[12], f32[12], f32[12], f32[12], f32[12]) tuple(a, b, c, d, e)
+}"""
+
+
+@text(np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3.0], np.float32),
+      np.array([0.0, 0.0, -0.0, -0.0, -np.inf, np.inf, np.inf, -np.inf, 1.0, -0.0], np.float32))
+def atan2_sign_divide_edges():
+    return """HloModule t
+ENTRY main {
+  y = f32[10] parameter(0)
+  x = f32[10] parameter(1)
+  a = f32[10] atan2(y, x)
+  s = f32[10] sign(y)
+  d = f32[10] divide(y, x)
+  f = pred[10] is-finite(d)
+  fl = f32[10] floor(y)
+  ROOT t = (f32[10], f32[10], f32[10], pred[10], f32[10]) tuple(a, s, d, f, fl)
+}"""
+
+
+@text(np.array([-2147483648, -1, 0, 2147483647, 5, -5], np.int32), np.array([3, 0, 2, 2, 1, 31], np.int32))
+def int32_wrap_abs_negate_power():
+    return """HloModule t
+ENTRY main {
+  a = s32[6] parameter(0)
+  b = s32[6] parameter(1)
+  ab = s32[6] abs(a)
+  ng = s32[6] negate(a)
+  m = s32[6] multiply(a, a)
+  ad = s32[6] add(a, a)
+  p = s32[6] power(b, b)
+  lo = s32[] constant(-3)
+  hi = s32[] constant(4)
+  lob = s32[6] broadcast(lo), dimensions={}
+  hib = s32[6] broadcast(hi), dimensions={}
+  c = s32[6] clamp(lob, a, hib)
+  ROOT t = (s32[6], s32[6], s32[6], s32[6], s32[6], s32[6]) tuple(ab, ng, m, ad, p, c)
+}"""
+
+
+@text(f32(5, 5), f32(3, 3))
+def select_and_scatter_overlapping_windows():
+    return """HloModule ss
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+gt_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GT
+}
+ENTRY main {
+  x = f32[5,5] parameter(0)
+  g = f32[3,3] parameter(1)
+  z = f32[] constant(0)
+  ROOT s = f32[5,5] select-and-scatter(x, g, z), window={size=3x3 stride=2x2 pad=1_1x1_1}, select=gt_f, scatter=add_f
+}"""
+
+
+@text(np.array([[1.0, 1.0, 2.0, 2.0], [0.0, 0.0, 0.0, 0.0]], np.float32), np.ones((1, 2), np.float32))
+def select_and_scatter_ties_first_wins():
+    return """HloModule ss
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ge_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+ENTRY main {
+  x = f32[2,4] parameter(0)
+  g = f32[1,2] parameter(1)
+  z = f32[] constant(0)
+  ROOT s = f32[2,4] select-and-scatter(x, g, z), window={size=2x2 stride=2x2}, select=ge_f, scatter=add_f
+}"""
+
+
+@text(f32(6, 5), np.array([[1, 0], [4, 3], [5, 4], [-1, 0]], np.int32), f32(4, 2, 2))
+def scatter_windows_partially_out_of_bounds():
+    return """HloModule s
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  op = f32[6,5] parameter(0)
+  idx = s32[4,2] parameter(1)
+  up = f32[4,2,2] parameter(2)
+  ROOT s = f32[6,5] scatter(op, idx, up), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add_f
+}"""
+
+
+@text(f32(4, 6))
+def reduce_window_base_and_window_dilation():
+    return """HloModule rw
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[4,6] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[4,2] reduce-window(x, z), window={size=2x2 stride=2x2 pad=1_1x0_0 lhs_dilate=2x1 rhs_dilate=1x2}, to_apply=max_f
+}"""
+
+
+@text(f32(3, 4) * 100, f32(3, 4))
+def convert_rounding_to_narrow_floats():
+    return """HloModule c
+ENTRY main {
+  x = f32[3,4] parameter(0)
+  y = f32[3,4] parameter(1)
+  b = bf16[3,4] convert(x)
+  h = f16[3,4] convert(x)
+  m = bf16[3,4] multiply(b, b)
+  hb = f16[3,4] convert(y)
+  s = f16[3,4] add(h, hb)
+  ROOT t = (bf16[3,4], f16[3,4], bf16[3,4], f16[3,4]) tuple(b, h, m, s)
+}"""
+
+
+@text(f32(2, 3, 4))
+def iota_broadcast_reverse_bf16():
+    return """HloModule i
+ENTRY main {
+  x = f32[2,3,4] parameter(0)
+  i = bf16[2,3,4] iota(), iota_dimension=2
+  f = f32[2,3,4] convert(i)
+  j = s32[3] iota(), iota_dimension=0
+  jb = s32[2,3,4] broadcast(j), dimensions={1}
+  jf = f32[2,3,4] convert(jb)
+  r = f32[2,3,4] reverse(x), dimensions={1,2}
+  a = f32[2,3,4] add(f, jf)
+  ROOT o = f32[2,3,4] multiply(a, r)
+}"""
+
+
+@text(f32(4, 8))
+def while_with_dynamic_slice_accumulate():
+    return """HloModule w
+cond {
+  p = (s32[], f32[4], f32[4,8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(8)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[4], f32[4,8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  acc = f32[4] get-tuple-element(p), index=1
+  x = f32[4,8] get-tuple-element(p), index=2
+  z = s32[] constant(0)
+  col = f32[4,1] dynamic-slice(x, z, i), dynamic_slice_sizes={4,1}
+  c = f32[4] reshape(col)
+  t = f32[4] tanh(c)
+  a2 = f32[4] add(acc, t)
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT r = (s32[], f32[4], f32[4,8]) tuple(i1, a2, x)
+}
+ENTRY main {
+  x = f32[4,8] parameter(0)
+  z = s32[] constant(0)
+  zf = f32[] constant(0)
+  a = f32[4] broadcast(zf), dimensions={}
+  t = (s32[], f32[4], f32[4,8]) tuple(z, a, x)
+  w = (s32[], f32[4], f32[4,8]) while(t), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}"""

@@ -152,3 +152,10 @@ def test_bitcast_convert_across_widths():
                 lax.bitcast_convert_type(h, jnp.int8), lax.bitcast_convert_type(b8, jnp.float32),
                 lax.bitcast_convert_type(x[0, 0], jnp.uint8))
     check(f, x, u, h, b8)
+
+
+def test_atan2_of_two_infinities_and_zeros():
+    inf = np.inf
+    y = np.array([inf, inf, -inf, -inf, 0.0, -0.0, 0.0, -0.0, 1.0, np.nan], np.float32)
+    x = np.array([inf, -inf, inf, -inf, 0.0, 0.0, -0.0, -0.0, -inf, inf], np.float32)
+    check(lambda y, x: jnp.arctan2(y, x), y, x)
