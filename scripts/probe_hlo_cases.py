@@ -1351,3 +1351,14 @@ ENTRY main {
   w = (s32[], f32[4], f32[4,8]) while(t), condition=cond, body=body
   ROOT r = f32[4] get-tuple-element(w), index=1
 }"""
+
+
+@scale(f32(2, 32000, scale=3.0))
+def topk_sampling_over_vocab_32k(logits):
+    v, i = lax.top_k(logits, 50)
+    return v, i, jax.nn.softmax(v / 0.7, -1)
+
+
+@scale(f32(1, 128256, scale=3.0))
+def argmax_and_topk_over_vocab_128k(logits):
+    return jnp.argmax(logits, -1), lax.top_k(logits, 8)

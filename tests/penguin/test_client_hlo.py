@@ -159,3 +159,12 @@ def test_atan2_of_two_infinities_and_zeros():
     y = np.array([inf, inf, -inf, -inf, 0.0, -0.0, 0.0, -0.0, 1.0, np.nan], np.float32)
     x = np.array([inf, -inf, inf, -inf, 0.0, 0.0, -0.0, -0.0, -inf, inf], np.float32)
     check(lambda y, x: jnp.arctan2(y, x), y, x)
+
+
+def test_top_k_over_rows_longer_than_one_custom_op_call():
+    # LLM sampling takes the top k of a vocabulary's logits (32000 and more); rows over 8192 were refused.
+    # 9001 columns: two chunks, the last padded; repeated values check that ties go to the lower index
+    x = np.round(R.randn(2, 9001) * 4).astype(np.float32)
+    x[1, 8999] = 100.0
+    check(lambda x: lax.top_k(x, 20), x)
+    check(lambda x: lax.top_k(x.astype(jnp.bfloat16), 5), x)

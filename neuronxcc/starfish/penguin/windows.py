@@ -396,9 +396,10 @@ class WindowMixin:
             res.append(apply_view(r, lambda v: v.reshape(tshape).transpose(inv)))
         return res
 
-    def _permute_rows(self, x, axis, I, rows, n, odt):
+    def _permute_rows(self, x, axis, I, rows, n, odt, width=None):
         """out[r, j] = x[r, I[r, j]] (a payload carried through a sort): one indirect DMA (dma_gather)
-        per 128 elements of a row, the indices one per partition."""
+        per 128 elements of a row, the indices one per partition. ``width``: x's row length when it is
+        not n (I picks n of its elements)."""
         em = self.em
         P = self.P
         src, _, _, _ = self._rows_view(x, axis)
@@ -415,12 +416,36 @@ class WindowMixin:
             got = em.chip(em.sbuf("pval", pn, 1, st), st, pn, [[1, 1]])
             off = (P.const(src.offset) if isinstance(src.offset, int) else src.offset) + r * src.strides[0]
             em.inst("dma_gather", "SP", [got], [em.hbm(src.base, off, [[1, 1]]), idx], queue=em.next_queue(),
-                    index_stride=int(src.strides[1]), index_min=0, index_max=n - 1)
+                    index_stride=int(src.strides[1]), index_min=0, index_max=(width or n) - 1)
             em.dma(em.hbm(t, r * n + j0, [[1, pn], [1, 1]]), got)
 
         em.nest([Axis(rows, 1, "r"), Axis(n, choose_tile(n, 128), "c")], body)
         r = View.contiguous(t, st, (rows, n))
         return r if st == odt else Node("convert", [r], {}, odt, (rows, n))
+
+    def _topk_long_rows(self, src, rows, n, k, odt, op):
+        """Top-k of rows longer than one custom-op call takes (a vocabulary's logits): the top k of each
+        chunk of a row, then the top k of those candidates (chunk-major, so a tie still goes to the lower
+        index). The last chunk is padded with -inf, which loses every tie to a real element."""
+        em = self.em
+        nch = -(-n // SORT_MAX_ROW)
+        C = -(-n // nch)
+        if k > C or nch * k > SORT_MAX_ROW:
+            raise cannot_lower(op, "top-%d of rows of %d elements" % (k, n))
+        if nch * C != n:
+            t = em.tensor("topkpad", "scratch", "float32", (rows, nch * C))
+            padded = View.contiguous(t, "float32", (rows, nch * C))
+            self.elementwise(Splat(float("-inf"), "float32", (rows, nch * C)), padded)
+            self.elementwise(src if src.dtype == "float32" else Node("convert", [src], {}, "float32", src.shape),
+                             padded.slice([0, 0], [rows, n], [1, 1]))
+            src = padded
+        V1, I1 = self._custom_rows(src.reshape((rows * nch, C)), rows * nch, C, k, "topk_f32", True, ("float32",),
+                                   op)
+        off = View(IOTA_BASE, "int32", (rows, nch, k), [0, C, 0], 0)
+        G1 = self.cg.materialise(Node("add", [I1.reshape((rows, nch, k)), off], {}, "int32", (rows, nch, k)),
+                                 allow_views=False).reshape((rows, nch * k))
+        V, I2 = self._custom_rows(V1.reshape((rows, nch * k)), rows, nch * k, k, "topk_f32", True, (odt,), op)
+        return V, self._permute_rows(G1, 1, I2, rows, k, "int32", width=nch * k)
 
     def op_topk(self, op, args, outs):
         x = args[0]
@@ -429,7 +454,10 @@ class WindowMixin:
             raise cannot_lower(op, "top-k of the smallest elements")
         d = len(x.shape) - 1
         src, perm, rows, n = self._rows_view(x, d)
-        V, I = self._custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)
+        if n > SORT_MAX_ROW:
+            V, I = self._topk_long_rows(src, rows, n, k, outs[0].dtype, op)
+        else:
+            V, I = self._custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)
         shape = tuple(x.shape[:-1]) + (k,)
         res = [V.reshape(shape), I.reshape(shape)]
         if outs[1].dtype != "int32":
