@@ -67,6 +67,7 @@ class Codegen:
         self.mmred = {}                 # "__mm__k" -> mmfuse.RowMatmul (matmuls evaluated in row tiles)
         self.mm_fusion = True
         self.lnc = None                 # penguin/lnc.LncSplitter when the program is split over 2 cores
+        self.streams = []               # streamed matvecs' (first weight DMA, last load node): prefetch.py
         self.top = graph
 
     # -- driver -----------------------------------------------------------------------
@@ -94,6 +95,8 @@ class Codegen:
         if self.lnc is not None:
             self.lnc.finish()
         self.finish_tables()
+        from neuronxcc.starfish.penguin.prefetch import hoist
+        hoist(self.m, self.streams)
         if self.lnc is None:
             # scratch tensors share HBM by liveness (two cores of a split program run at once)
             hbm.assign(self.m)

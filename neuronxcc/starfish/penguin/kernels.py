@@ -245,7 +245,7 @@ class Kernels:
         if len(vals) != 1 or red not in IDENTITY:
             return False
         ksize, rsize = _prod(kshape), _prod(rshape)
-        if ksize >= 32 or rsize < 8192:
+        if ksize >= 32 or rsize < 2048:
             return False
         nk = len(kshape)
         r0 = rshape[0]

@@ -122,20 +122,26 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
     sk_r = R.strides[0]
     offs = kern.offsets()
     S = KT // g
-    rest = S - 1
+    # step 0 and (when S > 1) the last step are peeled and both loaded before the K loop; the last
+    # step's matmuls run after it, so its buffer is live through the loop and the loop's buffers
+    # cannot take its bytes (nor the first kernel's matmuls wait behind a reuse of w0's)
+    held = S - 1 if S > 1 else None
+    rest = S - 1 - (held is not None)
     U = WS_UNROLL if rest >= WS_UNROLL else 1
     npair, left = divmod(rest, U)
     queues = [em.next_queue() for _ in range(U)]
     # queue of each step, so that every queue carries the same number of steps: the peeled first
-    # step and the loop's last body slot share a queue, the left-over steps take the first ones
+    # step and the loop's last body slot share a queue, the held last step the first slot's, the
+    # left-over steps take the first ones
     q_first = queues[-1] if U > 1 else em.next_queue()
 
     def load(s, queue):
         """DMA step s: rows p*KT + s*g + r (r < g) of every partition, columns n0 .. n0+nc: one run of
         g*nc per partition when the chunk is all of N, else g runs of nc."""
         w = em.sbuf("wstream", PMAX, g * nc, cdt)
-        em.dma(em.chip(w, cdt, PMAX, [[1, g * nc]]),
-               em.hbm(R.base, offs(R, [s * g, n0]), [[KT * sk_r, PMAX], [sk_r, g], [1, nc]]), queue=queue)
+        dma = em.dma(em.chip(w, cdt, PMAX, [[1, g * nc]]),
+                     em.hbm(R.base, offs(R, [s * g, n0]), [[KT * sk_r, PMAX], [sk_r, g], [1, nc]]), queue=queue)
+        loads.append(dma)
         return w
 
     def mms(w, s, first):
@@ -148,12 +154,17 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
                          em.chip(xs, cdt, PMAX, [[1, 1]], offset=s * g + r)],
                         psum_zero=first and r == 0)
 
-    # the first weight DMA goes out before the vector's (which waits for the producer of x)
+    loads = []
+    # the peeled steps' weight DMAs go out before the vector's (which waits for the producer of x);
+    # at the top level penguin/prefetch.py moves them further up, in front of the kernels before this one
     w0 = load(P.const(0), q_first)
-    # the vector, K-permuted: partition p holds x[p*KT : (p+1)*KT] (one contiguous run each)
+    wl = load(P.const(held), queues[0] if U > 1 else em.next_queue()) if held is not None else None
+    # the vector, K-permuted: partition p holds x[p*KT : (p+1)*KT] (one contiguous run each). PE
+    # triggers it: it waits for x's producer, and on SP, which issues in order, that wait would hold
+    # back the weight DMAs of the K loop behind it (the PE has nothing to do before the vector is in)
     xs = em.sbuf("xvec", PMAX, KT, cdt)
     em.dma(em.chip(xs, cdt, PMAX, [[1, KT]]),
-           em.hbm(L.base, offs(L, [P.const(0), P.const(0)]), [[KT * sk_l, PMAX], [sk_l, KT]]))
+           em.hbm(L.base, offs(L, [P.const(0), P.const(0)]), [[KT * sk_l, PMAX], [sk_l, KT]]), engine="PE")
     ps = em.psum("ps", PMAX, NT)
     kern.cg.mm_streamed = getattr(kern.cg, "mm_streamed", 0) + 1
     mms(w0, P.const(0), True)
@@ -169,6 +180,10 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
     for u in range(left):
         s = P.const(1 + npair * U + u)
         mms(load(s, queues[u]), s, False)
+    if held is not None:
+        mms(wl, P.const(held), False)
+    if em.b.body is em.m.body:
+        kern.cg.streams.append((loads[:1 + (held is not None)], em.b.body[-1]))
     kern._mm_evict(O2, 0, [], P.const(0), P.const(0), PMAX, NT, em.chip(ps, "float32", PMAX, [[1, NT]]), epi2)
 
 
