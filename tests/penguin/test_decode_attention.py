@@ -42,13 +42,16 @@ def test_decode_attention_one_tile_matches_jax(t, nh, nkv, hd, c):
 
 
 def test_decode_attention_instruction_count_flat_in_cache_and_heads():
+    # key blocks, V blocks and heads are loops (a bounded number of them peeled: key blocks and
+    # heads in pairs with two buffers, the first V blocks loaded before the softmax), so the count
+    # is the same at 4096 and 8192 keys and at 4 and 8 KV heads
     counts = []
-    for nkv, c in ((2, 1536), (2, 4096), (8, 4096)):
+    for nkv, c in ((4, 4096), (4, 8192), (8, 4096), (8, 8192)):
         args = [jax.ShapeDtypeStruct((1, 4 * nkv, 128), jnp.bfloat16),
                 jax.ShapeDtypeStruct((c, nkv, 128), jnp.bfloat16),
                 jax.ShapeDtypeStruct((c, nkv, 128), jnp.bfloat16), jax.ShapeDtypeStruct((1,), jnp.int32)]
         counts.append(len(bir_of(decode_attention, *args).instructions()))
-    assert counts[0] == counts[1] == counts[2], counts
+    assert len(set(counts)) == 1, counts
 
 
 @pytest.mark.parametrize("t", [32, 2])

@@ -28,7 +28,7 @@ Key blocks and heads are loops (the first block is peeled, since a PSUM accumula
 there), so the instruction count does not grow with N or B. Numerics as attention.py: P is
 exp(x - row max) <= 1 in V's dtype, and it is normalised in fp32 at the end.
 """
-from neuronxcc.starfish.penguin.emit import Axis
+from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin.expr import apply_view
 from neuronxcc.starfish.penguin.tiles import Space, TV, TileEval, onchip_dtype
 
@@ -36,6 +36,8 @@ PMAX = 128
 KEY_BLOCK = 512          # keys per score block: one PSUM bank of fp32
 MAX_KEYS = 8192          # scores (fp32) and P of a row stay in SBUF: 6 bytes x N per partition
 PSUM_BANK_F32 = 512
+EARLY_V_BYTES = 32 * 1024   # SBUF per partition for the V blocks loaded before the softmax
+EARLY_V_BLOCKS = 4          # at most this many (peeled: the instruction count stays bounded)
 
 
 def _prod(xs):
@@ -107,34 +109,72 @@ def lower(kern, plan, layout, scale, cdt1, cdt2):
     # scores [R, N] in SBUF (fp32), block by block
     sc = em.sbuf("dq_scores", R, N, f32)
 
-    def kblock(starts, sizes):
-        n0, nk = starts[0], sizes[0]
+    def kblock(n0, nk):
         nch, cn = chunks(nk)
         knat = em.sbuf("dq_knat", cn, nch * B * K, cdt1)
         sn, sb = K3.strides[2], K3.strides[0]
         pat = [[sn, cn]] + ([[PMAX * sn, nch]] if nch > 1 else []) + [[sb, B], [1, K]]
         em.dma(ch(knat, cdt1, cn, [[1, nch * B * K]]), em.hbm(K3.base, offs(K3, [z, z, n0]), pat))
         ps = em.psum("dq_s", R, nk)
+        # two (PSUM bank, SBUF K^T) slots used by alternate heads: head b+1's transposes go into
+        # the other bank while head b's eviction runs, so the PE does not wait for each eviction
+        slots = [(em.psum("dq_kT", K, nk), em.sbuf("dq_kTs", K, nk, cdt1)) for _ in range(2 if B > 1 else 1)]
 
-        def head(b, first):
-            pk = em.psum("dq_kT", K, nk)
+        def head(b, first, slot):
+            pk, kT = slots[slot]
             for j in range(nch):
                 em.inst("transpose", "PE", [ch(pk, f32, K, [[1, cn]], offset=j * PMAX)],
                         [ch(knat, cdt1, cn, [[1, K]], offset=b * K + j * B * K)])
-            kT = em.sbuf("dq_kTs", K, nk, cdt1)
             kern._evict_copy(ch(kT, cdt1, K, [[1, nk]]), ch(pk, f32, K, [[1, nk]]))
             em.inst("matmul", "PE", [ch(ps, f32, R, [[1, nk]])],
                     [ch(qpad, cdt1, K, [[1, R]], offset=b * R), ch(kT, cdt1, K, [[1, nk]])], psum_zero=first)
 
-        head(z, True)                   # the accumulation over heads starts here
+        head(z, True, 0)                # the accumulation over heads starts here
         if B > 1:
+            head(P.const(1), False, 1)
+        npair, odd = divmod(B - 2, 2) if B > 1 else (0, 0)
+        if npair:
             hv = em.fresh("h")
-            with em.b.loop(hv, 1, B, 1) as b:
-                head(b, False)
+            with em.b.loop(hv, 1, 1 + npair, 1) as hp:
+                head(hp * 2, False, 0)
+                head(hp * 2 + 1, False, 1)
+        if odd:
+            head(P.const(B - 1), False, 0)
         em.inst("activation", "ACT", [ch(sc, f32, R, [[1, nk]], offset=n0)], [ch(ps, f32, R, [[1, nk]])],
                 func="identity", scale=scale)
 
-    em.nest([Axis(N, NB, "kb")], kblock)
+    # key blocks in pairs, each with its own K buffer, so block i+1's load runs while block i's
+    # transposes and matmuls do (a loop of one buffer would make each load wait for them)
+    nkb, krem = divmod(N, NB)
+    kpairs, kodd = divmod(nkb, 2)
+    if kpairs == 1:
+        kblock(z, NB)
+        kblock(P.const(NB), NB)
+    elif kpairs > 1:
+        kv = em.fresh("kb")
+        with em.b.loop(kv, 0, kpairs, 1) as kp:
+            kblock(kp * (2 * NB), NB)
+            kblock(kp * (2 * NB) + NB, NB)
+    if kodd:
+        kblock(P.const(2 * kpairs * NB), NB)
+    if krem:
+        kblock(P.const(nkb * NB), krem)
+
+    # the first V blocks (up to EARLY_V_BYTES per partition and EARLY_V_BLOCKS, at least two) are loaded now: their DMAs
+    # run during the scores and the softmax instead of after them, and their buffers are live at
+    # once, so none waits for an earlier block's matmuls through reused bytes
+    def vload(n0, nk):
+        nch, cn = chunks(nk)
+        vb = em.sbuf("dq_v", cn, nch * B * Dv, cdt2)
+        sn, sb = V3.strides[1], V3.strides[0]
+        pat = [[sn, cn]] + ([[PMAX * sn, nch]] if nch > 1 else []) + [[sb, B], [1, Dv]]
+        em.dma(ch(vb, cdt2, cn, [[1, nch * B * Dv]]), em.hbm(V3.base, offs(V3, [z, n0, z]), pat))
+        return vb
+
+    nfull, rem = divmod(N, NB)
+    vbytes = -(-NB // PMAX) * B * Dv * bdt.itemsize(cdt2)
+    nearly = min(nfull, EARLY_V_BLOCKS, max(2, EARLY_V_BYTES // max(1, vbytes)))
+    early = [vload(P.const(i * NB), NB) for i in range(nearly)]
 
     # the score expression (mask) and the softmax over whole rows
     te = TileEval(cg, Space(0, 1, [z, z], [R, N]))
@@ -157,12 +197,10 @@ def lower(kern, plan, layout, scale, cdt1, cdt2):
     # O^T_b = V_b^T P_b^T, accumulated over the key chunks in column block b of one bank
     po = em.psum("dq_oT", Dv, B * R)
 
-    def vblock(n0, nk, first):
+    def vblock(n0, nk, first, vb=None):
         nch, cn = chunks(nk)
-        vb = em.sbuf("dq_v", cn, nch * B * Dv, cdt2)
-        sn, sb = V3.strides[1], V3.strides[0]
-        pat = [[sn, cn]] + ([[PMAX * sn, nch]] if nch > 1 else []) + [[sb, B], [1, Dv]]
-        em.dma(ch(vb, cdt2, cn, [[1, nch * B * Dv]]), em.hbm(V3.base, offs(V3, [z, n0, z]), pat))
+        if vb is None:
+            vb = vload(n0, nk)
         pps = em.psum("dq_pT", cn, nch * R)
         for j in range(nch):
             em.inst("transpose", "PE", [ch(pps, f32, cn, [[1, R]], offset=j * R)],
@@ -177,15 +215,21 @@ def lower(kern, plan, layout, scale, cdt1, cdt2):
                         psum_zero=first and j == 0)
         heads(head)
 
-    nfull, rem = divmod(N, NB)
-    if nfull:
-        vblock(z, NB, True)
-    if nfull > 2:
+    for i, vb in enumerate(early):
+        vblock(P.const(i * NB), NB, i == 0, vb)
+    # the other full blocks in pairs, each with its own V buffer (a loop of one buffer would make
+    # each load wait for the previous block's matmuls)
+    vpairs, vodd = divmod(nfull - len(early), 2)
+    if vpairs == 1:
+        vblock(P.const(2 * NB), NB, False)
+        vblock(P.const(3 * NB), NB, False)
+    elif vpairs > 1:
         iv_name = em.fresh("vb")
-        with em.b.loop(iv_name, 1, nfull, 1) as i:
-            vblock(i * NB, NB, False)
-    elif nfull == 2:
-        vblock(P.const(NB), NB, False)
+        with em.b.loop(iv_name, 1, 1 + vpairs, 1) as i:
+            vblock(i * (2 * NB), NB, False)
+            vblock(i * (2 * NB) + NB, NB, False)
+    if vodd:
+        vblock(P.const((nfull - 1) * NB), NB, False)
     if rem:
         vblock(P.const(nfull * NB), rem, nfull == 0)
 

@@ -38,6 +38,7 @@ WS_BUF_BYTES = 32 * 1024    # weights stationary: bytes per partition of one wei
 WS_UNROLL = 2           # weight DMAs (on different queues) per K-loop body
 WS_MIN_WEIGHT_BYTES = 1 << 20   # below this a weight is not worth a streaming kernel of its own
 WS_MIN_RUN_BYTES = 8 * 1024     # narrowest column chunk (run per partition) of the stationary layout
+LATE_PEELED = False             # zero the accumulator by a memset and run both peeled steps after the K loop
 
 
 def wants_stream(M, nb, terms, N):
@@ -122,10 +123,13 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
     sk_r = R.strides[0]
     offs = kern.offsets()
     S = KT // g
-    # step 0 and (when S > 1) the last step are peeled and both loaded before the K loop; the last
-    # step's matmuls run after it, so its buffer is live through the loop and the loop's buffers
-    # cannot take its bytes (nor the first kernel's matmuls wait behind a reuse of w0's)
+    # step 0 and (when S > 1) the last step are peeled and both loaded before the K loop. With a
+    # loop (S > 2) the accumulator is zeroed by one memset and both peeled steps' matmuls run after
+    # the loop: their buffers are live through it, so the loop's buffers cannot take their bytes,
+    # and the loop's first weight DMAs do not wait (through reused bytes) for matmuls that wait for
+    # the vector; four weight tiles can then stream before x is there
     held = S - 1 if S > 1 else None
+    late = LATE_PEELED and S > 2
     rest = S - 1 - (held is not None)
     U = WS_UNROLL if rest >= WS_UNROLL else 1
     npair, left = divmod(rest, U)
@@ -167,7 +171,10 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
            em.hbm(L.base, offs(L, [P.const(0), P.const(0)]), [[KT * sk_l, PMAX], [sk_l, KT]]), engine="PE")
     ps = em.psum("ps", PMAX, NT)
     kern.cg.mm_streamed = getattr(kern.cg, "mm_streamed", 0) + 1
-    mms(w0, P.const(0), True)
+    if late:
+        em.inst("memset", "DVE", [em.chip(ps, "float32", PMAX, [[1, NT]])], [], value=0.0)
+    else:
+        mms(w0, P.const(0), True)
     if npair == 1:
         for u in range(U):
             mms(load(P.const(1 + u), queues[u]), P.const(1 + u), False)
@@ -180,6 +187,8 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
     for u in range(left):
         s = P.const(1 + npair * U + u)
         mms(load(s, queues[u]), s, False)
+    if late:
+        mms(w0, P.const(0), False)
     if held is not None:
         mms(wl, P.const(held), False)
     if em.b.body is em.m.body:
