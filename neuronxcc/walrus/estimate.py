@@ -61,6 +61,8 @@ def block_graph(bsites, pairs, costs, streams):
     for i, (s, c) in enumerate(zip(bsites, full)):
         if c is None or c.kind != "dma":
             continue
+        # one in-order queue per queue id, whichever engine triggers (birsim's "DMA:<queue>" track)
+        eng[i] = sid.setdefault(c.track, len(sid))
         issuer[i] = sid.setdefault("S_" + s.instr.engine, len(sid))
         dlat[i] = c.latency_s
         busy[i] = c.latency_s + c.busy_s

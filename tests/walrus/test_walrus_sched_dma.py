@@ -99,3 +99,30 @@ def test_scheduler_moves_a_load_ahead_of_a_trigger_that_waits():
     est, _ = estimate_time(m, ctx)
     assert after < before and est == pytest.approx(after, rel=1e-12)
     assert ctx.metrics["scheduling"]["pre_sched"]["estimated_gain_s"] == pytest.approx(before - after, rel=1e-9)
+
+
+def test_a_queue_is_one_ring_whichever_engine_triggers():
+    # SP loads partitions 0-7 (engine 0, 4096 elements), POOL loads partitions 8-15 (engine 1, 64) on
+    # the same queue: the short one moves its data at once but completes when the long one does
+    # (in order per queue; birsim.timeline), so DVE's copy of it starts then, in birsim and in the estimate
+    m = B.Module("ring")
+    m.add_tensor("x", "input", "float32", (8, 4096))
+    m.add_tensor("y", "output", "float32", (8, 64))
+    m.add_memloc("a", "SBUF", 16, 4096 * 4)
+    m.add_memloc("d", "SBUF", 16, 256)
+    b = B.Builder(m)
+    b.inst("dma_copy", "SP", [b.ap("a", start_partition=0, num_partitions=8)], [b.ap("x")], queue="q0")
+    b.inst("dma_copy", "POOL", [b.ap("a", start_partition=8, num_partitions=8, free=64)],
+           [B.AccessPattern("x", "float32", 0, [[4096, 8], [1, 64]])], queue="q0")
+    b.inst("tensor_copy", "DVE", [b.ap("d", start_partition=8, num_partitions=8, free=64)],
+           [b.ap("a", start_partition=8, num_partitions=8, free=64)])
+    b.inst("dma_copy", "POOL", [B.AccessPattern("y", "float32", 0, [[64, 8], [1, 64]])],
+           [b.ap("d", start_partition=8, num_partitions=8, free=64)], queue="q1")
+    b.finish()
+    big = 8 * 4096 * 4 / 17e9 + 8 * TM.dma_descriptor_overhead_s
+    small = 8 * 64 * 4 / 17e9 + 8 * TM.dma_descriptor_overhead_s
+    want = LAT + big + (64 + 60) / 1.12e9 + 100 / 1.12e9 + LAT + small
+    sim = simulate(m, _inputs(m)).total_s
+    est, _ = estimate_time(m, PassContext(TM))
+    assert sim == pytest.approx(want, rel=1e-12)
+    assert est == pytest.approx(want, rel=1e-12)
