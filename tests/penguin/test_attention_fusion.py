@@ -63,9 +63,10 @@ def _f32(rng, *shape):
 
 
 # exps: the exp(x - m) instructions: one per query tile of a step (1, 2 or QUERY_TILES tiles of 128
-# interleaved) and key-block body (a peeled remainder block, or query tile, is a second body)
+# interleaved; up to QUERY_TILES uneven ones, 260 = 128 + 128 + 4, in one step) and key-block body (a
+# peeled remainder block, or query tile, is a second body)
 @pytest.mark.parametrize("fn,h,s,d,exps", [(attention, 2, 130, 64, 1), (causal, 2, 200, 32, 1), (causal, 1, 640, 64, 2),
-                                           (causal, 1, 260, 32, 2), (attention, 1, 768, 32, 4),
+                                           (causal, 1, 260, 32, 3), (attention, 1, 768, 32, 4),
                                            (handwritten, 2, 96, 32, 1)])
 def test_attention_is_fused_and_matches_jax(fn, h, s, d, exps):
     rng = np.random.default_rng(s)
@@ -212,3 +213,19 @@ def test_anti_causal_mask_takes_the_general_path():
     mod = cg.run()
     assert cg.flash_fused == 1 and cg.flash_causal == 0 and not _mask_matmuls(mod)
     check(_anti_causal, *args)
+
+
+@pytest.mark.parametrize("h,s", [(2, 260), (1, 384)])
+def test_one_causal_block_takes_the_mask_table(h, s):
+    """Causal scores of one key block shorter than 512 (the corpus block's 260): all the query tiles
+    share one step, and each takes the mask as one PE matmul of the bias table into its scores
+    (no iota, compare or select); results match jax."""
+    rng = np.random.default_rng(s)
+    args = [_f32(rng, h, s, 32) for _ in range(3)]
+    from neuronxcc.starfish.penguin.codegen import Codegen
+    cg = Codegen(penguin_of(causal, *args))
+    mod = cg.run()
+    assert cg.flash_fused == 1 and cg.flash_causal == 1
+    assert len(_mask_matmuls(mod)) == -(-s // 128)            # one per query tile of the one step
+    assert not [i for i in mod.instructions() if i.opcode in ("select", "iota")]
+    check(causal, *args)

@@ -341,9 +341,10 @@ def causal_bands(cg, plan, expr, leaf, scale, Mi, TM, NB):
     n = len(plan.xshape)
     if not getattr(cg, "causal_blocks", True):
         return None
-    if _causal_offset(cg, expr, leaf, n) != 0 or Mi != plan.N or NB != KEY_BLOCK or plan.N % NB:
+    if _causal_offset(cg, expr, leaf, n) != 0 or Mi != plan.N or plan.N % NB:
         return None
-    if TM != PMAX or NB % TM or not scale * -MASK_BIAS > -MASKED_AT_MOST:
+    one = NB == plan.N < KEY_BLOCK          # one key block of any length (260 keys)
+    if TM != PMAX or not (one or (NB == KEY_BLOCK and NB % TM == 0)) or not scale * -MASK_BIAS > -MASKED_AT_MOST:
         return None
     ng = plan.N // NB
     return max(d for d in range(1, min(ng, MAX_BANDS) + 1) if ng % d == 0)
@@ -480,15 +481,20 @@ def score_expr(cg, plan):
     return rows.resolve(cg, expr), leaf, scale
 
 
-def _mask_tables(em, mn):
+def _mask_tables(em, mn, N):
     """SBUF constants of the causal mask matmul, made once per kernel on POOL: the identity
-    [128, mn] (stationary) and the bias table [128, d0 + 512] with 0 where column - row <= d0
-    and MASK_BIAS elsewhere (d0 = 384 + 512 (MAX_BANDS - 1)). The key block at k0 of query tile
-    m0 reads the 512 columns from d0 + k0 - m0: MASK_BIAS exactly where key > query, nothing
-    when the block lies wholly below the diagonal. Returns (identity, table, d0)."""
+    [128, mn] (stationary) and the bias table [128, d0 + NB] with 0 where column - row <= d0
+    and MASK_BIAS elsewhere (d0 = 384 + 512 (MAX_BANDS - 1) for blocks of 512; for one block
+    of N < 512 keys, the last query tile's start). The key block at k0 of query tile m0 reads
+    its NB columns from d0 + k0 - m0: MASK_BIAS exactly where key > query, nothing when the
+    block lies wholly below the diagonal. Returns (identity, table, d0)."""
     bf = "bfloat16"
-    d0 = KEY_BLOCK - PMAX + KEY_BLOCK * (MAX_BANDS - 1)
-    cols = d0 + KEY_BLOCK
+    if N < KEY_BLOCK:
+        d0 = (N - 1) // PMAX * PMAX
+        cols = d0 + N
+    else:
+        d0 = KEY_BLOCK - PMAX + KEY_BLOCK * (MAX_BANDS - 1)
+        cols = d0 + KEY_BLOCK
     ones = em.chip(em.sbuf("fa_ones", PMAX, mn, bf), bf, PMAX, [[1, mn]])
     em.inst("memset", "POOL", [ones], [], value=1.0)
     ident = em.chip(em.sbuf("fa_ident", PMAX, mn, bf), bf, PMAX, [[1, mn]])
@@ -535,7 +541,7 @@ def lower(kern, plan):
     odt = onchip_dtype(OX.dtype)
     f32 = "float32"
     nband = causal_bands(cg, plan, expr, leaf, scale, Mi, TM, NB)
-    tables = _mask_tables(em, TM) if nband is not None else None
+    tables = _mask_tables(em, TM, N) if nband is not None else None
 
     def col(prefix, mn):
         return em.chip(em.sbuf(prefix, mn, 1, f32), f32, mn, [[1, 1]])
@@ -554,6 +560,8 @@ def lower(kern, plan):
     # up to QUERY_TILES query tiles per step when they split evenly: their chains are independent,
     # and emitted phase by phase they fill each other's waits on the in-order engines
     nq = next((q for q in (QUERY_TILES, 2) if TM == PMAX and Mi % (q * TM) == 0), 1)
+    if nq == 1 and TM == PMAX and PMAX < Mi <= QUERY_TILES * TM:
+        nq = -(-Mi // TM)                   # all the query tiles in one step (260: 128, 128 and 4)
     TQ = nq * TM
 
     def body_b(starts, sizes):
@@ -657,7 +665,7 @@ def lower(kern, plan):
             if mask == "table":
                 ident, table, d0 = tables
                 em.inst("matmul", "PE", [ps_ap],
-                        [ident, em.chip(table.target, "bfloat16", PMAX, [[1, nk]], offset=n0 + d0 - h["m0"])],
+                        [em.chip(ident.target, "bfloat16", PMAX, [[1, mn]]), em.chip(table.target, "bfloat16", PMAX, [[1, nk]], offset=n0 + d0 - h["m0"])],
                         psum_zero=False)
             s_ap = em.chip(em.sbuf("fa_scores", mn, nk, f32), f32, mn, [[1, nk]])
             em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity", scale=scale)
