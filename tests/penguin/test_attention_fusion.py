@@ -219,7 +219,9 @@ def test_anti_causal_mask_takes_the_general_path():
 def test_one_causal_block_takes_the_mask_table(h, s):
     """Causal scores of one key block shorter than 512 (the corpus block's 260): all the query tiles
     share one step, and each takes the mask as one PE matmul of the bias table into its scores
-    (no iota, compare or select); results match jax."""
+    (no iota, compare or select); with one block the softmax is exact at once: no running-max
+    rescale of an accumulator (scalar_tensor_tensor) and no memsets of the running state; results
+    match jax."""
     rng = np.random.default_rng(s)
     args = [_f32(rng, h, s, 32) for _ in range(3)]
     from neuronxcc.starfish.penguin.codegen import Codegen
@@ -227,5 +229,15 @@ def test_one_causal_block_takes_the_mask_table(h, s):
     mod = cg.run()
     assert cg.flash_fused == 1 and cg.flash_causal == 1
     assert len(_mask_matmuls(mod)) == -(-s // 128)            # one per query tile of the one step
-    assert not [i for i in mod.instructions() if i.opcode in ("select", "iota")]
+    assert not [i for i in mod.instructions() if i.opcode in ("select", "iota", "scalar_tensor_tensor")]
+    assert not [i for i in mod.instructions() if i.opcode == "memset"
+                and i.dsts[0].target.startswith(("fa_negmax", "fa_sum", "fa_acc"))]
     check(causal, *args)
+
+
+def test_several_key_blocks_keep_the_online_softmax():
+    rng = np.random.default_rng(7)
+    args = [_f32(rng, 1, 640, 32) for _ in range(3)]
+    _, mod = _fused(attention, *args)
+    assert [i for i in mod.instructions() if i.opcode == "scalar_tensor_tensor"]
+    check(attention, *args)

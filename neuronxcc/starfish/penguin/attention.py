@@ -589,16 +589,21 @@ def lower(kern, plan):
     def body_m(starts, sizes, kres, vres, band):
         m0, mq = starts[-1], sizes[-1]
         tiles = [(m0 + a, min(TM, mq - a)) for a in range(0, mq, TM)]
+        # one key block in all (260 keys; or the first causal band of one block): the softmax is
+        # exact at once, no running max, correction or accumulator (P @ V is scaled out of PSUM)
+        single = N <= NB and (band is None or band == (0, 1))
         hs = []
         for mt, mn in tiles:
             st = list(starts[:-1]) + [mt]
-            h = dict(starts=st, mn=mn, m0=mt, kres=kres, vres=vres)
+            h = dict(starts=st, mn=mn, m0=mt, kres=kres, vres=vres, single=single)
             h["qT"] = kern._lhsT(QX, n - 2, offs(QX, st + [P.const(0)]), TK, ntk, mn, cdt1)
-            h["nm"], h["l"] = col("fa_negmax", mn), col("fa_sum", mn)
-            h["acc"] = em.chip(em.sbuf("fa_acc", mn, Dv, f32), f32, mn, [[1, Dv]])
-            em.inst("memset", "DVE", [h["nm"]], [], value=-NEG_BIG)
-            em.inst("memset", "POOL", [h["l"]], [], value=0.0)
-            em.inst("memset", "POOL", [h["acc"]], [], value=0.0)
+            h["l"] = col("fa_sum", mn)
+            if not single:
+                h["nm"] = col("fa_negmax", mn)
+                h["acc"] = em.chip(em.sbuf("fa_acc", mn, Dv, f32), f32, mn, [[1, Dv]])
+                em.inst("memset", "DVE", [h["nm"]], [], value=-NEG_BIG)
+                em.inst("memset", "POOL", [h["l"]], [], value=0.0)
+                em.inst("memset", "POOL", [h["acc"]], [], value=0.0)
             h["hoisted"] = None
             if band is None or band[1] > 1:
                 # loop-invariant tiles of the score expression (mask constants, iota grids): once per query tile
@@ -682,6 +687,13 @@ def lower(kern, plan):
 
         def softmax(i, h):      # running state: -max (nm), sum (l); negm = min(-block max, nm) = -new max
             mn = h["mn"]
+            if h["single"]:     # -max, then P = exp(x - max) with its row sum: the whole softmax state
+                negm = col("fa_negm", mn)
+                em.inst("tensor_reduce", "DVE", [negm], [h["x"]], op="max", axes=1, negate=True)
+                p_ap = em.chip(em.sbuf("fa_p", mn, nk, cdt2), cdt2, mn, [[1, nk]])
+                em.inst("activation", "ACT", [p_ap, h["l"]], [h["x"], negm], func="exp", bias_ap=True, reduce="add")
+                h["p"] = p_ap
+                return
             nbm, negm, rs, corr = (col(p, mn) for p in ("fa_nbmax", "fa_negm", "fa_bsum", "fa_corr"))
             em.inst("tensor_reduce", "DVE", [nbm], [h["x"]], op="max", axes=1, negate=True)
             em.inst("tensor_tensor", "DVE", [negm], [nbm, h["nm"]], op="min")
@@ -730,6 +742,9 @@ def lower(kern, plan):
                 em.inst("matmul", "PE", [pv_ap], [em.chip(h["pT"], cdt2, cn, [[1, mn]], offset=j * mn),
                                                   em.chip(vres, cdt2, cn, [[1, Dv]], offset=n0 * (W // PMAX) + j * W)],
                         psum_zero=(j == 0))
+            if h["single"]:
+                h["acc"] = pv_ap        # normalised straight out of PSUM after the (only) block
+                return
             em.inst("scalar_tensor_tensor", "DVE", [h["acc"]], [h["acc"], pv_ap, h["corr"]], op0="mult", op1="add",
                     operand0_ap=True)
 
