@@ -115,3 +115,25 @@ def test_layernorm_statistics_on_the_activation_engine():
     assert any(i.attrs.get("func") == "square" and i.attrs.get("reduce") == "add" for i in acts)
     rs = [i for i in acts if i.attrs.get("func") == "rsqrt"]
     assert rs and all(abs(i.attrs["scale"] - 1 / 300) < 1e-9 and i.attrs["bias"] == np.float32(1e-5) for i in rs)
+
+
+def test_resident_weights_are_prefetched_off_sp():
+    """A fused kernel's resident weights are triggered by a compute engine (SP's in-order stream
+    holds the earlier kernels' loads, which wait for their compute) on queues of their own (a
+    queue runs in order: behind those loads the weight would not start either), and the program
+    still matches jax."""
+    from neuronxcc.starfish.penguin.emit import NUM_QUEUES
+
+    def f(x, g, w1, w2):
+        y = jnp.tanh(x) * 2.0                 # an earlier kernel with loads of its own on SP
+        return y, _mlp_block(x, g, w1, w2)
+    args = _args(np.random.default_rng(6))
+    m = check(f, *args)
+    inputs = [t.name for t in m.tensors.values() if t.kind == "input"]
+    for w in inputs[2:]:
+        dmas = _weight_dmas(m, w)
+        assert dmas and all(i.engine in ("ACT", "DVE", "POOL") for i in dmas), [(i.engine, w) for i in dmas]
+        assert all(int(i.attrs["queue"][1:]) >= NUM_QUEUES for i in dmas), [i.attrs["queue"] for i in dmas]
+    # the other loads keep SP and the rotation queues
+    x_loads = _weight_dmas(m, inputs[0])
+    assert x_loads and all(i.engine == "SP" and int(i.attrs["queue"][1:]) < NUM_QUEUES for i in x_loads)

@@ -56,6 +56,8 @@ class Emitter:
         # static work estimate per engine (ns-ish: cycles / GHz) of the kernel being emitted, for
         # simple load balancing; ``begin_kernel`` starts each kernel's count at zero
         self.engine_load = {"DVE": 0.0, "ACT": 0.0, "POOL": 0.0}
+        self.dma_engine = None       # when set, the engine that triggers DMAs not given one (default SP)
+        self._pq = 0
 
     def begin_kernel(self):
         """A new kernel: the engine-load counts restart (earlier kernels' work does not steer it)."""
@@ -107,6 +109,14 @@ class Emitter:
             self.engine_load[engine] += max(64, n) / (1.12 if engine == "DVE" else 1.4)
         return self.b.inst(opcode, engine, dsts, srcs, name=self.label, **attrs)
 
+    def prefetch_queue(self):
+        """DMA queues of their own (the upper half of the engine's 16) for loads issued early out of
+        program order (weights that depend on nothing): a queue runs its transfers in order, so on
+        a rotation queue such a load would wait behind the earlier, later-starting loads there."""
+        q = "q%d" % (NUM_QUEUES + self._pq % NUM_QUEUES)
+        self._pq += 1
+        return q
+
     def next_queue(self):
         """DMA queues in rotation: every queue is its own timeline track, so independent
         transfers issued by neighbouring instructions overlap (dependences are semaphores)."""
@@ -114,10 +124,14 @@ class Emitter:
         self._q += 1
         return q
 
-    def dma(self, dst, src, queue=None, engine="SP"):
+    def dma(self, dst, src, queue=None, engine=None):
         """A DMA triggered by ENGINE (any engine's sequencer can trigger one; a store issued by the
-        engine that produced its data keeps SP, which issues in order, free to run ahead with loads)."""
-        return self.inst("dma_copy", engine, [dst], [src], queue=queue or self.next_queue())
+        engine that produced its data keeps SP, which issues in order, free to run ahead with loads);
+        by default ``dma_engine`` or SP."""
+        engine = engine or self.dma_engine or "SP"
+        if queue is None:
+            queue = self.prefetch_queue() if self.dma_engine is not None else self.next_queue()
+        return self.inst("dma_copy", engine, [dst], [src], queue=queue)
 
     # -- loop nests ----------------------------------------------------------------
     def nest(self, axes, body, starts=(), sizes=(), unroll=1):

@@ -342,10 +342,21 @@ class Context:
         return tv
 
     def load_weights(self):
+        """The resident weights, loaded before the row loop. Their DMAs are triggered by the compute
+        engine with the least work emitted so far, not SP: SP issues in order, and behind the
+        previous kernel's loads (which wait for its compute) a weight that depends on nothing would
+        not start until that kernel is nearly done; from a quiet engine's stream it loads while the
+        earlier kernels compute."""
         P = self.kern.P
-        for base, info in self.infos.items():
-            self.res[base] = resident.load(self.kern, info.R, 0, [], P.const(0), info.N, info.K, info.cdt)
-            info.inlined += 1
+        em = self.kern.em
+        prev = em.dma_engine
+        em.dma_engine = min(("POOL", "DVE", "ACT"), key=lambda e: em.engine_load[e])
+        try:
+            for base, info in self.infos.items():
+                self.res[base] = resident.load(self.kern, info.R, 0, [], P.const(0), info.N, info.K, info.cdt)
+                info.inlined += 1
+        finally:
+            em.dma_engine = prev
 
 
 def prepare(kern, x, shape, p, f):
