@@ -450,6 +450,44 @@ def _compute(scope, info, rr, row0, pn):
     em = kern.em
     from neuronxcc.starfish.penguin.tiles import onchip_dtype
     K, N, cdt = info.K, info.N, info.cdt
+    TK = kern.k_tile(K)
+    nk = -(-K // TK)
+    chunks = _lhsT_chunks(scope, info, row0, pn)
+    odt = onchip_dtype(info.dtype)
+    out = em.sbuf("mm", pn, N, odt)
+    bank = em.tm.psum_bank_bytes // 4
+    for n0 in range(0, N, bank):
+        nc = min(bank, N - n0)
+        ps = em.psum("ps", pn, nc)
+        ps_ap = em.chip(ps, "float32", pn, [[1, nc]])
+        for t in range(nk):
+            kn = min(TK, K - t * TK)
+            em.inst("matmul", "PE", [ps_ap], [chunks[t], em.chip(rr, cdt, kn, [[1, nc]], offset=t * N + n0)],
+                    psum_zero=(t == 0))
+        kern._evict_copy(em.chip(out, odt, pn, [[1, nc]], offset=n0), ps_ap)
+    return out, odt
+
+
+def _lhsT_chunks(scope, info, row0, pn):
+    """The stationary operand of the row tile's matmul: L^T [kn, pn] per K tile (APs), computed once
+    per tile. When L is (a function on the activation engine of) another inline matmul's result,
+    each chunk is that matmul computed transposed (``_transposed_chunks``); otherwise the row tile of L
+    is built [pn, K] and transposed on the PE chunk by chunk."""
+    key = ("lhsT", id(info), str(row0), pn)
+    hit = scope.tiles.get(key)
+    if hit is not None:
+        return hit
+    chunks = _transposed_chunks(scope, info, row0, pn)
+    if chunks is None:
+        chunks = _pe_transposed(scope, info, row0, pn)
+    scope.tiles[key] = chunks
+    return chunks
+
+
+def _pe_transposed(scope, info, row0, pn):
+    kern = scope.ctx.kern
+    em = kern.em
+    K, cdt = info.K, info.cdt
     sub = scope.space(row0, pn, K)
     lt = sub.materialise(sub.value(info.L))
     if lt.dtype != cdt:
@@ -472,17 +510,60 @@ def _compute(scope, info, rr, row0, pn):
             if n_ > 0:
                 kern._evict_copy(em.chip(lhsT, cdt, kn, [[1, n_ * pn]], offset=(j0 + a) * pn),
                                  em.chip(ps, "float32", kn, [[1, n_ * pn]], offset=a * pn))
-    odt = onchip_dtype(info.dtype)
-    out = em.sbuf("mm", pn, N, odt)
-    bank = em.tm.psum_bank_bytes // 4
-    for n0 in range(0, N, bank):
-        nc = min(bank, N - n0)
-        ps = em.psum("ps", pn, nc)
-        ps_ap = em.chip(ps, "float32", pn, [[1, nc]])
-        for t in range(nk):
-            kn = min(TK, K - t * TK)
-            em.inst("matmul", "PE", [ps_ap], [em.chip(lhsT, cdt, kn, [[1, pn]], offset=t * pn),
-                                              em.chip(rr, cdt, kn, [[1, nc]], offset=t * N + n0)],
-                    psum_zero=(t == 0))
-        kern._evict_copy(em.chip(out, odt, pn, [[1, nc]], offset=n0), ps_ap)
-    return out, odt
+    return [em.chip(lhsT, cdt, min(TK, K - t * TK), [[1, pn]], offset=t * pn) for t in range(nk)]
+
+
+def _chain_source(scope, info):
+    """(ACT function or None, inner matmul leaf) when info's L is an inline matmul's fp32 result, or
+    one activation-engine function of it, over all of L's columns; else None."""
+    cg = scope.ctx.kern.cg
+    L, func = info.L, None
+    if not (isinstance(L, View) and is_mm_leaf(L)):
+        m = cg.act_matcher.match(L) if isinstance(L, Node) else None
+        if m is None or not (isinstance(m[1], View) and is_mm_leaf(m[1])) or L.dtype != "float32":
+            return None
+        func, L = m
+    inner = cg.mmred.get(L.base)
+    if inner is None or inner.tensor is not None or L.base not in scope.ctx.res or inner.dtype != "float32":
+        return None
+    if inner.cdt != "float32" and func is None:
+        return None
+    al = _align(cg, L, 1, 0, (info.M, info.K))
+    if al is None or al[1]:
+        return None
+    return func, L, al
+
+
+def _transposed_chunks(scope, info, row0, pn):
+    """L^T by K chunks when L = f(A @ B) of an inline matmul (a GELU between the FFN's two matmuls):
+    chunk t is (A @ B)^T's rows t*TK.. computed directly, B's columns stationary and the row tile's
+    A^T moving ([kn, pn] in PSUM: max(64, pn) PE columns instead of the K columns of B per row tile),
+    and f applied by the PSUM eviction on ACT. No PE transposes of L and no [pn, K] tile of it."""
+    src = _chain_source(scope, info)
+    if src is None:
+        return None
+    func, v, (r0, _, c0) = src
+    kern = scope.ctx.kern
+    em = kern.em
+    inner = kern.cg.mmred[v.base]
+    rr = scope.ctx.res[v.base]
+    achunks = _lhsT_chunks(scope, inner, row0 + r0 if r0 else row0, pn)
+    Ki, Ni, icdt = inner.K, inner.N, inner.cdt
+    TKi = kern.k_tile(Ki)
+    TK = kern.k_tile(info.K)
+    out = []
+    for t in range(-(-info.K // TK)):
+        kn = min(TK, info.K - t * TK)
+        ps = em.psum("psTT", kn, pn)
+        ps_ap = em.chip(ps, "float32", kn, [[1, pn]])
+        for ti, a in enumerate(achunks):
+            kni = min(TKi, Ki - ti * TKi)
+            em.inst("matmul", "PE", [ps_ap], [em.chip(rr, icdt, kni, [[1, kn]], offset=ti * Ni + c0 + t * TK), a],
+                    psum_zero=(ti == 0))
+        lt = em.chip(em.sbuf("lhsTT", kn, pn, info.cdt), info.cdt, kn, [[1, pn]])
+        if func is None:
+            kern._evict_copy(lt, ps_ap)
+        else:
+            em.inst("activation", "ACT", [lt], [ps_ap], func=func, scale=1.0, bias=0.0)
+        out.append(lt)
+    return out
