@@ -23,8 +23,8 @@ import gzip
 import hashlib
 import io
 import posixpath
+import os
 import tarfile
-import uuid as _uuid
 import zlib
 
 from neuronxcc.errors import NeffFormatError
@@ -67,6 +67,15 @@ def content_uuid(payload, name):
     return bytes(digest)
 
 
+def random_uuid4():
+    """A fresh random RFC 4122 version-4 uuid (16 bytes): what ``uuid.uuid4().bytes`` gives,
+    without importing ``uuid`` (its imports cost every compile's start-up)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    return bytes(b)
+
+
 def pack_neff(members, name, fast_loading=False, feature_bits=0, neff_build_version="", uuid_bytes=None, lnc_size=1):
     """NEFF bytes (header + payload) for ``{member name: bytes}``.
 
@@ -78,7 +87,7 @@ def pack_neff(members, name, fast_loading=False, feature_bits=0, neff_build_vers
     else:
         pkg, payload = PKG_VERSION_GZIP_MD5, gzip.compress(tar, compresslevel=GZIP_LEVEL, mtime=0)
     if uuid_bytes is None:
-        uuid_bytes = _uuid.uuid4().bytes
+        uuid_bytes = random_uuid4()
     hdr = NeffHeader(pkg_version=pkg, data_size=len(payload), neff_build_version=neff_build_version,
                      hash=payload_hash(pkg, payload), uuid=bytes(uuid_bytes), name=name,
                      feature_bits=feature_bits, lnc_size=int(lnc_size))

@@ -300,28 +300,31 @@ def build_members(module, io_transposes=None, custom_op_libs=None):
 
 
 def write_neff_members(output, members, name, fast_loading=False, feature_bits=0, deterministic_uuid=False,
-                       uuid_bytes=None, lnc_size=1):
-    """Pack ``members`` and write them atomically at ``output``; returns the path."""
+                       uuid_bytes=None, lnc_size=1, durable=True):
+    """Pack ``members`` and write them atomically at ``output``; returns the path. ``durable``:
+    flushed to disk before the rename (a file that is only an intermediate, e.g. the work dir's
+    NEFF the driver then publishes durably, need not be)."""
     name = truncate_utf8(name, 255)
     if uuid_bytes is None and deterministic_uuid:
         uuid_bytes = content_uuid(make_tar(members) + (b"raw" if fast_loading else b"gz"), name)
     data = pack_neff(members, name, fast_loading=fast_loading, feature_bits=feature_bits,
                      neff_build_version=truncate_utf8(__version__, 127), uuid_bytes=uuid_bytes, lnc_size=lnc_size)
-    atomic_write(output, data)
+    atomic_write(output, data, durable)
     return output
 
 
-def atomic_write(path, data):
-    """Write ``data`` to a temp file next to ``path``, flushed to disk, and rename it over ``path``."""
-    toolshell.atomic_write(path, data, fsync=True, user_error=False)     # callers word the OSError
+def atomic_write(path, data, durable=True):
+    """Write ``data`` to a temp file next to ``path`` (flushed to disk when ``durable``) and rename
+    it over ``path``."""
+    toolshell.atomic_write(path, data, fsync=durable, user_error=False)     # callers word the OSError
 
 
 def write_neff(output, module, name=None, fast_loading=False, io_transposes=None, custom_op_libs=None,
-               deterministic_uuid=False):
+               deterministic_uuid=False, durable=True):
     """Kelper: write ``module`` as a NEFF at ``output`` (see the module docstring)."""
     if name is None:
         name = getattr(module, "name", None) or os.path.splitext(os.path.basename(os.fspath(output)))[0]
     members, feature_bits = build_members(module, io_transposes=io_transposes, custom_op_libs=custom_op_libs)
     lnc = int((getattr(module, "attrs", None) or {}).get("lnc", 1) or 1)   # penguin/lnc.py: 2 when split
     return write_neff_members(output, members, name, fast_loading=fast_loading, feature_bits=feature_bits,
-                              deterministic_uuid=deterministic_uuid, lnc_size=lnc)
+                              deterministic_uuid=deterministic_uuid, lnc_size=lnc, durable=durable)

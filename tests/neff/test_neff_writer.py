@@ -327,3 +327,12 @@ def test_neff_info_command(tmp_path):
     r = run_ncc(["neff-info", str(tmp_path / "bad.neff")], cwd=str(tmp_path))
     assert r.returncode == 70
     assert r.stderr.strip().splitlines()[-1].startswith("[NCC_ENEF001]") and "Traceback" not in r.stderr
+
+
+def test_a_fresh_uuid_is_random_rfc4122_version_4():
+    from neuronxcc.neff.container import random_uuid4
+    a, b = random_uuid4(), random_uuid4()
+    assert len(a) == 16 and a != b
+    for u in (a, b):
+        u = uuid.UUID(bytes=u)
+        assert u.version == 4 and u.variant == uuid.RFC_4122

@@ -13,7 +13,7 @@ buildPipeline(argv, logger) -> (pipeline, args), in the seed's order:
 
 --optlevel shapes flags and walrus passes, never the job list.
 
-runPipeline: a fresh work directory per compile (``tempfile.mkdtemp`` under
+runPipeline: a fresh work directory per compile (``makeWorkDir``, mkdtemp's contract, under
 --temp-dir or the launch dir, so two compiles in one cwd never share files),
 the input staged as ``model.hlo_module.pb``, progress dots on stdout, the
 jobs, then ``--output`` published atomically only when every job passed.
@@ -27,7 +27,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
@@ -374,7 +373,7 @@ class CompileCommand(CommandInterface):
         with _RemoveWorkdirOnInterrupt(state):
             try:
                 os.makedirs(base, exist_ok=True)
-                state.workdir = tempfile.mkdtemp(prefix="neuronxcc-", dir=base)
+                state.workdir = makeWorkDir(base)
             except OSError as e:
                 raise InvalidArgumentError("cannot create the work directory in %s: %s%s" % (
                     base, e.strerror or e, "" if args.temp_dir else " (choose one with --temp-dir)")) from e
@@ -570,6 +569,22 @@ def _crash(name):
     os.kill(os.getpid(), sig)
     time.sleep(5)
     raise InternalCompilerError("signal %s did not end the process" % n)
+
+
+def makeWorkDir(base, prefix="neuronxcc-"):
+    """A new directory ``base/<prefix><random>`` (mode 0700, absolute path) that no other compile
+    gets: ``tempfile.mkdtemp``'s contract, without importing tempfile (random and hashlib with it)
+    into every compile."""
+    import errno
+
+    for _ in range(100):
+        path = os.path.abspath(os.path.join(base, prefix + os.urandom(6).hex()))
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(errno.EEXIST, "no usable work directory name in %s" % base)
 
 
 def checkOutputPath(output):

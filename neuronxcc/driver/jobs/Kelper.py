@@ -2,8 +2,9 @@
 
 Loads sg00/walrus.bir.json with ``neuronxcc.starfish.birpy.load`` and calls
 ``neuronxcc.neff.write_neff(model.neff, module, name=..., fast_loading=...,
-io_transposes=<io_transposes.json or None>)`` (atomic: temp + rename). The
-driver publishes model.neff to --output only when the whole pipeline passes.
+io_transposes=<io_transposes.json or None>, durable=False)`` (atomic: temp + rename; not
+flushed to disk: the driver publishes model.neff to --output, flushed, only when the whole
+pipeline passes).
 """
 import json
 import os
@@ -29,7 +30,8 @@ class Kelper(Job):
         if os.path.isfile(files.IO_TRANSPOSES):
             with open(files.IO_TRANSPOSES) as f:
                 io_transposes = json.load(f)
+        # the work dir's NEFF is an intermediate: publishing it at --output is the durable write
         write_neff(files.NEFF, module, name=self.neffName(state),
                    fast_loading=bool(state.args.enable_fast_loading_neuron_binaries),
-                   io_transposes=io_transposes)
+                   io_transposes=io_transposes, durable=False)
         self.requireFile(files.NEFF, "write_neff")
