@@ -56,8 +56,15 @@ def _typed(v, types, what):
     return v
 
 
+# The readers below take the common case (a value of exactly the expected JSON type) without
+# building the error text; anything else goes through ``_typed``, which raises or accepts it.
+_LO, _HI = _INT64
+
+
 def _int(d, key, what, default=None, optional=False):
     v = d.get(key, default)
+    if type(v) is int and _LO <= v <= _HI:
+        return v
     if v is None and optional:
         return None
     return _typed(v, (int,), "%s %s" % (what, key))
@@ -65,25 +72,34 @@ def _int(d, key, what, default=None, optional=False):
 
 def _str(d, key, what, optional=False):
     v = d.get(key)
+    if type(v) is str:
+        return v
     if v is None and optional:
         return None
     return _typed(v, (str,), "%s %s" % (what, key))
 
 
 def _list(d, key, what, default=()):
+    v = d.get(key)
+    if type(v) is list:
+        return v
     return _typed(d.get(key, list(default)), (list,), "%s %s" % (what, key))
 
 
 def _obj(v, what):
+    if type(v) is dict:
+        return v
     return _typed(v, (dict,), what)
 
 
 def _pairs(v, what):
     """[[a, b], ...] of a JSON list."""
-    _typed(v, (list,), what)
+    if type(v) is not list:
+        _typed(v, (list,), what)
     for p in v:
-        if not isinstance(p, list) or len(p) != 2:
-            raise BirFormatError("malformed BIR JSON: %s must hold [a, b] pairs, got %r" % (what, p))
+        if type(p) is not list or len(p) != 2:
+            if not isinstance(p, list) or len(p) != 2:
+                raise BirFormatError("malformed BIR JSON: %s must hold [a, b] pairs, got %r" % (what, p))
     return v
 
 
@@ -114,7 +130,7 @@ def _wait_value_to_json(v):
 
 
 def _wait_value_from_json(v):
-    if isinstance(v, int) and not isinstance(v, bool):
+    if type(v) is int or isinstance(v, int) and not isinstance(v, bool):
         return v
     e = _expr_from_json(v)
     return int(e) if e.is_const() else e
@@ -133,7 +149,8 @@ def ap_from_json(obj):
     if pattern is not None:
         for p in _pairs(pattern, "access pattern pattern"):
             for x in p:
-                _typed(x, (int,), "an access pattern [step, num]")
+                if type(x) is not int or not _LO <= x <= _HI:
+                    _typed(x, (int,), "an access pattern [step, num]")
     return AccessPattern(_str(obj, "target", what), _str(obj, "dtype", what), _expr_from_json(obj.get("offset", 0)),
                          pattern, _int(obj, "start_partition", what, optional=True),
                          _int(obj, "num_partitions", what, optional=True))
@@ -186,9 +203,10 @@ def node_from_json(d):
     if k == "inst":
         what = "instruction"
         attrs = _obj(d.get("attrs", {}), "instruction attrs")
-        waits = [(_typed(s, (str,), "a wait's semaphore"), _wait_value_from_json(v))
+        waits = [(s if type(s) is str else _typed(s, (str,), "a wait's semaphore"), _wait_value_from_json(v))
                  for s, v in _pairs(d.get("waits", []), "instruction waits")]
-        signals = [(_typed(s, (str,), "a signal's semaphore"), _typed(v, (int,), "a signal's increment"))
+        signals = [(s if type(s) is str else _typed(s, (str,), "a signal's semaphore"),
+                    v if type(v) is int and _LO <= v <= _HI else _typed(v, (int,), "a signal's increment"))
                    for s, v in _pairs(d.get("signals", []), "instruction signals")]
         return Instruction(_str(d, "opcode", what), _str(d, "engine", what),
                            [ap_from_json(a) for a in _list(d, "dsts", what)],
