@@ -11,6 +11,8 @@ with XLA:CPU (JAX) within ``neuronxcc.common.tolerances``. Sources:
 * ``programs`` - tests/hlo/test_interp_programs.py's whole programs (decode step, ResNet training,
                  Adam, vmap, scan ...), so far only run through the interpreter;
 * ``pieces``   - common model pieces as JAX emits them (scripts/probe_hlo_cases.py);
+* ``offcpu``   - JAX programs as JAX lowers them for a platform without LAPACK custom calls (as a
+                 Neuron client does: the cholesky / triangular-solve opcodes), XLA:CPU's results;
 * ``scale``    - one layer of real models at their own widths (BERT-base, a Llama MLP in bf16,
                  a 32k-vocab LM head with its gradient, a ResNet conv/BN block, GQA decode);
 * ``text``     - hand-written HLO text in the forms XLA's HLO tests and torch-xla use
@@ -23,7 +25,7 @@ exit status other than 0/70, a traceback on the console, or birsim raising: alwa
 ``narrow64`` (results that differ only in 64-bit outputs, which the device computes in 32 bits as
 the README says); ``timeout``.
 
-    python scripts/probe_hlo.py [--sources lax,lax64,programs,pieces,text,scale] [-k SUBSTR]
+    python scripts/probe_hlo.py [--sources lax,lax64,programs,pieces,text,offcpu,scale] [-k SUBSTR]
                                 [--client plain|nxd|zml] [--table out.md] [--keep DIR]
 
 Prints one table and a summary; never asserts.
@@ -71,6 +73,8 @@ def collect(sources):
         out += list(_jax_cases("programs", test_interp_programs.PROGRAMS))
     if "pieces" in sources:
         out += list(_jax_cases("pieces", probe_hlo_cases.PIECES))
+    if "offcpu" in sources:
+        out += [("offcpu", n, ("jaxoff", fn, list(args))) for n, (fn, args) in sorted(probe_hlo_cases.OFFCPU.items())]
     if "scale" in sources:
         out += list(_jax_cases("scale", probe_hlo_cases.SCALE))
     if "text" in sources:
@@ -87,6 +91,14 @@ def _model_and_reference(kind, a, b):
             return _model_and_reference("jax", a, b)
         finally:
             jax.config.update("jax_enable_x64", False)
+    if kind == "jaxoff":
+        from jax import export
+        from jax._src.lib import _jax
+        fn, args = a, b
+        mlir = export.export(jax.jit(fn), platforms=["tpu"])(*args).mlir_module()
+        comp = _jax.mlir.mlir_module_to_xla_computation(mlir, use_tuple_args=False, return_tuple=False)
+        ref = [np.asarray(o) for o in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+        return comp.as_serialized_hlo_module_proto(), ".hlo_module.pb", args, ref, "jax"
     if kind == "jax":
         fn, args = a, b
         lowered = jax.jit(fn).lower(*args)
@@ -188,7 +200,7 @@ def _run_or_skip(case, d, timeout, client):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sources", default="lax,lax64,programs,pieces,text,scale")
+    ap.add_argument("--sources", default="lax,lax64,programs,pieces,text,offcpu,scale")
     ap.add_argument("-k", default="", help="only cases whose source/name contains this")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--client", choices=sorted(CLIENT_FLAGS), default="plain",

@@ -1362,3 +1362,39 @@ def topk_sampling_over_vocab_32k(logits):
 @scale(f32(1, 128256, scale=3.0))
 def argmax_and_topk_over_vocab_128k(logits):
     return jnp.argmax(logits, -1), lax.top_k(logits, 8)
+
+
+# --- linear algebra as JAX lowers it off CPU (probe source "offcpu") ----------------------------
+
+OFFCPU = {}
+
+
+def _spd(*b, n):
+    a = R.randn(*b, n, n).astype(np.float32)
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=np.float32)
+
+
+def offcpu(*args):
+    def deco(fn):
+        OFFCPU[fn.__name__] = (fn, list(args))
+        return fn
+    return deco
+
+
+@offcpu(_spd(n=16), f32(16, 4))
+def cholesky_solve_and_logdet(a, b):
+    ll = jnp.linalg.cholesky(a)
+    return ll, jax.scipy.linalg.cho_solve((ll, True), b), 2 * jnp.sum(jnp.log(jnp.diagonal(ll)))
+
+
+@offcpu(_spd(3, n=8), f32(3, 5, 8))
+def batched_triangular_solves(a, b):
+    ll = jnp.linalg.cholesky(a)
+    return (jax.scipy.linalg.solve_triangular(ll, jnp.swapaxes(b, -1, -2), lower=True, trans=1),
+            jax.vmap(lambda m, v: jax.scipy.linalg.solve_triangular(m, v.T, lower=False, unit_diagonal=True))(a, b))
+
+
+@offcpu(_spd(n=32), f32(32, 32))
+def gaussian_whitening(cov, x):
+    ll = jnp.linalg.cholesky(cov)
+    return jax.scipy.linalg.solve_triangular(ll, x, lower=True)

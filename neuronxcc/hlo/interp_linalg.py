@@ -20,7 +20,7 @@ import contextlib
 import numpy as np
 
 from neuronxcc.errors import HloVerifyError
-from neuronxcc.hlo.interp_attrs import conv_dims, dot_dims, int_attr, int_list, str_attr, window
+from neuronxcc.hlo.interp_attrs import bool_attr, conv_dims, dot_dims, int_attr, int_list, str_attr, window
 from neuronxcc.hlo.interp_base import cast, dtype_of, handler, is_float
 from neuronxcc.hlo.interp_shape import pad
 
@@ -209,3 +209,61 @@ def h_fft(ev, inst, args):
     else:
         r = fn(x, axes=axes)
     return cast(r, dtype_of(inst.shape))
+
+
+def _compute_dtype(x):
+    return np.float64 if x.dtype == np.float64 else np.float32
+
+
+@handler("cholesky")
+def h_cholesky(ev, inst, args):
+    """a = l l^T (lower) or u^T u (upper) over the two minor dims, from that triangle of a alone; the
+    other triangle of the result is 0; a matrix that is not positive definite gives NaNs."""
+    a = np.asarray(args[0])
+    out_dt = dtype_of(inst.shape)
+    x = a.astype(_compute_dtype(a))
+    lower = bool_attr(inst, "lower", False)
+    m = np.tril(x) if lower else np.swapaxes(np.triu(x), -1, -2)
+    sym = m + np.swapaxes(np.tril(m, -1), -1, -2)
+    n = a.shape[-1]
+    flat = sym.reshape(-1, n, n)
+    res = np.empty_like(flat)
+    for b in range(flat.shape[0]):
+        try:
+            res[b] = np.linalg.cholesky(flat[b])
+        except np.linalg.LinAlgError:
+            res[b] = np.nan
+    res = res.reshape(a.shape)
+    if not lower:
+        res = np.swapaxes(res, -1, -2)
+    return cast(res, out_dt)
+
+
+@handler("triangular_solve")
+def h_triangular_solve(ev, inst, args):
+    """x with op(a) x = b (left_side) or x op(a) = b, a triangular (its ``lower`` triangle, the
+    diagonal taken as 1 when unit_diagonal), op the transpose_a option (ADJOINT = TRANSPOSE for reals)."""
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    out_dt = dtype_of(inst.shape)
+    cd = _compute_dtype(a)
+    lower = bool_attr(inst, "lower", False)
+    m = np.tril(a.astype(cd)) if lower else np.triu(a.astype(cd))
+    if bool_attr(inst, "unit_diagonal", False):
+        n = a.shape[-1]
+        m = m * (1 - np.eye(n, dtype=cd)) + np.eye(n, dtype=cd)
+    low = lower
+    if (str_attr(inst, "transpose_a") or "NO_TRANSPOSE").upper() in ("TRANSPOSE", "ADJOINT"):
+        m, low = np.swapaxes(m, -1, -2), not low
+    bb = b.astype(cd)
+    left = bool_attr(inst, "left_side", False)
+    if not left:                    # x m = b  <=>  m^T x^T = b^T
+        m, bb, low = np.swapaxes(m, -1, -2), np.swapaxes(bb, -1, -2), not low
+    n = m.shape[-1]
+    x = np.zeros_like(bb)
+    with np.errstate(all="ignore"):     # substitution, as XLA: a zero pivot gives inf / NaN, no error
+        for i in (range(n) if low else range(n - 1, -1, -1)):
+            s = np.einsum("...k,...kj->...j", m[..., i, :], x)
+            x[..., i, :] = (bb[..., i, :] - s) / m[..., i, i][..., None]
+    if not left:
+        x = np.swapaxes(x, -1, -2)
+    return cast(x, out_dt)

@@ -256,6 +256,8 @@ ATTR_DEFAULTS = {
     "concatenate": {"dimensions": ()},
     "map": {"dimensions": ()},
     "rng-bit-generator": {"algorithm": "rng_default"},
+    "cholesky": {"lower": False},
+    "triangular-solve": {"left_side": False, "lower": False, "unit_diagonal": False, "transpose_a": "NO_TRANSPOSE"},
 }
 
 

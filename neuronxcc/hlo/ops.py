@@ -146,6 +146,8 @@ _ROWS = [
     ("dot", LINALG, "dot"),
     ("convolution", LINALG, "convolution"),
     ("fft", LINALG, "fft"),
+    ("cholesky", LINALG, "cholesky"),                  # what JAX emits for linalg off CPU/GPU
+    ("triangular-solve", LINALG, "triangular_solve"),
     # --- sorting ------------------------------------------------------------
     ("sort", SORTING, "sort"),
     ("topk", SORTING, "topk"),

@@ -35,6 +35,7 @@ _OP_ATTRS = {
     "reduce-precision": ("exponent_bits", "mantissa_bits"), "fusion": ("kind",),
     "batch-norm-training": ("epsilon", "feature_index"), "batch-norm-inference": ("epsilon", "feature_index"),
     "batch-norm-grad": ("epsilon", "feature_index"), "fft": ("fft_type", "fft_length"), "topk": ("k", "largest"),
+    "cholesky": ("lower",), "triangular-solve": ("left_side", "lower", "unit_diagonal", "transpose_a"),
     "rng-get-and-update-state": ("delta",), "infeed": ("infeed_config",),
     "outfeed": ("outfeed_config", "outfeed_shape"),
 }
@@ -356,6 +357,14 @@ def attrs_from_proto(ip, opcode):
     elif opcode == "topk":
         a["k"] = ip.k
         a["largest"] = bool(ip.largest)
+    elif opcode == "cholesky":
+        a["lower"] = bool(ip.cholesky_options.lower) if ip.cholesky_options is not None else False
+    elif opcode == "triangular-solve":
+        o = ip.triangular_solve_options
+        a["left_side"] = bool(o.left_side) if o is not None else False
+        a["lower"] = bool(o.lower) if o is not None else False
+        a["unit_diagonal"] = bool(o.unit_diagonal) if o is not None else False
+        a["transpose_a"] = (schema.enum_name("Transpose", o.transpose_a) if o is not None else None) or "NO_TRANSPOSE"
     elif opcode == "rng-get-and-update-state":
         a["delta"] = ip.delta
     elif opcode == "infeed" and ip.infeed_config:
@@ -499,6 +508,13 @@ def attrs_to_proto(instr, ip):
         ip.fft_length.extend(a["fft_length"])
     elif op == "topk":
         ip.k, ip.largest = a["k"], bool(a.get("largest"))
+    elif op == "cholesky":
+        ip.cholesky_options.lower = bool(a.get("lower"))
+    elif op == "triangular-solve":
+        o = ip.triangular_solve_options
+        o.left_side, o.lower = bool(a.get("left_side")), bool(a.get("lower"))
+        o.unit_diagonal = bool(a.get("unit_diagonal"))
+        o.transpose_a = schema.enum_number("Transpose", a.get("transpose_a", "NO_TRANSPOSE").upper())
     elif op == "rng-get-and-update-state":
         ip.delta = a["delta"]
     elif op == "infeed" and "infeed_config" in a:

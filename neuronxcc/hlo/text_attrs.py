@@ -23,9 +23,10 @@ _INT_LIST_ATTRS = frozenset((
 _INT_ATTRS = frozenset(("index", "iota_dimension", "index_vector_dim", "feature_group_count", "batch_group_count",
                         "exponent_bits", "mantissa_bits", "feature_index", "channel_id", "k", "delta"))
 _BOOL_ATTRS = frozenset(("is_stable", "indices_are_sorted", "unique_indices", "custom_call_has_side_effect",
-                         "largest", "use_global_device_ids", "constrain_layout", "is_host_transfer"))
+                         "largest", "use_global_device_ids", "constrain_layout", "is_host_transfer", "lower",
+                         "left_side", "unit_diagonal"))
 _WORD_ATTRS = frozenset(("direction", "type", "api_version", "distribution", "algorithm", "kind", "fft_type",
-                         "schedule"))
+                         "schedule", "transpose_a"))
 _STRING_ATTRS = frozenset(("custom_call_target", "backend_config", "infeed_config", "outfeed_config"))
 _COMP_ATTRS = frozenset(("to_apply", "body", "condition", "select", "scatter", "calls", "true_computation",
                          "false_computation"))

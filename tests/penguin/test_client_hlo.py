@@ -168,3 +168,86 @@ def test_top_k_over_rows_longer_than_one_custom_op_call():
     x[1, 8999] = 100.0
     check(lambda x: lax.top_k(x, 20), x)
     check(lambda x: lax.top_k(x.astype(jnp.bfloat16), 5), x)
+
+
+def _off_cpu_hlo(f, *args):
+    """The HLO JAX emits for f on a platform without LAPACK custom calls (the cholesky and
+    triangular-solve opcodes), as an HloModuleProto; skips when this jaxlib cannot give it."""
+    try:
+        from jax import export
+        from jax._src.lib import _jax
+        mlir = export.export(jax.jit(f), platforms=["tpu"])(*args).mlir_module()
+        comp = _jax.mlir.mlir_module_to_xla_computation(mlir, use_tuple_args=False, return_tuple=False)
+    except (ImportError, AttributeError) as e:
+        pytest.skip("no off-CPU lowering in this jaxlib: %s" % e)
+    return comp.as_serialized_hlo_module_proto(), comp.as_hlo_text()
+
+
+def test_cholesky_and_triangular_solves_as_jax_emits_them_off_cpu():
+    from neuronxcc.common.tolerances import assert_close
+    from neuronxcc.hlo import load_module
+    from neuronxcc.starfish.penguin.codegen import lower_graph
+    from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin
+    from penguin_helpers import jax_outputs, run_bir
+    a = R.randn(2, 6, 6).astype(np.float32)
+    a = a @ a.transpose(0, 2, 1) + 6 * np.eye(6, dtype=np.float32)
+    b = R.randn(2, 6, 3).astype(np.float32)
+
+    def f(a, b):
+        ll = jnp.linalg.cholesky(a)
+        return (ll, jax.scipy.linalg.cho_solve((ll, True), b),
+                jax.scipy.linalg.solve_triangular(a, b, lower=False, trans=1, unit_diagonal=True),
+                jax.scipy.linalg.solve_triangular(ll[0].astype(jnp.bfloat16), b[0].astype(jnp.bfloat16), lower=True))
+    pb, text = _off_cpu_hlo(f, a, b)
+    assert "cholesky(" in text and "triangular-solve(" in text
+    got = run_bir(lower_graph(hlo_to_penguin(load_module(pb))), [a, b])
+    for k, (x, y) in enumerate(zip(got, jax_outputs(f, a, b))):
+        assert_close(x, y, "output%d" % k, row="compiled")
+
+
+TRSM = """HloModule trsm
+ENTRY main {
+  a = f32[3,1,5,5] parameter(0)
+  b = f32[3,1,4,5] parameter(1)
+  c = f32[3,1,5,5] cholesky(a), lower=false
+  x = f32[3,1,4,5] triangular-solve(c, b), left_side=false, lower=false, transpose_a=TRANSPOSE
+  y = f32[3,1,4,5] triangular-solve(a, b), left_side=false, lower=true, unit_diagonal=true, transpose_a=NO_TRANSPOSE
+  ROOT t = (f32[3,1,5,5], f32[3,1,4,5], f32[3,1,4,5]) tuple(c, x, y)
+}"""
+
+
+def test_upper_cholesky_and_right_side_solves_against_xla():
+    from neuronxcc.common.tolerances import assert_close
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish.penguin.codegen import lower_graph
+    from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin
+    from penguin_helpers import run_bir
+    from support.corpus import xla_run
+    a = R.randn(3, 1, 5, 5).astype(np.float32)
+    a = a @ np.swapaxes(a, -1, -2) + 5 * np.eye(5, dtype=np.float32)
+    b = R.randn(3, 1, 4, 5).astype(np.float32)
+    try:
+        want = xla_run(TRSM, [a, b])
+    except NotImplementedError as e:
+        pytest.skip(str(e))
+    got = run_bir(lower_graph(hlo_to_penguin(parse_hlo_text(TRSM))), [a, b])
+    for k, (x, y) in enumerate(zip(got, want)):
+        assert_close(x, y, "output%d" % k, row="compiled")
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite_is_all_nan():
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish.penguin.codegen import lower_graph
+    from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin
+    from penguin_helpers import run_bir
+    from support.corpus import xla_run
+    text = "HloModule c\nENTRY main {\n  a = f32[2,4,4] parameter(0)\n  ROOT l = f32[2,4,4] cholesky(a), lower=true\n}"
+    a = np.stack([np.diag([4.0, 1.0, 2.0, 3.0]), np.diag([4.0, -1.0, 2.0, 3.0])]).astype(np.float32)
+    try:
+        want = xla_run(text, [a])[0]
+    except NotImplementedError as e:
+        pytest.skip(str(e))
+    got = run_bir(lower_graph(hlo_to_penguin(parse_hlo_text(text))), [a])[0]
+    from neuronxcc.common.tolerances import assert_close
+    assert np.isnan(want[1]).all() and np.isnan(got[1]).all()
+    assert_close(got[0], want[0], "output0", row="compiled")

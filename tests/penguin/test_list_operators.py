@@ -79,6 +79,11 @@ BODIES = {
                 "rhs_contracting_dims={1}"),
     "convolution": ("", "x = f32[1,8,1] reshape(p)\n  w = f32[3,1,1] constant({{{1}},{{2}},{{1}}})\n"
                         "  ROOT r = f32[1,6,1] convolution(x, w), window={size=3}, dim_labels=b0f_0io->b0f"),
+    "cholesky": ("", "q = f32[2,4] reshape(p)\n  a = f32[4,4] dot(q, q), lhs_contracting_dims={0}, "
+                     "rhs_contracting_dims={0}\n  ROOT r = f32[4,4] cholesky(a), lower=true"),
+    "triangular-solve": ("", "q = f32[2,4] reshape(p)\n  a = f32[4,4] dot(q, q), lhs_contracting_dims={0}, "
+                             "rhs_contracting_dims={0}\n  ROOT r = f32[2,4] triangular-solve(a, q), left_side=false, "
+                             "lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE"),
     "sort": (LT, "ROOT r = f32[8] sort(p), dimensions={0}, to_apply=lt_f"),
     "topk": ("", "ROOT r = (f32[3], s32[3]) topk(p), k=3, largest=true"),
     "custom-call": ("", "q = f32[1,8] reshape(p)\n  ROOT r = (f32[1,3], s32[1,3]) custom-call(q), "

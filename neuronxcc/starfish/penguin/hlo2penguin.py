@@ -38,7 +38,7 @@ from neuronxcc.common.toolshell import ToolParser, atomic_output, run_main
 from neuronxcc.errors import CompilerError, InternalCompilerError, TensorTooLargeError, location
 from neuronxcc.hlo import ops as hlo_ops
 from neuronxcc.starfish.penguin import collectives as _collectives
-from neuronxcc.starfish.penguin import bits, empty, intbits, ir
+from neuronxcc.starfish.penguin import bits, empty, intbits, ir, linalg
 from neuronxcc.starfish.penguin.hloinst import (HLO_TO_DTYPE, NARROW_STORAGE, attr as _attr,  # noqa: F401
                                                 called as _called, ints as _ints, loc as _loc, penguin_dtype,
                                                 reducer_kind, unsupported)
@@ -179,6 +179,8 @@ class Converter:
         settled = empty.settle(self, g, inst, ins, loc)
         if settled is not None:
             return settled
+        if op in linalg.OPS:
+            return linalg.lower(self, g, inst, ins, loc)
         if op == "reduce-precision":
             return self.reduce_precision_value(g, inst, ins[0], loc, inst.name)
         if op in ("opt-barrier", "optimization-barrier", "add-dependency"):
