@@ -57,3 +57,31 @@ def test_long_k_matmul_splits_k_and_matches_jax():
         assert [t for t in mod.tensors if t.startswith("splitk")]
         mm = [i for i in mod.instructions() if i.opcode == "matmul"]
         assert mm and {i.srcs[1].free_size for i in mm} == {512}
+
+
+def _proj(x, w):
+    return x @ w
+
+
+def test_resident_moving_side_loads_in_chunks_and_matches_jax():
+    """penguin/reschunk.py: with L^T pre-transposed and the resident R tile wider than one chunk,
+    R (all of K for one N tile) is loaded as several whole-K-tile transfers into buffers of their
+    own, on their own queue and triggered from GpSimd, and the K groups read the chunk holding each
+    tile; a K needing more groups than reschunk.MAX_GROUPS keeps the single transfer."""
+    from neuronxcc.starfish.penguin import reschunk
+    rng = np.random.default_rng(2)
+    bf = ml_dtypes.bfloat16
+    M, K, N = 256, 2048, 1536
+    x = rng.standard_normal((M, K)).astype(bf)
+    w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(bf)
+    mod = check(_proj, x, w)
+    res = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.dsts[0].target.startswith("rhs_res")]
+    assert res and all(i.engine == reschunk.ENGINE and i.attrs["queue"] == reschunk.QUEUE for i in res)
+    bufs = {i.dsts[0].target for i in res}
+    assert 2 <= len(bufs) <= reschunk.MAX_CHUNKS, bufs
+    mm = [i for i in mod.instructions() if i.opcode == "matmul"]
+    assert {i.srcs[1].target for i in mm} == bufs          # every chunk feeds the PE, nothing else does
+    # the planner: one transfer when K needs too many groups, or the tile is narrow
+    assert reschunk.plan(8192 * 4, 128, 2, 512, 2, 1) is None
+    assert reschunk.plan(4096, 128, 16, 2, 2, 1) is None
+    assert reschunk.plan(4096, 128, 16, 512, 2, 1) == 4

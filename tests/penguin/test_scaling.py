@@ -1,7 +1,9 @@
-"""Loops stay loops: the BIR of the matmul+gradient graph has the same number of
-instructions at 4096 and at 16000 square, and no more at 16000 than at 1024 (compile only). At
-1024 the operands fit SBUF whole and the dots take penguin/gemm.py's kernel, whose program is
-longer but equally flat in size (tests/penguin/test_gemm.py)."""
+"""Loops stay loops: the BIR of the matmul+gradient graph has no more instructions at 16000
+square than at 4096, and no more at 4096 than at 1024 (compile only). At 1024 the operands fit
+SBUF whole and the dots take penguin/gemm.py's kernel, whose program is longer but equally flat
+in size (tests/penguin/test_gemm.py). At 4096 the matmul kernel's resident tile is loaded in
+chunks and its few K groups are unrolled (penguin/reschunk.py, at most MAX_GROUPS of them); at
+16000 K needs more groups and they stay a loop, so the count falls, it never grows with size."""
 import jax
 import jax.numpy as jnp
 import pytest
@@ -26,7 +28,7 @@ def test_instruction_count_independent_of_size():
     small, m1 = count(1024)
     mid, _ = count(4096)
     big, m2 = count(16000)
-    assert mid == big and big <= small, (small, mid, big)
+    assert big <= mid <= small, (small, mid, big)
     # and the loops carry the sizes: the big module has a loop with a large trip count
     trips = [n.trip_count for n in m2.walk() if n.kind == "loop"]
     assert max(trips) >= 125

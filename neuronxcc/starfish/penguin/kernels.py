@@ -20,7 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import gemm, hbmcopy, lhs_pre, matvec, mmfuse, resident, splitk
+from neuronxcc.starfish.penguin import gemm, hbmcopy, lhs_pre, matvec, mmfuse, reschunk, resident, splitk
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -495,8 +495,11 @@ class Kernels:
             bs = starts[:nb]
             n0, nn = starts[nb], sizes[nb]
             res = []
-            for L, R, K in terms:
-                res.append(self.load_resident(R, nb, bs, n0, nn, K, cdt))
+            for (L, R, K), lt in zip(terms, pre):
+                TK = _k_tile(K)
+                rc = reschunk.plan(K, TK, _k_group(K // TK, cdt, em.tm), nn, isz, len(terms)) if lt else None
+                res.append((rc, reschunk.load(self, R, nb, bs, n0, nn, K, TK, rc, cdt)) if rc else
+                           self.load_resident(R, nb, bs, n0, nn, K, cdt))
             em.nest([Axis(M, TM, "m")], lambda st, sz: body_m(st, sz, res), starts, sizes)
 
         def body_m(starts, sizes, res):
@@ -515,15 +518,16 @@ class Kernels:
             ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
             first = [True]
 
-            def kstep(L, rr, k0, t0, kn, g=1, lt=None):
+            def kstep(L, rr, k0, t0, kn, g=1, lt=None, buf=None):
                 """g consecutive K tiles of kn rows from tile t0: L^T in one DMA, g matmuls."""
                 if lt is not None:
-                    st = lhs_pre.load(self, lt, m0, t0, kn, g, mn, cdt)
+                    st = lhs_pre.load(self, lt, m0, t0, kn, g, mn, cdt, buf)
                 else:
                     st = self._lhsT(L, nb, offs(L, bs + [m0, k0]), kn, g, mn, cdt)
                 for j in range(g):
-                    em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn),
-                                                      em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn)],
+                    mv = (reschunk.operand(em, rr[1], rr[0], int(t0) + j, kn, nn, cdt) if isinstance(rr, tuple)
+                          else em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn))
+                    em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn), mv],
                             psum_zero=first[0])
                     first[0] = False
 
@@ -532,6 +536,11 @@ class Kernels:
                 nfull, rem = divmod(K, TK)
                 G = _k_group(nfull, cdt, em.tm)
                 ngroups, left = divmod(nfull, G) if nfull else (0, 0)
+                if isinstance(rr, tuple):      # chunked resident tile: the K groups unrolled (reschunk.py)
+                    bufs = [em.sbuf("lhsT", TK, G * mn, cdt) for _ in range(min(2, ngroups))]
+                    for q in range(ngroups):     # L^T groups alternate between two buffers
+                        kstep(L, rr, P.const(q * G * TK), P.const(q * G), TK, G, lt, bufs[q % 2])
+                    continue
                 if ngroups >= 1:
                     kstep(L, rr, P.const(0), P.const(0), TK, G, lt)
                 if ngroups >= 2:

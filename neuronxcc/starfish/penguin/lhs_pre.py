@@ -67,12 +67,13 @@ def prepare(kern, L, M, K, cdt, mb):
     return cache[key]
 
 
-def load(kern, pre, m0, t0, kn, g, mn, cdt):
+def load(kern, pre, m0, t0, kn, g, mn, cdt, st=None):
     """The stationary SBUF tile [kn, g*mn] of M rows m0.. (a multiple of mn, the scratch's block)
-    and K tiles t0..: one DMA from the scratch."""
+    and K tiles t0..: one DMA from the scratch (into buffer ST when given, else a new one)."""
     em = kern.em
     name, nkt = pre
-    st = em.sbuf("lhsT", kn, g * mn, cdt)
+    if st is None:
+        st = em.sbuf("lhsT", kn, g * mn, cdt)
     em.dma(em.chip(st, cdt, kn, [[1, g * mn]]),
            em.hbm(name, m0 * (kn * nkt) + t0 * mn, [[nkt * mn, kn], [1, g * mn]]))
     return st
