@@ -628,18 +628,25 @@ class Kernels:
         odt = onchip_dtype(epilogue[2] if epilogue else em.m.tensors[O.base].dtype)
         ev = em.sbuf("evict", mn, nn, odt)
         ev_ap = em.chip(ev, odt, mn, [[1, nn]])
-        if bdt.is_int(odt):
+        eng = "DVE" if bdt.is_int(odt) else "ACT"
+        if eng == "DVE":
             em.inst("tensor_copy", "DVE", [ev_ap], [ps_ap])
         else:
             em.inst("activation", "ACT", [ev_ap], [ps_ap], func="identity")
-        if epilogue:
-            expr, leaf, _ = epilogue
-            te = TileEval(self.cg, Space(nb, nb + 1, list(bs) + [m0, n0], [1] * nb + [mn, nn]))
-            te.memo[id(leaf)] = TV("tile", odt, ap=ev_ap)
-            self._store(te, te.value(expr), O)
-            return
-        em.dma(em.hbm(O.base, _offs(self.P)(O, bs + [m0, n0]), [[O.strides[nb], mn], [O.strides[nb + 1], nn]]),
-               ev_ap)
+        # the epilogue's loads and the store are triggered by the evicting engine: in SP's in-order
+        # stream a store waiting for this tile would hold back the next tile's L^T loads
+        prev, em.dma_engine = em.dma_engine, eng
+        try:
+            if epilogue:
+                expr, leaf, _ = epilogue
+                te = TileEval(self.cg, Space(nb, nb + 1, list(bs) + [m0, n0], [1] * nb + [mn, nn]))
+                te.memo[id(leaf)] = TV("tile", odt, ap=ev_ap)
+                self._store(te, te.value(expr), O)
+                return
+            em.dma(em.hbm(O.base, _offs(self.P)(O, bs + [m0, n0]), [[O.strides[nb], mn], [O.strides[nb + 1], nn]]),
+                   ev_ap)
+        finally:
+            em.dma_engine = prev
 
     def _matmul_streamed(self, terms, O, nb, M, N, epilogue, cdt):
         """Fallback without reuse (K too large for a resident R tile): per output tile, both sides

@@ -14,10 +14,12 @@ so the stationary tile of M block b, K tiles t0 .. t0+g-1 is one DMA of one cont
 of g * mb elements per partition, and the N-tile loop does no transposes. Several matmuls
 of the same L (the FFN's w1 and w3) share the scratch (a cache on the codegen keyed by the view).
 """
+from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin.emit import Axis
 from neuronxcc.starfish.penguin.views import View
 
 PMAX = 128
+NAT_BYTES = 16 * 1024    # bytes per partition of one natural load of L (K tiles of up to 128 rows as they lie)
 
 
 def wants(kern, L, nb, M, K, N, TN, mb):
@@ -47,22 +49,48 @@ def prepare(kern, L, M, K, cdt, mb):
     sm, sk = L.strides
     per = max(1, (em.tm.psum_bank_bytes // 4) // mb)      # transposes filling one PSUM bank
 
-    def body(starts, sizes):
-        """M rows m0 .. m0+mb, K tiles t0 .. t0+c: loaded as they lie, PE-transposed into one
-        bank, evicted, stored to the scratch as one run of c*mb per partition."""
-        m0, t0, c = starts[0], starts[1], sizes[1]
+    # a step loads one M block's K tiles as they lie in one DMA (a fixed number of bank groups per
+    # step), transposes them a PSUM bank at a time into two banks in turn, evicts each bank into
+    # one buffer (ACT and DVE in turn) and stores the block's tiles in one contiguous run: stores of
+    # different blocks never overlap, so they need not wait for each other. Two M blocks per step,
+    # each with its own buffer, so one block's store runs while the other's banks drain.
+    ch = min(nkt, max(per, (NAT_BYTES // (TK * bdt.itemsize(cdt))) // per * per))
+    banks = [em.psum("psT_pre", TK, per * mb) for _ in range(2)]
+
+    def load_block(m0, t0, c):
         nat = em.sbuf("lhs_nat", mb, c * TK, cdt)
         em.dma(em.chip(nat, cdt, mb, [[1, c * TK]]), em.hbm(L.base, P.const(L.offset) + m0 * sm + t0 * (TK * sk),
                                                             [[sm, mb], [sk, c * TK]]))
-        ps = em.psum("psT_pre", TK, c * mb)
-        for j in range(c):
-            em.inst("transpose", "PE", [em.chip(ps, "float32", TK, [[1, mb]], offset=j * mb)],
-                    [em.chip(nat, cdt, mb, [[1, TK]], offset=j * TK)])
-        lt = em.chip(em.sbuf("lhsT_nat", TK, c * mb, cdt), cdt, TK, [[1, c * mb]])
-        kern._evict_copy(lt, em.chip(ps, "float32", TK, [[1, c * mb]]))
-        em.dma(em.hbm(name, m0 * (TK * nkt) + t0 * mb, [[nkt * mb, TK], [1, c * mb]]), lt)
+        return nat
 
-    em.nest([Axis(M, mb, "mt"), Axis(nkt, per, "kt")], body, [], [])
+    def block(nat, m0, t0, c):
+        lt = em.sbuf("lhsT_nat", TK, c * mb, cdt)
+        eng = "ACT"
+        for g, j0 in enumerate(range(0, c, per)):
+            cn = min(per, c - j0)
+            ps = banks[g % 2]
+            for j in range(cn):
+                em.inst("transpose", "PE", [em.chip(ps, "float32", TK, [[1, mb]], offset=j * mb)],
+                        [em.chip(nat, cdt, mb, [[1, TK]], offset=(j0 + j) * TK)])
+            dst = em.chip(lt, cdt, TK, [[1, cn * mb]], offset=j0 * mb)
+            src = em.chip(ps, "float32", TK, [[1, cn * mb]])
+            eng = "DVE" if g % 2 else "ACT"
+            if eng == "DVE":
+                em.inst("tensor_copy", "DVE", [dst], [src])
+            else:
+                em.inst("activation", "ACT", [dst], [src], func="identity")
+        # triggered by the engine of the last eviction: in SP's stream it would hold back loads
+        em.dma(em.hbm(name, m0 * (TK * nkt) + t0 * mb, [[nkt * mb, TK], [1, c * mb]]),
+               em.chip(lt, cdt, TK, [[1, c * mb]]), engine=eng)
+
+    def body(starts, sizes):
+        """M blocks m0 (and m0 + mb), K tiles t0 .. t0+c: both blocks' loads first."""
+        m0s = [starts[0] + b * mb for b in range(sizes[0] // mb)]
+        nats = [load_block(m0, starts[1], sizes[1]) for m0 in m0s]
+        for nat, m0 in zip(nats, m0s):
+            block(nat, m0, starts[1], sizes[1])
+
+    em.nest([Axis(M, 2 * mb, "mt"), Axis(nkt, ch, "kt")], body, [], [])
     cache[key] = (name, nkt)
     return cache[key]
 
