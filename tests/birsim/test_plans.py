@@ -31,13 +31,13 @@ def _run(m, inputs, plans):
 
 def _op(draw, b, i, ap):
     kind = draw(st.sampled_from(["ts", "tt", "act", "copy", "memset", "matmul", "dma", "ts_pool", "iota", "asel", "sel",
-                                 "transpose", "ts_ap"]))
+                                 "transpose", "ts_ap", "act_ap", "reduce"]))
     d0 = draw(st.sampled_from(DT))
     off = draw(st.integers(0, F))
     t0 = ap("t0", d0, off)
     t1 = ap("t1", draw(st.sampled_from(DT)), draw(st.integers(0, F)))
     if kind in ("ts", "ts_pool"):
-        ops = ["add", "mult", "max", "subtract", "divide", "bitwise_and", "arith_shift_left"]
+        ops = ["add", "mult", "max", "min", "subtract", "divide", "bitwise_and", "arith_shift_left", "lt", "eq", "ge"]
         b.inst("tensor_scalar", "POOL" if kind == "ts_pool" else "DVE", [t1], [t0], op0=draw(st.sampled_from(ops)),
                operand0=float(draw(st.integers(-3, 3))), op1=draw(st.sampled_from(["add", "mult", None])),
                operand1=1.5, reverse0=draw(st.booleans()))
@@ -53,10 +53,25 @@ def _op(draw, b, i, ap):
                reverse0=draw(st.booleans()), op1=op1, operand1=-0.5, operand1_ap=ap1, reverse1=draw(st.booleans()))
     elif kind == "tt":
         b.inst("tensor_tensor", draw(st.sampled_from(["DVE", "POOL"])), [t1], [t0, ap("t1", t1.dtype, 0)],
-               op=draw(st.sampled_from(["add", "mult", "max", "subtract", "bitwise_or"])))
+               op=draw(st.sampled_from(["add", "mult", "max", "min", "subtract", "bitwise_or", "gt", "ne", "le"])))
     elif kind == "act":
-        b.inst("activation", "ACT", [t1], [t0], func=draw(st.sampled_from(["exp", "tanh", "relu", "copy", "identity"])),
+        b.inst("activation", "ACT", [t1], [t0], func=draw(st.sampled_from(["exp", "tanh", "relu", "copy", "identity", "abs",
+                                                                         "sqrt", "square", "rsqrt", "reciprocal"])),
                scale=draw(st.sampled_from([1.0, 0.5])), bias=draw(st.sampled_from([0.0, -1.0])))
+    elif kind == "act_ap":
+        # [P, 1] bias and/or scale operands, the row sum into a [P, 1] accumulator
+        def col():
+            return B.AccessPattern("t1", draw(st.sampled_from(DT)), draw(st.integers(0, 2 * F - 1)), [[1, 1]], 0, P)
+        bias_ap, scale_ap, red = draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
+        srcs = [t0] + ([col()] if bias_ap else []) + ([col()] if scale_ap else [])
+        dsts = [t1] + ([B.AccessPattern("t0", "float32", draw(st.integers(0, 2 * F - 1)), [[1, 1]], 0, P)] if red else [])
+        b.inst("activation", "ACT", dsts, srcs, func=draw(st.sampled_from(["exp", "square", "identity", "rsqrt"])),
+               bias_ap=bias_ap, scale_ap=scale_ap, reduce=red, scale=draw(st.sampled_from([1.0, 0.5])),
+               bias=draw(st.sampled_from([0.0, -1.0])))
+    elif kind == "reduce":
+        b.inst("tensor_reduce", draw(st.sampled_from(["DVE", "POOL"])),
+               [B.AccessPattern("t1", d0, draw(st.integers(0, 2 * F - 1)), [[1, 1]], 0, P)], [t0],
+               op=draw(st.sampled_from(["add", "max", "min"])), axes=1, negate=draw(st.booleans()))
     elif kind == "copy":
         b.inst("tensor_copy", draw(st.sampled_from(["DVE", "ACT", "POOL"])), [t1], [t0])
     elif kind == "sel":
@@ -109,7 +124,13 @@ def programs(draw):
         b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", i * (P * F), [[F, P], [1, F]])],
                [ap("t1", "float32", draw(st.integers(0, F)))], queue="q1")
     b.finish()
-    x = np.random.default_rng(draw(st.integers(0, 99))).uniform(-4, 4, (iters, P, F)).astype(np.float32)
+    rng = np.random.default_rng(draw(st.integers(0, 99)))
+    x = rng.uniform(-4, 4, (iters, P, F)).astype(np.float32)
+    if draw(st.booleans()):
+        # values where max / min, comparisons and the exact functions have their edge cases
+        special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0], np.float32)
+        mask = rng.random(x.shape) < 0.3
+        x[mask] = rng.choice(special, int(mask.sum()))
     return m, x
 
 
@@ -440,6 +461,53 @@ def test_typed_gather_in_a_loop_matches_the_handler(dtype, parts, width, trips, 
         for x, y in zip(fast, ref):
             assert np.array_equal(x, y)
         assert s1 == s2
+
+
+@pytest.mark.parametrize("op", ["max", "min", "lt", "ge", "eq", "ne"])
+@pytest.mark.parametrize("special", [False, True])
+def test_typed_max_min_and_comparisons_match_the_handler(op, special):
+    """fp32 max / min / comparisons in the typed ElementWise against the handler's numpy, with NaNs,
+    +0 against -0 and infinities in both operands (max / min hand those executions to the handler)."""
+    from neuronxcc.starfish.birsim._plans import ElementWise
+    m = B.Module("mm")
+    m.add_tensor("x", "input", "float32", (P, 2 * F))
+    m.add_tensor("y", "output", "float32", (P, 4 * F))
+    m.add_memloc("a", "SBUF", P, 2 * F * 4)
+    m.add_memloc("o", "SBUF", P, 4 * F * 4)
+    b = B.Builder(m)
+
+    def a(off):
+        return B.AccessPattern("a", "float32", off, [[1, F]], 0, P)
+
+    def o(off):
+        return B.AccessPattern("o", "float32", off, [[1, F]], 0, P)
+    b.inst("dma_copy", "SP", [B.AccessPattern("a", "float32", 0, [[1, 2 * F]], 0, P)], [b.ap("x")], queue="q0")
+    typed = [b.inst("tensor_tensor", "DVE", [o(0)], [a(0), a(F)], op=op),
+             b.inst("tensor_scalar", "DVE", [o(F)], [a(0)], op0=op, operand0=0.0),
+             b.inst("tensor_scalar", "DVE", [o(2 * F)], [a(F)], op0=op, operand0=-0.0, reverse0=True, op1="add",
+                    operand1=1.0),
+             b.inst("tensor_scalar", "POOL", [o(3 * F)], [a(0)], op0="mult", operand0=2.0, op1=op, operand1=1.0)]
+    b.inst("dma_copy", "SP", [b.ap("y")], [B.AccessPattern("o", "float32", 0, [[1, 4 * F]], 0, P)], queue="q1")
+    b.finish()
+    m.ensure_ids()
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-2, 2, (P, 2 * F)).astype(np.float32)
+    if special:
+        vals = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, 0.5], np.float32)
+        x = rng.choice(vals, x.shape).astype(np.float32)
+        x[0, 0], x[0, F] = np.nan, 1.0          # NaN first, then second
+        x[1, 0], x[1, F] = 1.0, np.nan
+        x[2, 0], x[2, F] = 0.0, -0.0
+        x[3, 0], x[3, F] = -0.0, 0.0
+    tm = get_target("trn1")
+    ex = Executor(m, MachineState(m, tm), Timeline(m, tm))
+    for i in typed:
+        assert isinstance(ex._prepare(i)[1], ElementWise)
+    fast, s1 = _run(m, [x], True)
+    ref, s2 = _run(m, [x], False)
+    for u, v in zip(fast, ref):
+        assert u.tobytes() == v.tobytes()
+    assert s1 == s2
 
 
 def test_nan_scalar_operands_keep_the_handlers_nan_bits():

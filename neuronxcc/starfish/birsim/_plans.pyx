@@ -81,14 +81,26 @@ from neuronxcc.starfish.birsim._kernels cimport read_f32_ptr, write_f32_ptr
 
 # ALU ops whose fp32 result is one IEEE operation, identical to numpy's float32 ufunc
 EW_OPS = {"add": 1, "subtract": 2, "rsub": 3, "mult": 4, "divide": 5}
+# comparisons (1.0 / 0.0, as alu.compare_f(...).astype(float32)): exact for every input
+EW_CMP = {"eq": 6, "ne": 7, "lt": 8, "le": 9, "gt": 10, "ge": 11}
+# max / min: the plain comparison when neither operand is NaN and no tie is +0 against -0; an
+# execution that meets either is the handler's (which NaN or zero numpy's loops return is theirs)
+EW_MAXMIN = {"max": 12, "min": 13}
+# ScalarE functions computed exactly here after x * scale + bias (alu.act: abs, np.sqrt, x * x,
+# 1 / np.sqrt(x), 1 / x: each one IEEE operation or a sign-bit clear)
+EW_FUNCS = {"abs": 1, "sqrt": 2, "square": 3, "rsqrt": 4, "reciprocal": 5}
 
 
 cdef extern from *:
     """
     /* fp32 element-wise loops, one per op so that GCC vectorises them (restrict, O3);
-       SIMD add/sub/mul/div round exactly like the scalar operations (IEEE, no FMA). */
+       SIMD add/sub/mul/div/sqrt round exactly like the scalar operations (IEEE, no FMA;
+       no errno: sqrt is the one instruction numpy's loops use too). */
+    #include <stdint.h>
+    #include <string.h>
+    #include <math.h>
     #if defined(__GNUC__) && !defined(__clang__)
-    #define NCC_EW_HOT __attribute__((optimize("O3")))
+    #define NCC_EW_HOT __attribute__((optimize("O3", "no-math-errno")))
     #else
     #define NCC_EW_HOT
     #endif
@@ -104,26 +116,57 @@ cdef extern from *:
     NCC_EW_LOOPS(rsub, b - a)
     NCC_EW_LOOPS(mul, a * b)
     NCC_EW_LOOPS(div, a / b)
-    static void ncc_ew_tt(int op, float *x, const float *y, Py_ssize_t n) {
-        switch (op) { case 1: ncc_ew_tt_add(x, y, n); break; case 2: ncc_ew_tt_sub(x, y, n); break;
-                      case 3: ncc_ew_tt_rsub(x, y, n); break; case 4: ncc_ew_tt_mul(x, y, n); break;
-                      default: ncc_ew_tt_div(x, y, n); }
-    }
+    NCC_EW_LOOPS(eq, (a == b) ? 1.0f : 0.0f)
+    NCC_EW_LOOPS(ne, (a != b) ? 1.0f : 0.0f)
+    NCC_EW_LOOPS(lt, (a < b) ? 1.0f : 0.0f)
+    NCC_EW_LOOPS(le, (a <= b) ? 1.0f : 0.0f)
+    NCC_EW_LOOPS(gt, (a > b) ? 1.0f : 0.0f)
+    NCC_EW_LOOPS(ge, (a >= b) ? 1.0f : 0.0f)
+    NCC_EW_LOOPS(max, (a > b) ? a : b)
+    NCC_EW_LOOPS(min, (a < b) ? a : b)
+    #define NCC_EW_SWITCH(KIND, ...) switch (op) { \
+        case 1: ncc_ew_##KIND##_add(__VA_ARGS__); break; case 2: ncc_ew_##KIND##_sub(__VA_ARGS__); break; \
+        case 3: ncc_ew_##KIND##_rsub(__VA_ARGS__); break; case 4: ncc_ew_##KIND##_mul(__VA_ARGS__); break; \
+        case 5: ncc_ew_##KIND##_div(__VA_ARGS__); break; case 6: ncc_ew_##KIND##_eq(__VA_ARGS__); break; \
+        case 7: ncc_ew_##KIND##_ne(__VA_ARGS__); break; case 8: ncc_ew_##KIND##_lt(__VA_ARGS__); break; \
+        case 9: ncc_ew_##KIND##_le(__VA_ARGS__); break; case 10: ncc_ew_##KIND##_gt(__VA_ARGS__); break; \
+        case 11: ncc_ew_##KIND##_ge(__VA_ARGS__); break; case 12: ncc_ew_##KIND##_max(__VA_ARGS__); break; \
+        default: ncc_ew_##KIND##_min(__VA_ARGS__); }
+    static void ncc_ew_tt(int op, float *x, const float *y, Py_ssize_t n) { NCC_EW_SWITCH(tt, x, y, n) }
     /* x = op(x, s), or op(s, x) when rev */
     static void ncc_ew_ts(int op, float *x, float s, int rev, Py_ssize_t n) {
-        if (rev) {
-            switch (op) { case 1: ncc_ew_st_add(x, s, n); break; case 2: ncc_ew_st_sub(x, s, n); break;
-                          case 3: ncc_ew_st_rsub(x, s, n); break; case 4: ncc_ew_st_mul(x, s, n); break;
-                          default: ncc_ew_st_div(x, s, n); }
-        } else {
-            switch (op) { case 1: ncc_ew_ts_add(x, s, n); break; case 2: ncc_ew_ts_sub(x, s, n); break;
-                          case 3: ncc_ew_ts_rsub(x, s, n); break; case 4: ncc_ew_ts_mul(x, s, n); break;
-                          default: ncc_ew_ts_div(x, s, n); }
+        if (rev) { NCC_EW_SWITCH(st, x, s, n) } else { NCC_EW_SWITCH(ts, x, s, n) }
+    }
+    /* max / min inputs whose result the plain comparison may not give as numpy does: a NaN, or
+       equal values of different signs (+0 and -0) */
+    static inline int ncc_ew_odd(float a, float b) {
+        uint32_t ua, ub; memcpy(&ua, &a, 4); memcpy(&ub, &b, 4);
+        return a != a || b != b || (a == b && ((ua ^ ub) >> 31));
+    }
+    static int ncc_ew_odd_tt(const float *x, const float *y, Py_ssize_t n) {
+        int r = 0; for (Py_ssize_t i = 0; i < n; i++) r |= ncc_ew_odd(x[i], y[i]); return r;
+    }
+    static int ncc_ew_odd_ts(const float *x, float s, Py_ssize_t n) {
+        int r = 0; for (Py_ssize_t i = 0; i < n; i++) r |= ncc_ew_odd(x[i], s); return r;
+    }
+    /* the exact ScalarE functions (EW_FUNCS) in place */
+    static NCC_EW_HOT void ncc_ew_func(int f, float *__restrict x, Py_ssize_t n) {
+        Py_ssize_t i;
+        switch (f) {
+        case 1: for (i = 0; i < n; i++) { uint32_t u; memcpy(&u, &x[i], 4); u &= 0x7FFFFFFFu; memcpy(&x[i], &u, 4); } break;
+        case 2: for (i = 0; i < n; i++) x[i] = sqrtf(x[i]); break;
+        case 3: for (i = 0; i < n; i++) x[i] = x[i] * x[i]; break;
+        case 4: for (i = 0; i < n; i++) x[i] = 1.0f / sqrtf(x[i]); break;
+        case 5: for (i = 0; i < n; i++) x[i] = 1.0f / x[i]; break;
+        default: break;
         }
     }
     """
     void ncc_ew_tt(int op, float* x, const float* y, Py_ssize_t n) noexcept nogil
     void ncc_ew_ts(int op, float* x, float s, int rev, Py_ssize_t n) noexcept nogil
+    int ncc_ew_odd_tt(const float* x, const float* y, Py_ssize_t n) noexcept nogil
+    int ncc_ew_odd_ts(const float* x, float s, Py_ssize_t n) noexcept nogil
+    void ncc_ew_func(int f, float* x, Py_ssize_t n) noexcept nogil
 
 
 # one scratch area for all plans, grown as needed (used with the GIL held: no two users at once)
@@ -164,26 +207,29 @@ cdef class _Operand:
 
 
 cdef class ElementWise(Plan):
-    """out = op1(op0(a, s0 | b), s1) in fp32 (tensor_scalar, tensor_tensor, identity activations,
-    converting copies; op 0 = none), elements paired row-major, the cast on output as write_f32
-    does. A scalar is an immediate or, with SA0 / SA1 given, a [P, 1] operand: one value per
-    partition (row) of A, as numpy broadcasts it in the handler.
-    Operands are read completely before the output is written (in-place safe)."""
+    """out = f(op1(op0(a, s0 | b), s1)) in fp32 (tensor_scalar, tensor_tensor, activations of an
+    exact function, converting copies; op 0 = none, f 0 = none, else EW_FUNCS), elements paired
+    row-major, the cast on output as write_f32 does. A scalar is an immediate or, with SA0 / SA1
+    given, a [P, 1] operand: one value per partition (row) of A, as numpy broadcasts it in the
+    handler. Operands are read completely before the output is written (in-place safe). An
+    execution the typed loop cannot give exactly (a NaN [P, 1] scalar; max / min meeting a NaN or
+    a +0 / -0 tie) runs FALLBACK, the handler, before anything is written."""
     cdef _Operand out, a, b, sa0, sa1
-    cdef int op0, op1
+    cdef int op0, op1, ufn
     cdef bint rev0, rev1, tensor, ap0, ap1
     cdef float s0, s1
     cdef Py_ssize_t n, rows
-    cdef object fallback            # run(env) of the handler, for a NaN scalar operand
+    cdef object fallback            # run(env) of the handler
 
     def __init__(self, APInfo out, APInfo a, APInfo b, int op0, float s0, bint rev0, int op1, float s1, bint rev1,
-                 APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1, fallback=None):
+                 APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1, fallback=None, int ufn=0):
         self.out = _Operand(out)
         self.a = _Operand(a)
         self.tensor = b is not None
         self.b = _Operand(b) if b is not None else None
         self.op0, self.s0, self.rev0 = op0, s0, rev0
         self.op1, self.s1, self.rev1 = op1, s1, rev1
+        self.ufn = ufn
         self.n = out.n
         self.ap0 = sa0 is not None
         self.ap1 = sa1 is not None
@@ -191,8 +237,10 @@ cdef class ElementWise(Plan):
         self.sa1 = _Operand(sa1) if self.ap1 else None
         self.rows = rows
         self.fallback = fallback
-        if (self.ap0 or self.ap1) and fallback is None:
-            raise ValueError("ElementWise: scalar operands need the handler as fallback")
+        if (self.ap0 or self.ap1 or op0 >= 12 or op1 >= 12) and fallback is None:
+            raise ValueError("ElementWise: scalar operands and max / min need the handler as fallback")
+        if (self.ap0 and op0 >= 12) or (self.ap1 and op1 >= 12):
+            raise ValueError("ElementWise: max / min take an immediate or a tensor")
         if (self.ap0 or self.ap1) and (rows < 1 or self.n % rows or (self.ap0 and sa0.n != rows)
                                        or (self.ap1 and sa1.n != rows)):
             raise ValueError("ElementWise: a scalar operand needs one value per row")
@@ -227,19 +275,30 @@ cdef class ElementWise(Plan):
         f = n // rows
         if self.tensor:
             read_f32_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
+            if self.op0 >= 12 and ncc_ew_odd_tt(x, y, n):
+                self.fallback(env)
+                return 0
             ncc_ew_tt(self.op0, x, y, n)
         elif self.op0 != 0:
             if self.ap0:
                 for p in range(rows):
                     ncc_ew_ts(self.op0, x + p * f, z0[p], self.rev0, f)
             else:
+                if self.op0 >= 12 and ncc_ew_odd_ts(x, self.s0, n):
+                    self.fallback(env)
+                    return 0
                 ncc_ew_ts(self.op0, x, self.s0, self.rev0, n)
         if self.op1 != 0:
             if self.ap1:
                 for p in range(rows):
                     ncc_ew_ts(self.op1, x + p * f, z1[p], self.rev1, f)
             else:
+                if self.op1 >= 12 and ncc_ew_odd_ts(x, self.s1, n):
+                    self.fallback(env)
+                    return 0
                 ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)
+        if self.ufn != 0:
+            ncc_ew_func(self.ufn, x, n)
         write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
         return 0
 

@@ -16,8 +16,8 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import (EW_OPS, INT_DIVMOD, INT_OPS, ElementWise, Fill, Gather,
-                                              IntElementWise, IntSelect, Matmul, RawCopy, Select)
+from neuronxcc.starfish.birsim._plans import (EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, INT_DIVMOD, INT_OPS, ElementWise,
+                                              Fill, Gather, IntElementWise, IntSelect, Matmul, RawCopy, Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -34,6 +34,18 @@ EW_MAX = 16384
 
 
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "mult": np.multiply, "divide": np.divide}
+
+# every fp32 ALU op the typed ElementWise computes (max / min with the handler as fallback)
+EW_ALL = dict(EW_OPS, **EW_CMP, **EW_MAXMIN)
+
+
+def _handler_run(ex, instr, attrs):
+    """run(env) of INSTR's handler: a typed plan's fallback for an execution it cannot give exactly."""
+    h = ex._handlers[instr.opcode]
+
+    def handler(env):
+        h(instr, attrs)
+    return handler
 
 
 def _is_int(ap):
@@ -168,7 +180,7 @@ def _tensor_scalar(ex, instr, attrs):
         rows = _rows(src)
         k = 1
         sa = []
-        ok = all(o in EW_OPS for o in ops) and so.n == ss.n and so.n <= EW_MAX and ss.n % rows == 0 and \
+        ok = all(o in EW_OPS or o in EW_CMP for o in ops) and so.n == ss.n and so.n <= EW_MAX and ss.n % rows == 0 and \
             (not ap1 or op1 is not None)
         for flag in (ap0, ap1):
             if not flag:
@@ -181,18 +193,15 @@ def _tensor_scalar(ex, instr, attrs):
             sa.append(info)
             k += 1
         if not ok:
-            return None
-        h = ex._handlers["tensor_scalar"]
-
-        def handler(env):
-            h(instr, attrs)
-        return ElementWise(so, ss, None, EW_OPS[op0], 0.0 if ap0 else float(_F(attrs.get("operand0"))), r0,
-                           EW_OPS[op1] if op1 else 0, 0.0 if ap1 else float(_F(attrs.get("operand1"))), r1,
-                           sa[0], sa[1], rows, handler)
+            return _tensor_scalar_np(st, instr, attrs, ops, r0, r1)
+        return ElementWise(so, ss, None, EW_ALL[op0], 0.0 if ap0 else float(_F(attrs.get("operand0"))), r0,
+                           EW_ALL[op1] if op1 else 0, 0.0 if ap1 else float(_F(attrs.get("operand1"))), r1,
+                           sa[0], sa[1], rows, _handler_run(ex, instr, attrs))
     rd, wr = _reader_f(st, src), _writer_f(st, out)
     s0, s1 = _F(attrs.get("operand0")), _F(attrs.get("operand1"))
-    if all(o in EW_OPS for o in ops) and so.n == ss.n and so.n <= EW_MAX:
-        return ElementWise(so, ss, None, EW_OPS[op0], float(s0), r0, EW_OPS[op1] if op1 else 0, float(s1), r1)
+    if all(o in EW_ALL for o in ops) and so.n == ss.n and so.n <= EW_MAX:
+        return ElementWise(so, ss, None, EW_ALL[op0], float(s0), r0, EW_ALL[op1] if op1 else 0, float(s1), r1,
+                           fallback=_handler_run(ex, instr, attrs))
     f = alu.alu_f
     uf1 = _UFUNCS.get(op1)
 
@@ -206,6 +215,37 @@ def _tensor_scalar(ex, instr, attrs):
             else:
                 uf1(x, s1, out=x, dtype=_F)
         elif op1 is not None:
+            x = f(op1, s1, x) if r1 else f(op1, x, s1)
+        wr(env, x)
+    return run
+
+
+def _tensor_scalar_np(st, instr, attrs, ops, r0, r1):
+    """op_tensor_scalar's fp32 numpy calls (immediates or [P, 1] operands, read in the handler's
+    order: the source, then operand0's and operand1's APs) with the readers and writer bound once."""
+    out, src = instr.dsts[0], instr.srcs[0]
+    rd, wr = _reader_f(st, src), _writer_f(st, out)
+    k = 1
+    readers = []
+    for key, flag in (("operand0", "operand0_ap"), ("operand1", "operand1_ap")):
+        if attrs.get(flag):
+            if k >= len(instr.srcs):
+                return None         # the handler's error
+            readers.append((_reader_f(st, instr.srcs[k]), None))
+            k += 1
+        else:
+            readers.append((None, _F(attrs.get(key))))
+    (ra0, v0), (ra1, v1) = readers
+    op0 = ops[0]
+    op1 = ops[1] if len(ops) > 1 else None
+    f = alu.alu_f
+
+    def run(env):
+        x = rd(env)
+        s0 = ra0(env) if ra0 is not None else v0
+        s1 = ra1(env) if ra1 is not None else v1
+        x = f(op0, s0, x) if r0 else f(op0, x, s0)
+        if op1 is not None:
             x = f(op1, s1, x) if r1 else f(op1, x, s1)
         wr(env, x)
     return run
@@ -226,8 +266,8 @@ def _tensor_tensor(ex, instr, attrs):
         return None
     st = ex.st
     so, sa, sb = st._static(out), st._static(a), st._static(b)
-    if op in EW_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
-        return ElementWise(so, sa, sb, EW_OPS[op], 0.0, False, 0, 0.0, False)
+    if op in EW_ALL and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
+        return ElementWise(so, sa, sb, EW_ALL[op], 0.0, False, 0, 0.0, False, fallback=_handler_run(ex, instr, attrs))
     ra, rb, wr = _reader_f(st, a), _reader_f(st, b), _writer_f(st, out)
     f = alu.alu_f
 
@@ -237,32 +277,78 @@ def _tensor_tensor(ex, instr, attrs):
 
 
 def _activation(ex, instr, attrs):
-    if attrs.get("bias_ap") or attrs.get("scale_ap"):
-        return None
     out, src = instr.dsts[0], instr.srcs[0]
     st = ex.st
+    bias_ap, scale_ap = bool(attrs.get("bias_ap")), bool(attrs.get("scale_ap"))
     rd, wr = _reader_f(st, src), _writer_f(st, out)
+    # the scalars as op_activation takes them: bias then scale, each an immediate or a [P, 1] operand
+    k = 1
+    rbias = rscale = None
+    if bias_ap:
+        if k >= len(instr.srcs):
+            return None         # the handler's error
+        rbias = _reader_f(st, instr.srcs[k])
+        k += 1
+    if scale_ap:
+        if k >= len(instr.srcs):
+            return None
+        rscale = _reader_f(st, instr.srcs[k])
+        k += 1
     bias, scale = _F(attrs.get("bias")), _F(attrs.get("scale"))
     func, alpha = attrs["func"], attrs.get("alpha", 0.01)
     so, ss = st._static(out), st._static(src)
-    if func in ("identity", "copy") and not attrs.get("reduce") and so.n == ss.n and so.n <= EW_MAX:
-        # (x * scale) + bias, each step only when the handler does it
+    if not (bias_ap or scale_ap) and (func in ("identity", "copy") or func in EW_FUNCS) and not attrs.get("reduce") \
+            and so.n == ss.n and so.n <= EW_MAX:
+        # f((x * scale) + bias), each step only when the handler does it
         return ElementWise(so, ss, None, EW_OPS["mult"] if scale != 1 else 0, float(scale), False,
-                           EW_OPS["add"] if bias != 0 else 0, float(bias), False)
+                           EW_OPS["add"] if bias != 0 else 0, float(bias), False, ufn=EW_FUNCS.get(func, 0))
     wred = _writer_f(st, instr.dsts[1]) if attrs.get("reduce") else None
     act = alu.act
-    do_scale, do_bias = scale != 1, bias != 0
+    do_scale, do_bias = scale_ap or scale != 1, bias_ap or bias != 0
+    mul, add, total = np.multiply, np.add, np.sum
 
     def run(env):
+        # op_activation's numpy calls in its order (operands read, then the output, then the sum)
         pre = rd(env)
+        b = rbias(env) if rbias is not None else bias
+        s_ = rscale(env) if rscale is not None else scale
         if do_scale:
-            pre = np.multiply(pre, scale, dtype=_F)
+            pre = mul(pre, s_, dtype=_F)
         if do_bias:
-            pre = np.add(pre, bias, dtype=_F)
+            pre = add(pre, b, dtype=_F)
         y = act(func, pre, alpha)
         wr(env, y)
         if wred is not None:
-            wred(env, np.sum(y, axis=1, dtype=_F).reshape(-1, 1))
+            wred(env, total(y, axis=1, dtype=_F).reshape(-1, 1))
+    return run
+
+
+def _tensor_reduce(ex, instr, attrs):
+    """op_tensor_reduce's numpy calls with the operands' readers and writer bound once."""
+    out, src = instr.dsts[0], instr.srcs[0]
+    if src.num_partitions is None:
+        return None
+    st = ex.st
+    ax = int(attrs["axes"])
+    pat = src.free_shape
+    keep = int(np.prod(pat[:len(pat) - ax], dtype=np.int64))
+    op = attrs["op"]
+    intdom = (instr.engine == "POOL" and all(_is_int(a) for a in instr.dsts) and all(_is_int(a) for a in instr.srcs)) \
+        or op in ("bitwise_and", "bitwise_or")
+    s, o = st._static(src), st._static(out)
+    parts = src.num_partitions
+    if intdom:
+        read, write, red = st.read_i_at, st.write_i_at, alu.reduce_i
+    else:
+        read, write, red = st.read_f_at, st.write_f_at, alu.reduce_f
+    negate = bool(attrs.get("negate"))
+
+    def run(env):
+        x = read(s, s.base(env)).reshape(parts, -1).reshape(parts, keep, -1)
+        r = red(op, x, 2)
+        if negate:
+            r = -r
+        write(o, o.base(env), r)
     return run
 
 
@@ -360,9 +446,29 @@ def _select(ex, instr, attrs):
     out, pred, t, f = instr.dsts[0], instr.srcs[0], instr.srcs[1], instr.srcs[2]
     st = ex.st
     so, sp, st_, sf = st._static(out), st._static(pred), st._static(t), st._static(f)
-    if not (so.n == sp.n == st_.n == sf.n and _rows(pred) == _rows(t) == _rows(f) and so.n <= EW_MAX):
+    ints = _is_int(out) and _is_int(t) and _is_int(f)
+    if not (so.n == sp.n == st_.n == sf.n and _rows(pred) == _rows(t) == _rows(f)):
         return None             # numpy broadcasting (or its error) in the handler
-    if _is_int(out) and _is_int(t) and _is_int(f):
+    if so.n > EW_MAX:
+        # op_select's numpy calls, the readers and writer bound once
+        rp = _reader_f(st, pred)
+        where = np.where
+        if ints:
+            read_i, write_i = st.read_i_at, st.write_i_at
+            rt, rf_ = _rows(t), _rows(f)
+
+            def run(env):
+                cond = rp(env) != 0
+                v = where(cond, read_i(st_, st_.base(env)).reshape(rt, -1), read_i(sf, sf.base(env)).reshape(rf_, -1))
+                write_i(so, so.base(env), v)
+            return run
+        rt_, rf2, wr = _reader_f(st, t), _reader_f(st, f), _writer_f(st, out)
+
+        def run(env):
+            cond = rp(env) != 0
+            wr(env, where(cond, rt_(env), rf2(env)))
+        return run
+    if ints:
         return IntSelect(so, sp, st_, sf)       # the exact int64 path
     return Select(so, sp, st_, sf)
 
@@ -409,6 +515,7 @@ _PREP = {
     "tensor_scalar": _tensor_scalar,
     "tensor_tensor": _tensor_tensor,
     "activation": _activation,
+    "tensor_reduce": _tensor_reduce,
     "matmul": _matmul,
     "memset": _memset,
 }
