@@ -124,6 +124,11 @@ def _convert(ex, out, src):
 def _tensor_copy(ex, instr, attrs):
     out, src = instr.dsts[0], instr.srcs[0]
     if instr.engine == "ACT":
+        if out.dtype == src.dtype == "float32":
+            # fp32 through fp32: the handler's copyto moves the bits (any size)
+            p = _copy(ex, instr, attrs, out, src)
+            if p is not None:
+                return p
         return _convert(ex, out, src)
     if out.dtype == src.dtype:
         return _copy(ex, instr, attrs, out, src)
@@ -297,6 +302,12 @@ def _activation(ex, instr, attrs):
     bias, scale = _F(attrs.get("bias")), _F(attrs.get("scale"))
     func, alpha = attrs["func"], attrs.get("alpha", 0.01)
     so, ss = st._static(out), st._static(src)
+    if not (bias_ap or scale_ap) and func in ("identity", "copy") and not attrs.get("reduce") and scale == 1 \
+            and bias == 0 and out.dtype == src.dtype == "float32":
+        # fp32 in, fp32 out, no arithmetic: the handler's copyto moves the bits (any size)
+        p = _copy(ex, instr, attrs, out, src)
+        if p is not None:
+            return p
     if not (bias_ap or scale_ap) and (func in ("identity", "copy") or func in EW_FUNCS) and not attrs.get("reduce") \
             and so.n == ss.n and so.n <= EW_MAX:
         # f((x * scale) + bias), each step only when the handler does it
