@@ -33,10 +33,11 @@ def _check_sim(mod, f, *args):
     return res
 
 
-# (M, K, N, dtype): two M tiles (the peeled pair only, R in two K parts), five (the pipelined
-# loop and its tail, four K parts), f32 with two N super-tiles
+# (M, K, N, dtype): two M tiles (the peeled pair only, R in two K parts), five and eight (the first
+# three tiles K part by K part, then the pipelined loop and its tail, four K parts), f32 with two N
+# super-tiles
 @pytest.mark.parametrize("m,k,n,dt", [(256, 256, 512, ml_dtypes.bfloat16), (640, 1024, 1024, ml_dtypes.bfloat16),
-                                      (768, 512, 2048, np.float32)])
+                                      (1024, 1024, 1024, ml_dtypes.bfloat16), (768, 512, 2048, np.float32)])
 def test_gemm_matches_jax_and_moves_each_operand_once(m, k, n, dt):
     rng = np.random.default_rng(m + k + n)
     x = (rng.standard_normal((m, k)) * k ** -0.5).astype(dt)
@@ -49,9 +50,10 @@ def test_gemm_matches_jax_and_moves_each_operand_once(m, k, n, dt):
     assert res.counts["dma_bytes"] == (m * k * supers + k * n + m * n) * np.dtype(dt).itemsize
 
 
-def test_gemm_epilogue_matches_jax():
+@pytest.mark.parametrize("m", [384, 896])
+def test_gemm_epilogue_matches_jax(m):
     rng = np.random.default_rng(3)
-    x = (rng.standard_normal((384, 512)) * 512 ** -0.5).astype(ml_dtypes.bfloat16)
+    x = (rng.standard_normal((m, 512)) * 512 ** -0.5).astype(ml_dtypes.bfloat16)
     w = rng.standard_normal((512, 512)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((512,)).astype(ml_dtypes.bfloat16)
     # the row-tile matmul fusion (penguin/mmfuse.py) takes this chain first; without it the bias and

@@ -37,6 +37,8 @@ PMAX = 128
 NT = 512                 # output columns per PSUM bank (fp32)
 NS_MAX = 1024            # N super-tile: two accumulator banks per M tile, two sets by parity
 R_PARTS = 4              # K parts of R per super-tile (separate tiles: the first matmuls need only part 0)
+DEFER = True
+SHARED_OUT = True
 K_MAX = 2048             # tuned and measured at K <= 2048; larger K (the prefill layer's 4096) keeps the general kernel
 MAX_READ_STRIDE = 16     # bytes: the PE's strided read of the L tile stays within this
 
@@ -108,17 +110,20 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
             for i in range(c):
                 em.inst("transpose", "PE", [em.chip(ps, f32, PMAX, [[1, mn]], offset=i * mn)],
                         [em.chip(nat, cdt, mn, [[c, PMAX]], offset=g * (PMAX * c) + (h * tpp * PMAX + i))])
-            kern._evict_copy(em.chip(lt, cdt, PMAX, [[1, c * mn]], offset=(g * c + h * tpp) * mn),
-                             em.chip(ps, f32, PMAX, [[1, c * mn]]))
+            # on DVE: ACT's in-order stream carries the accumulators' evictions and the stores they
+            # trigger (which wait for the evictions); L^T queued behind them would stall the PE
+            em.inst("tensor_copy", "DVE", [em.chip(lt, cdt, PMAX, [[1, c * mn]], offset=(g * c + h * tpp) * mn)],
+                    [em.chip(ps, f32, PMAX, [[1, c * mn]])])
         for h in range(parts):
             loop("gt", ngroups, lambda g, h=h: tgroup(h, g))
 
-    def products(m0, n0, lt, rparts, accs, defer=False):
+    def products(m0, n0, lt, rparts, accs, defer=False, ev=None):
         """Output rows m0 .. m0+128, columns n0 .. n0+NS: per 512 columns the K loop in one PSUM bank,
         evicted into one SBUF row block, stored by one DMA that the evicting engine triggers (SP,
         which issues in order, would otherwise wait here before issuing the next tiles' loads)."""
         mn = PMAX
-        ev = em.sbuf("gemm_out", mn, NS, odt) if not epilogue else None
+        if ev is None and not epilogue:
+            ev = em.sbuf("gemm_out", mn, NS, odt)
         for j in range(NS // NT):
             ps = accs[j]
             ps_ap = em.chip(ps, f32, mn, [[1, NT]])
@@ -150,46 +155,106 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
             store()
         return store
 
+    def products_first(m0s, lts2, rparts, accs2, defer=False, outs=None):
+        """Output rows of the first M tiles, all NS columns, with the K loop outermost: their
+        len(m0s) x NS/NT accumulation banks take each of R's K parts in turn, so the PE works on part h as soon as
+        it has arrived instead of waiting for all of R before the first tile's first bank is done.
+        Evictions and stores as ``products``."""
+        mn = PMAX
+        evs = [None if epilogue else outs[t] if outs and t < len(outs) else em.sbuf("gemm_out", mn, NS, odt)
+               for t in range(len(m0s))]
+
+        def kgroup(h, g, first):
+            for lt, accs in zip(lts2, accs2):
+                for j in range(NS // NT):
+                    ps_ap = em.chip(accs[j], f32, mn, [[1, NT]])
+                    for i in range(c):
+                        t = g * c + i
+                        em.inst("matmul", "PE", [ps_ap],
+                                [em.chip(lt, cdt, PMAX, [[1, mn]], offset=(t + h * tpp) * mn),
+                                 em.chip(rparts[h], cdt, PMAX, [[1, NT]], offset=t * NS + j * NT)],
+                                psum_zero=first and i == 0)
+        kgroup(0, z, True)
+        loop("kg", ngroups, lambda g: kgroup(0, g, False), start=1)
+        for h in range(1, parts):
+            loop("kg", ngroups, lambda g, h=h: kgroup(h, g, False))
+        stores = []
+        for m0, ev, accs in zip(m0s, evs, accs2):
+            for j in range(NS // NT):
+                ps_ap = em.chip(accs[j], f32, mn, [[1, NT]])
+                if epilogue:
+                    kern._mm_evict(O, 0, [], m0, n0s[0] + j * NT, mn, NT, ps_ap, epilogue)
+                elif bdt.is_int(odt):
+                    em.inst("tensor_copy", "DVE", [em.chip(ev, odt, mn, [[1, NT]], offset=j * NT)], [ps_ap])
+                else:
+                    em.inst("activation", "ACT", [em.chip(ev, odt, mn, [[1, NT]], offset=j * NT)], [ps_ap],
+                            func="identity")
+
+            def store(m0=m0, ev=ev):
+                if ev is not None:
+                    em.dma(em.hbm(O.base, offs(O, [m0, n0s[0]]), [[O.strides[0], mn], [O.strides[1], NS]]),
+                           em.chip(ev, odt, mn, [[1, NS]]), engine="DVE" if bdt.is_int(odt) else "ACT")
+            if not defer or (outs and ev in outs):
+                store()          # a shared block is live until the loop: its store cannot hold a load
+            else:
+                stores.append(store)
+        return stores
+
     def n_super(n0):
         """Software-pipelined over the M tiles: step m transposes tile m+1 into the other of two L^T
         buffers before tile m's products, so the PE never waits for the transposes' evictions."""
         MT = M // PMAX
         lts = [em.sbuf("gemm_lT", PMAX, KT * PMAX, cdt) for _ in range(2)]
         # PSUM shared by every tile of the super-tile (a fresh bank per tile would let the scheduler
-        # keep more of them live than PSUM holds): two transpose banks used in turn, one bank per
-        # 512 output columns for even and one for odd tiles
-        banks = [em.psum("gemm_psT", PMAX, c * PMAX) for _ in range(min(2, parts))]
+        # keep more of them live than PSUM holds): transpose banks used in turn (four when the
+        # super-tile is the whole of N, so a transpose group never waits for the eviction of the
+        # group before; with an N loop walrus rotates them, two), one bank per 512 output columns
+        # for even and one for odd tiles. The first T tiles take R's parts as they arrive, K part
+        # by K part; with three of them (their own L^T and banks) the PE's work per part
+        # (3 x NS/NT x K/parts/128 matmuls) outlasts a part's DMA, so it no longer waits between
+        # parts. Both only when they fit PSUM.
+        bank = em.tm.psum_bank_bytes
+        one = N == NS
+        tb = min(4 if one else 2, parts)
+        T = 3 if one and MT >= 5 and 3 * (NS // NT) * bank + tb * c * PMAX * 4 <= em.tm.psum_partition_bytes else 2
+        banks = [em.psum("gemm_psT", PMAX, c * PMAX) for _ in range(tb)]
         accs = [[em.psum("gemm_ps", PMAX, NT) for _ in range(NS // NT)] for _ in range(2)]   # by parity
-        # the first two tiles take R's parts as they arrive (the queues serve the DMAs in issue
-        # order: L tile 0, R part 0, L tile 1, the other parts)
+        lts_t = lts + [em.sbuf("gemm_lT", PMAX, KT * PMAX, cdt) for _ in range(T - 2)]
+        accs_t = accs + [[em.psum("gemm_ps", PMAX, NT) for _ in range(NS // NT)] for _ in range(T - 2)]
         rparts = []
-        nat0 = load_l(z)
+        nats = [load_l(z)]
         load_r(n0, rparts, [0])
-        nat1 = load_l(P.const(PMAX))
+        nats += [load_l(P.const(t * PMAX)) for t in range(1, T)]
         load_r(n0, rparts, range(1, parts))
-        transposed(nat0, lts[0], banks)
-        transposed(nat1, lts[1], banks)
+        for nat, lt in zip(nats, lts_t):
+            transposed(nat, lt, banks)
         # their results are stored later (before the last tile's products): a buffer of the loop
         # placed where they lie would make the loop's loads wait for those stores
-        stores = [products(z, n0, lts[0], rparts, accs[0], defer=MT > 3)]
-        if MT > 2:
-            transposed(load_l(P.const(2 * PMAX)), lts[0], banks)
-        stores.append(products(P.const(PMAX), n0, lts[1], rparts, accs[1], defer=MT > 3))
+        n0s[:] = [n0]
+        # one output row block per parity, shared by every tile (the loop's too): a first tile's block
+        # stays live until the loop, so the loop's loads never take its bytes and wait for its store
+        outs = [em.sbuf("gemm_out", PMAX, NS, odt) for _ in range(2)] if SHARED_OUT and not epilogue else None
+        stores = products_first([P.const(t * PMAX) for t in range(T)], lts_t, rparts, accs_t,
+                                defer=DEFER and MT > T + 1, outs=outs)
+        if MT > T:
+            transposed(load_l(P.const(T * PMAX)), lts[T % 2], banks)
 
         def step(m, parity, has_next):
             if has_next:
                 transposed(load_l((m + 1) * PMAX), lts[1 - parity], banks)
-            products(m * PMAX, n0, lts[parity], rparts, accs[parity])
+            products(m * PMAX, n0, lts[parity], rparts, accs[parity], ev=outs[parity] if outs else None)
 
-        npair = max(0, (MT - 3) // 2)         # pairs of steps from tile 2 that both have a next tile
-        loop("mp", npair, lambda p: (step(p * 2 + 2, 0, True), step(p * 2 + 3, 1, True)))
-        m = 2 + 2 * npair
+        # pairs of steps from tile T that both have a next tile; tile m uses the buffers of parity m % 2
+        npair = max(0, (MT - T - 1) // 2)
+        loop("mp", npair, lambda p: (step(p * 2 + T, T % 2, True), step(p * 2 + T + 1, 1 - T % 2, True)))
+        m = T + 2 * npair
         while m < MT:
-            if m == MT - 1 and MT > 3:
+            if DEFER and m == MT - 1 and MT > T + 1:
                 for st in stores:
                     st()
             step(P.const(m), m % 2, m + 1 < MT)
             m += 1
 
+    n0s = []
     loop("ns", N // NS, lambda iv: n_super(iv * NS))
     kern.cg.mm_gemm = getattr(kern.cg, "mm_gemm", 0) + 1
