@@ -362,13 +362,17 @@ class Codegen:
         # a value computed only from row reductions is a cheap [P,1] column in its consumers:
         # reshapes/broadcasts of it stay lazy too (softmax/layernorm statistics)
         colish = isinstance(x, Node) and all(v.base.startswith("__row__") for v in leaves(x))
+        # a cast of a tensor stays lazy under views too (the rotary embedding's halves of q and k):
+        # each consumer tile loads the narrow source and casts on chip instead of reading a
+        # materialised wide copy
+        castish = isinstance(x, Node) and x.op == "convert" and isinstance(x.args[0], View)
         # a long unary chain stays lazy: once its consumers are built it may be one ACT function
         too_long = count_ops(x) > MAX_FUSED_OPS and not self.act_matcher.is_unary_chain(x)
         shared_wide = len(users) > 1 and not colish and \
             len({v.base for v in leaves(x) if not v.base.startswith("__")}) > MAX_SHARED_LEAVES
         if too_long or shared_wide or (len(users) > 1 and any(
                 u.kind not in ir.ELEMENTWISE and not self._row_reduce_user(u) and
-                not (colish and u.kind in ir.VIEWS) for u in users)):
+                not ((colish or castish) and u.kind in ir.VIEWS) for u in users)):
             self.env[name] = self.materialise(x, name)
 
     def _row_reduce_user(self, op):

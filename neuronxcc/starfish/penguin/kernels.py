@@ -20,7 +20,7 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import gemm, hbmcopy, lhs_pre, matvec, mmfuse, reschunk, resident, splitk
+from neuronxcc.starfish.penguin import concat, gemm, hbmcopy, lhs_pre, matvec, mmfuse, reschunk, resident, splitk
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -702,6 +702,8 @@ class Kernels:
     # -- shape ops with data movement -------------------------------------------------
     def op_concatenate(self, op, args, outs):
         out = self.cg.target_for(outs[0].name)
+        if concat.lower(self, op, args, out):      # along a short last axis, built on chip
+            return [out]
         d = op.attrs["dimension"]
         pos = 0
         for x in args:
