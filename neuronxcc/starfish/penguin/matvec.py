@@ -146,6 +146,8 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
         dma = em.dma(em.chip(w, cdt, PMAX, [[1, g * nc]]),
                      em.hbm(R.base, offs(R, [s * g, n0]), [[KT * sk_r, PMAX], [sk_r, g], [1, nc]]), queue=queue)
         loads.append(dma)
+        if em.b.body is em.m.body:
+            last[0] = dma
         return w
 
     def mms(w, s, first):
@@ -158,7 +160,7 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
                          em.chip(xs, cdt, PMAX, [[1, 1]], offset=s * g + r)],
                         psum_zero=first and r == 0)
 
-    loads = []
+    loads, last = [], [None]       # last: the top-level node holding the kernel's last weight DMA
     # the peeled steps' weight DMAs go out before the vector's (which waits for the producer of x);
     # at the top level penguin/prefetch.py moves them further up, in front of the kernels before this one
     w0 = load(P.const(0), q_first)
@@ -184,6 +186,8 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
             for u in range(U):
                 s = iv * U + (1 + u)
                 mms(load(s, queues[u]), s, False)
+        if em.b.body is em.m.body:
+            last[0] = em.b.body[-1]
     for u in range(left):
         s = P.const(1 + npair * U + u)
         mms(load(s, queues[u]), s, False)
@@ -192,7 +196,9 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
     if held is not None:
         mms(wl, P.const(held), False)
     if em.b.body is em.m.body:
-        kern.cg.streams.append((loads[:1 + (held is not None)], em.b.body[-1]))
+        # the next stream's peeled DMAs may go right behind this kernel's last weight DMA: ahead of
+        # its matmuls, so their buffers are live while these run and cannot take these' bytes
+        kern.cg.streams.append((loads[:1 + (held is not None)], last[0]))
     kern._mm_evict(O2, 0, [], P.const(0), P.const(0), PMAX, NT, em.chip(ps, "float32", PMAX, [[1, NT]]), epi2)
 
 

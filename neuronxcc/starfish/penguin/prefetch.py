@@ -28,7 +28,7 @@ def _touches(node, buf, src):
 
 
 def hoist(module, streams):
-    """STREAMS: [(the kernel's first weight DMAs, last top-level node of its weight loads)] in program
+    """STREAMS: [(the kernel's first weight DMAs, the top-level node holding its last weight DMA)] in program
     order, all at the module's top level. Moves those DMAs up as far as the module doc says (keeping
     their order). Returns how many moved."""
     body = module.body
