@@ -17,8 +17,9 @@ batch), ``f`` runs on the tile, the running row max and sum are updated (online 
 ACT's ``exp(x - m)`` with the row sum accumulated by the same instruction, P^T comes from PE
 transposes, and P@V accumulates in PSUM over the block's 128-key chunks (V resident in SBUF),
 rescaled into an SBUF accumulator. After the last block the accumulator is divided by the row sum
-and stored. Scores never leave SBUF/PSUM. The lowering is the compiler's own (penguin codegen),
-not a spliced NKI kernel.
+and stored. With one key block in all the softmax is exact at once (no running state), and P @ V
+is scaled straight out of PSUM. Scores never leave SBUF/PSUM. The lowering is the compiler's own
+(penguin codegen), not a spliced NKI kernel.
 
 Numerics: P is unnormalised in the P@V matmul (exp(x - running max) <= 1, cast to V's dtype
 when that is narrower), normalised in fp32 at the end, so a row's result equals softmax(x) @ V

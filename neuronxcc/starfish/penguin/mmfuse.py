@@ -10,7 +10,11 @@ of a chain) is built in SBUF, transposed on the PE, multiplied with the resident
 evicted into an SBUF tile [rows, N] that the consumer's expression reads. So LayerNorm -> matmul
 -> GELU -> matmul -> residual add is one loop over row tiles, nothing goes through HBM between
 the steps, and the fixed latency of the DMAs that would have stored and reloaded each
-intermediate is gone.
+intermediate is gone. When L is (an ACT function of) another inline matmul's result (the GELU
+between the FFN's two matmuls), L^T is computed directly by K chunks, the inner weight's columns
+stationary and the row tile's A^T moving, the function applied by the PSUM eviction: no PE
+transposes of L. The resident weights' DMAs are triggered by a quiet compute engine on queues of
+their own, so they load while the earlier kernels compute.
 
 A dot is made lazy only when everything downstream of it that stays lazy (elementwise ops,
 views, last-axis reductions, further such dots through their L) ends in exactly one value, so
