@@ -91,6 +91,9 @@ class Bench:
         self.progs = {}
         self.prog_errors = {}
         self.warm = False                                             # an in-process compile has run
+        # section 4's compiles: extra walrus_driver options (e.g. an allocator switch), to compare runs
+        self.codegen_extra = (["--internal-backend-options=" + opts.backend_options]
+                              if opts.backend_options else [])
         from support import corpus
         self.corpus = corpus
         if opts.programs:
@@ -453,7 +456,7 @@ class Bench:
                 except Exception as e:
                     s.fails(name, "lowering with jax: " + bl.one_line(e))
                     continue
-                r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF)
+                r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF + self.codegen_extra)
                 self.codegen_artifacts.append((name, r))
                 if not r.ok:
                     s.fails(name, r.error, data={"roofline_s": bound})
@@ -541,7 +544,9 @@ class Bench:
             return
         bound, by = self._roofline(tm, "float32", flops, nbytes)
         art = st.artifact
-        if art is None:
+        if self.codegen_extra:
+            art = bl.compile_inproc(st.pb, self.base, extra=self.codegen_extra)
+        elif art is None:
             art = bl.compile_inproc(st.pb, self.base)
             st.artifact = art
         if not art.ok:
@@ -581,7 +586,7 @@ class Bench:
         flops, nbytes = hlo_cost(pb)
         bound, by = self._roofline(tm, "bfloat16", flops, nbytes)
         hbm = nbytes / tm.hbm_bytes_per_sec
-        r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF)
+        r = bl.compile_inproc(pb, self.base, extra=GOLDENS_OFF + self.codegen_extra)
         if not r.ok:
             s.fails(name, r.error, data={"roofline_s": bound})
             self.target("4 codegen", name + " / roofline", "fails: " + r.error, "<= %.1fx" % tgt, False)
@@ -847,6 +852,9 @@ def main(argv=None):
     ap.add_argument("--scale-layers", default=None, help="comma list of layer counts for --scale (default: "
                                                           "1,2,4,8,16,32)")
     ap.add_argument("--repeats", type=int, default=None, help="compile/simulation repeats (median)")
+    ap.add_argument("--backend-options", default=None, metavar="OPTS",
+                    help="section 4 (codegen): compile with --internal-backend-options=OPTS (walrus_driver "
+                         "options, e.g. --no-reuse-distance), to compare simulated times with a run without")
     ap.add_argument("--committed", action="store_true",
                     help="measure the committed HEAD: clone this checkout, build it in place and run there "
                          "(edits in the working tree are not measured)")

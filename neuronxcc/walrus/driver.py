@@ -43,6 +43,8 @@ def _parser():
     p.add_argument("--unroll-max-trip", type=int, default=None)
     p.add_argument("--verify-between-passes", action="store_true")
     p.add_argument("--no-spill", action="store_true", help="fail instead of spilling SBUF to HBM")
+    p.add_argument("--no-reuse-distance", action="store_true",
+                   help="allocation: lowest free bytes first instead of the bytes idle longest")
     p.add_argument("--log-file", default=None)
     p.add_argument("-v", "--verbose", action="store_true", help="also log to stderr")
     return p
@@ -98,6 +100,8 @@ def run(args):
         opts["verify_between_passes"] = True
     if args.no_spill:
         opts["allocator_spill"] = False
+    if args.no_reuse_distance:
+        opts["reuse_distance"] = False
     goldens = os.path.abspath(args.goldens) if args.goldens else None
     ctx = PassContext(target, goldens=goldens, options=opts)
     ctx.target_name = args.target

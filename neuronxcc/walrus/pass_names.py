@@ -48,7 +48,8 @@ SHIFT_LEFT = "internal_enable_shift_left"
 NO_BIR_SIM = "internal_disable_bir_sim"
 SIM_OPTIONS = {"sim_budget_instructions": 200_000,   # bir_sim: skip above this many dynamic instructions
                "sim_budget_bytes": 64 << 20}         # bir_sim: skip when I/O tensors exceed this many bytes
-ALLOC_OPTIONS = {"allocator_spill": True, "partition_packing": True, "pipeline_intervals": True}
+ALLOC_OPTIONS = {"allocator_spill": True, "partition_packing": True, "pipeline_intervals": True,
+                 "reuse_distance": True}
 SYNC = ("sync_deps",)
 # The passes that re-derive the waits (``deps.synchronize``): they keep the dependences of the
 # instrumented program and store its dependence graph when it is the graph of their result

@@ -14,6 +14,8 @@ from neuronxcc.walrus import _alloc
 log = logging.getLogger("neuronxcc.walrus")
 
 MAX_INTERFERENCE_EDGES = 20_000_000   # ~320 MB of CSR; beyond it coloring falls back to linear scan
+MAX_GHOSTS = 32   # freed placements the reuse-distance placement remembers (older ones count as idle)
+REUSE_ROUNDS = 8  # reuse-distance placements tried before the lowest-offset one stands
 
 
 def memory_params(target, memory):
@@ -33,8 +35,13 @@ def arrays(vals, pack):
     return start, end, size, nparts, pin
 
 
-def place(vals, method, target, memory, pack=True, graph=None):
-    """Run the typed allocator. Returns (offsets, pstarts, failed index or -1)."""
+def place(vals, method, target, memory, pack=True, graph=None, ready=None, info=None):
+    """Run the typed allocator. Returns (offsets, pstarts, failed index or -1).
+
+    ``ready`` ({name: position}, the position where each value's producer has its own inputs):
+    once placed, the values are placed again within the peak just reached, each in the bytes
+    whose last use is furthest in the past (``reuse_placement``); the peak never grows. ``info``
+    (a dict) gets ``reuse_distance_moved``: how many values that moved, None when it did not fit."""
     cap, align, bank = memory_params(target, memory)
     n = len(vals)
     off = np.zeros(n, np.int64)
@@ -69,4 +76,42 @@ def place(vals, method, target, memory, pack=True, graph=None):
     else:
         failed = _alloc.linear_scan_allocate(start, end, size, nparts, pin, cap, align, bank,
                                              target.num_partitions, off, ps)
+    if ready is not None and failed < 0:
+        r = np.array([ready.get(v.name, -1) for v in vals], np.int64)
+        got = reuse_placement(start, end, size, nparts, pin, r, int((off + size).max()), align, bank,
+                              target.num_partitions)
+        if got is not None:
+            off, ps = got[0], got[1]
+        if info is not None:
+            info["reuse_distance_moved"] = None if got is None else got[2]
     return off, ps, int(failed)
+
+
+def reuse_placement(start, end, size, nparts, pin, ready, capacity, align, bank, num_partitions):
+    """(offsets, pstarts, values moved off their lowest offset) of a placement within
+    ``capacity`` where each value sits in the bytes idle longest
+    (``_alloc.reuse_distance_allocate``), or None when none fits.
+
+    Moving values off their lowest offset can fragment memory so that a later value no longer
+    fits under the peak; then the moved values live where it failed keep their lowest offset in
+    the next round (at most ``REUSE_ROUNDS`` rounds)."""
+    n = len(start)
+    prefer = np.ones(n, np.int64)
+    off = np.zeros(n, np.int64)
+    ps = np.zeros(n, np.int64)
+    moved = np.zeros(n, np.int64)
+    for _ in range(REUSE_ROUNDS):
+        f = _alloc.reuse_distance_allocate(start, end, size, nparts, pin, ready, prefer, capacity, align, bank,
+                                           num_partitions, MAX_GHOSTS, off, ps, moved)
+        if f < 0:
+            log.info("reuse-distance placement: %d of %d values moved off their lowest offset (round %d)",
+                     int(moved.sum()), n, _ + 1)
+            return off, ps, int(moved.sum())
+        live = (moved == 1) & (start <= start[f]) & (end >= start[f])
+        if not live.any():
+            live = (moved == 1) & (start <= start[f])
+            if not live.any():
+                return None
+        prefer[live] = 0
+    log.info("reuse-distance placement: no fit within %d B after %d rounds", capacity, REUSE_ROUNDS)
+    return None

@@ -12,7 +12,7 @@ import pytest
 from neuronxcc import errors
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish import birpy as B
-from neuronxcc.starfish.birsim import run_module
+from neuronxcc.starfish.birsim import run_module, simulate
 from neuronxcc.walrus.registry import PassContext, run_passes
 from support.walrus_checks import check_no_clobber, check_placement, raw_equal
 from support.walrus_programs import inputs_for, random_program
@@ -29,6 +29,20 @@ def test_random_modules_no_clobber_and_same_results(allocator, seed):
     assert check_no_clobber(m) == []
     got = run_module(m, x)
     assert all(raw_equal(a, b) for a, b in zip(ref, got))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reuse_distance_costs_no_peak(seed):
+    """The reuse-distance placement keeps the lowest-offset placement's peak on every memory."""
+    peaks = {}
+    for reuse in (False, True):
+        m = random_program(seed, nbuf=6)
+        ctx = PassContext(get_target("trn1"), options={"reuse_distance": reuse})
+        run_passes(m, ["lsa", "coloring", "coloring_allocator"], ctx)
+        assert check_no_clobber(m) == []
+        st = ctx.metrics["allocation"]["coloring"]
+        peaks[reuse] = {mem: st[mem]["peak_bytes_per_partition"] for mem in ("SBUF", "PSUM") if mem in st}
+    assert peaks[True] == peaks[False]
 
 
 def test_values_in_different_loops_share_bytes():
@@ -164,10 +178,9 @@ def test_small_values_share_bytes_in_other_quadrants():
     assert all(raw_equal(a, b) for a, b in zip(ref, run_module(m, [x])))
 
 
-def test_a_later_kernels_weight_load_shares_no_bytes_with_earlier_values():
-    """Outside loops, a value first written by a DMA from a program input (a resident weight of a
-    later kernel) is placed live from the program start: no false WAR/WAW on an earlier kernel's
-    bytes delays its load. A value loaded from an intermediate (scratch) may still reuse bytes."""
+def _two_kernels():
+    """Kernel 1 loads x, adds 1 on DVE, stores to scratch; kernel 2 loads a weight w and kernel 1's
+    result and multiplies them. Every memloc is 128 x 256 B; at most three are live at once."""
     m = B.Module("two_kernels")
     m.add_tensor("x", "input", "float32", (128, 64))
     m.add_tensor("w", "input", "float32", (128, 64))
@@ -182,7 +195,8 @@ def test_a_later_kernels_weight_load_shares_no_bytes_with_earlier_values():
     b.inst("dma_copy", "SP", [B.AccessPattern("s", "float32", 0, [[64, 128], [1, 64]])], [b.ap("u", free=64)],
            queue="q1")
     # the second kernel: a weight (input) and the first kernel's result (scratch)
-    b.inst("dma_copy", "SP", [b.ap("r", free=64)], [B.AccessPattern("w", "float32", 0, [[64, 128], [1, 64]])],
+    # triggered from ACT: SP's in-order stream holds kernel 1's store until the add is done
+    b.inst("dma_copy", "ACT", [b.ap("r", free=64)], [B.AccessPattern("w", "float32", 0, [[64, 128], [1, 64]])],
            queue="q2")
     b.inst("dma_copy", "SP", [b.ap("q", free=64)], [B.AccessPattern("s", "float32", 0, [[64, 128], [1, 64]])],
            queue="q3")
@@ -190,20 +204,47 @@ def test_a_later_kernels_weight_load_shares_no_bytes_with_earlier_values():
     b.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", 0, [[64, 128], [1, 64]])], [b.ap("v", free=64)],
            queue="q4")
     b.finish()
+    return m
+
+
+def _span(m, n):
+    ml = m.memlocs[n]
+    return ml.byte_offset, ml.byte_offset + ml.bytes_per_partition
+
+
+def _overlap(m, a, b):
+    (a0, a1), (b0, b1) = _span(m, a), _span(m, b)
+    return a0 < b1 and b0 < a1
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_reuse_distance_removes_a_false_wait_at_a_kernel_boundary(reuse):
+    """The second kernel's weight load (r, from a program input) can start at once. Placed in the
+    lowest free bytes it takes t's, freed by kernel 1's DVE add just before, and its DMA waits for
+    that add (a write-after-read through the address only). Placed by reuse distance it takes
+    bytes idle longer, at the same peak: the dependence analysis gives it no wait and in birsim's
+    timeline it runs while the add computes. q, loaded from kernel 1's result, waits for kernel 1
+    either way, so reusing t's bytes costs it nothing."""
+    m = _two_kernels()
     rng = np.random.default_rng(0)
     x, w = (rng.standard_normal((128, 64)).astype(np.float32) for _ in range(2))
     ref = run_module(B.from_json(B.to_json(m)), [x, w])
-    ctx = PassContext(get_target("trn1"))
+    ctx = PassContext(get_target("trn1"), options={"reuse_distance": reuse})
     run_passes(m, ["coloring_allocator", "anti_dependency_analyzer"], ctx)
     assert check_no_clobber(m) == []
     assert all(raw_equal(a, c) for a, c in zip(ref, run_module(m, [x, w])))
-
-    def span(n):
-        ml = m.memlocs[n]
-        return ml.byte_offset, ml.byte_offset + ml.bytes_per_partition
-    r0, r1 = span("r")
-    for n in ("t", "u"):
-        a0, a1 = span(n)
-        assert r1 <= a0 or a1 <= r0, (n, span(n), (r0, r1))
-    # the scratch reload was not widened: it reuses the first kernel's bytes (peak 3 values, not 4)
-    assert ctx.metrics["allocation"]["coloring"]["SBUF"]["peak_bytes_per_partition"] == 3 * 256
+    st = ctx.metrics["allocation"]["coloring"]["SBUF"]
+    assert st["peak_bytes_per_partition"] == 3 * 256     # the same peak either way
+    load_w = next(i for i in m.instructions() if i.opcode == "dma_copy" and i.srcs[0].target == "w")
+    add = next(i for i in m.instructions() if i.engine == "DVE")
+    res = simulate(m, [x, w], trace=True)
+    start = {ins.id: (t0, t1) for _, ins, t0, t1, _, _ in res.timeline.events}
+    if reuse:
+        assert not _overlap(m, "r", "t") and not _overlap(m, "r", "u")
+        assert st["reuse_distance_moved"] >= 1
+        assert [s for s, _ in load_w.waits if s.endswith("DVE")] == []
+        assert start[load_w.id][0] < start[add.id][1]      # the load runs while the add computes
+    else:
+        assert _overlap(m, "r", "t")
+        assert [s for s, _ in load_w.waits if s.endswith("DVE")]
+        assert start[load_w.id][0] >= start[add.id][1]

@@ -154,3 +154,67 @@ def test_both_allocators_are_first_fit_in_their_order(bank, vals):
         assert failed == want_failed
         for v, o in want_off.items():
             assert (off[v], ps[v]) == (o, want_ps[v]), v
+
+
+@pytest.mark.parametrize("bank", [0, 2048])
+@settings(max_examples=60, deadline=None)
+@given(vals=values_st, seed=st.integers(0, 3))
+def test_reuse_distance_placement_is_legal_within_the_first_peak(bank, vals, seed):
+    """The reuse-distance placement obeys every placement rule (PE values at partition 0
+    included) and never exceeds the capacity it is given: the first placement's peak."""
+    from neuronxcc.walrus.placement import reuse_placement
+    start, end, nparts, size, pin = _arrays(vals)
+    if bank:
+        size = np.minimum(size, 2048)
+    align = 4 if bank else 1
+    n = len(vals)
+    off = np.zeros(n, np.int64)
+    ps = np.zeros(n, np.int64)
+    if _alloc.linear_scan_allocate(start, end, size, nparts, pin, 16384 if bank else 1 << 40, align, bank, 128,
+                                   off, ps) >= 0:
+        return
+    peak = int((off + size).max())
+    ready = np.random.default_rng(seed).integers(-1, 40, n).astype(np.int64)
+    got = reuse_placement(start, end, size, nparts, pin, ready, peak, align, bank, 128)
+    if got is None:
+        return
+    roff, rps, moved = got
+    placed = _as_values(start, end, nparts, size, roff, rps)
+    assert check_placement(placed, peak, 128, align, bank) == []
+    assert 0 <= moved <= n
+    for i in range(n):
+        if pin[i]:
+            assert rps[i] == 0
+
+
+def test_reuse_distance_prefers_the_bytes_idle_longest():
+    """a [0,1] and b [0,3] take the bytes [0,100) and [100,200); c [5,6] and d [8,9] then fit in
+    either. Lowest offset puts c in a's bytes (last used at 1) and d back in c's (last used at 6).
+    Reuse distance: c goes where a was (a ended before b), d where b was (idle since 3, c's bytes
+    since 6). With d's producer ready only at 7 (its input written there), c's bytes cost it no
+    wait and d keeps the lowest offset."""
+    start = np.array([0, 0, 5, 8], np.int64)
+    end = np.array([1, 3, 6, 9], np.int64)
+    size = np.full(4, 100, np.int64)
+    nparts = np.full(4, 128, np.int64)
+    pin = np.zeros(4, np.int64)
+    off = np.zeros(4, np.int64)
+    ps = np.zeros(4, np.int64)
+    moved = np.zeros(4, np.int64)
+    prefer = np.ones(4, np.int64)
+    ready = np.full(4, -1, np.int64)
+    assert _alloc.reuse_distance_allocate(start, end, size, nparts, pin, ready, prefer, 200, 1, 0, 128, 32,
+                                          off, ps, moved) == -1
+    assert off.tolist() == [0, 100, 0, 100] and moved.tolist() == [0, 0, 0, 1]
+    ready[3] = 7
+    assert _alloc.reuse_distance_allocate(start, end, size, nparts, pin, ready, prefer, 200, 1, 0, 128, 32,
+                                          off, ps, moved) == -1
+    assert off.tolist() == [0, 100, 0, 0] and moved.tolist() == [0, 0, 0, 0]
+    # without the preference every value takes its lowest offset: the linear scan's placement
+    prefer[:] = 0
+    ready[3] = -1
+    assert _alloc.reuse_distance_allocate(start, end, size, nparts, pin, ready, prefer, 200, 1, 0, 128, 32,
+                                          off, ps, moved) == -1
+    ls_off = np.zeros(4, np.int64)
+    assert _alloc.linear_scan_allocate(start, end, size, nparts, pin, 200, 1, 0, 128, ls_off, ps) == -1
+    assert off.tolist() == ls_off.tolist()

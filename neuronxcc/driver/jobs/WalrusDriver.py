@@ -34,7 +34,7 @@ Default passes and gates, as the table declares them (the order is the execution
 ``--internal-walrus-passes a,b`` replaces the list; ``--skip-pass X`` (also inside
 --internal-backend-options) removes passes. Unknown pass names are an error.
 --internal-backend-options may also carry walrus_driver's own --sim-budget-instructions N,
---sim-budget-bytes N, --unroll-max-trip N, --verify-between-passes and --no-spill, which are
+--sim-budget-bytes N, --unroll-max-trip N, --verify-between-passes, --no-spill and --no-reuse-distance, which are
 forwarded; the original backend's other options are ignored.
 """
 import os
@@ -52,7 +52,7 @@ def _checkNames(names, where):
 
 # walrus_driver options that --internal-backend-options may carry and that are forwarded as given
 FORWARD_VALUE_FLAGS = ("--sim-budget-instructions", "--sim-budget-bytes", "--unroll-max-trip")
-FORWARD_BOOL_FLAGS = ("--verify-between-passes", "--no-spill")
+FORWARD_BOOL_FLAGS = ("--verify-between-passes", "--no-spill", "--no-reuse-distance")
 
 
 def _backendOptions(args):

@@ -24,10 +24,16 @@ widened to that loop's whole body (``liveness.pipelined_intervals``), so no
 two values of one loop body share bytes and the semaphores let iterations
 overlap; when that does not fit, the tight intervals are used (the stats say
 which: ``intervals``; the max-live lower bound is that of the intervals used).
-Before that, outside loops, a value first written by a DMA from a program input or constant
-(a resident weight) is tried live from the program start (``_early_loads``): it shares bytes
-with no earlier value, so its load carries no false WAR/WAW wait on an earlier kernel and runs
-while that kernel computes; when that does not fit, the intervals above are used.
+
+Reuse distance (option ``reuse_distance``, on by default; ``walrus_driver --no-reuse-distance``):
+placing a value in the bytes another value freed just before makes its producer wait for the
+old value's last reader, a write-after-read through the address only (at a kernel boundary the
+next kernel's weight load waits for the previous kernel's last instruction). Once placed, the
+values are placed again within the peak just reached, each in the bytes whose last use is
+furthest in the past, uses no later than the last write of the producer's own inputs counting
+as none (``_ready_positions``, ``placement.reuse_placement``); the peak never grows, and when
+nothing fits under it the first placement stands (the stats say how many values moved:
+``reuse_distance_moved``, None when it did not fit).
 
 Spilling (SBUF only): the victim is the largest (bytes x live length) value
 live where allocation failed; it moves to an HBM scratch tensor
@@ -36,6 +42,7 @@ copy: a DMA reload before it and, if it writes, a DMA store after it (queue
 ``qSpillReload``). The new copies live a few positions only. Repeat until
 everything fits.
 """
+import bisect
 import logging
 
 import numpy as np
@@ -108,7 +115,7 @@ def spill_value(module, prog, v, temps):
     module.renumber()
 
 
-def _place_pipelined(vals, wide, method, target, memory, pack):
+def _place_pipelined(vals, wide, method, target, memory, pack, ready, info):
     """Placement with every loop-private value owning its bytes over its whole loop body
     (``liveness.pipelined_intervals``), so iterations of a loop can overlap without false
     dependences through shared addresses. (offsets, pstarts, -1) or (None, None, 0) when
@@ -118,7 +125,7 @@ def _place_pipelined(vals, wide, method, target, memory, pack):
     tight = [(v.start, v.end) for v in vals]
     for v in vals:
         v.start, v.end = wide[v.name]
-    off, ps, failed = place(vals, method, target, memory, pack)
+    off, ps, failed = place(vals, method, target, memory, pack, ready=ready, info=info)
     if failed >= 0:
         for v, (s0, e0) in zip(vals, tight):
             v.start, v.end = s0, e0
@@ -127,27 +134,31 @@ def _place_pipelined(vals, wide, method, target, memory, pack):
     return off, ps, -1
 
 
-def _early_loads(prog, module, values, wide):
-    """``wide`` with every value outside loops that is first written by a DMA from a program input
-    or constant live from the program start: its bytes are shared with no earlier value, so the
-    load (a resident weight of a later kernel) has no false WAR/WAW dependence on them and can run
-    while earlier kernels compute. {} when there is none (the caller then places without it)."""
-    out = dict(wide)
-    n = 0
+def _ready_positions(prog, values):
+    """{memloc: the position of the last write, before the memloc's first access, of any input of
+    the instruction making that access}: its producer cannot start before that writer, so bytes
+    last read before it cost the producer no wait (-1: no such writer, e.g. a load from a program
+    input). One pass over the program."""
+    writes = {}
+    for site in prog.sites:
+        for ap in site.instr.dsts:
+            w = writes.setdefault(ap.target, [])
+            if not w or w[-1] != site.pos:
+                w.append(site.pos)
+    out = {}
     for name, v in values.items():
-        if v.start is None or not v.sites or v.memory != "SBUF":
+        if not v.sites:
             continue
-        pos, is_write = v.sites[0][0], v.sites[0][1]
-        site = prog.sites[pos]
-        ins = site.instr
-        if site.loops or not is_write or ins.opcode != "dma_copy" or not ins.srcs:
-            continue
-        t = module.tensors.get(ins.srcs[0].target)
-        if t is None or t.kind not in ("input", "const"):
-            continue
-        out[name] = (0, out.get(name, (v.start, v.end))[1])
-        n += 1
-    return out if n else {}
+        pos = v.sites[0][0]
+        r = -1
+        for ap in prog.sites[pos].instr.srcs:
+            w = writes.get(ap.target)
+            if ap.target != name and w:
+                i = bisect.bisect_left(w, pos) - 1
+                if i >= 0 and w[i] > r:
+                    r = w[i]
+        out[name] = r
+    return out
 
 
 def allocate(module, ctx, method):
@@ -163,19 +174,18 @@ def allocate(module, ctx, method):
         retry = False
         stats = {}
         wide = liveness.pipelined_intervals(values) if ctx.options["pipeline_intervals"] else {}
-        early = _early_loads(prog, module, values, wide) if wide else {}
+        ready = _ready_positions(prog, values) if ctx.options["reuse_distance"] else None
         for memory in ("PSUM", "SBUF"):
             vals = [v for v in values.values() if v.memory == memory and v.start is not None]
-            off, ps, failed = _place_pipelined(vals, early, method, target, memory, pack) if early else \
-                (None, None, 0)
-            if failed == 0:
-                off, ps, failed = _place_pipelined(vals, wide, method, target, memory, pack)
+            info = {}
+            off, ps, failed = _place_pipelined(vals, wide, method, target, memory, pack, ready, info)
             intervals = "loop-body" if failed < 0 else "tight"
             if failed >= 0:
                 graph = ctx.cached(("interference", memory)) if method == "coloring" else None
                 if graph is not None and graph[0] != [v.name for v in vals]:
                     graph = None
-                off, ps, failed = place(vals, method, target, memory, pack, graph and graph[1])
+                off, ps, failed = place(vals, method, target, memory, pack, graph and graph[1], ready=ready,
+                                        info=info)
             if failed >= 0:
                 if memory == "PSUM":
                     raise _oom(prog, memory, vals, failed, target, "PSUM values cannot be spilled")
@@ -203,6 +213,8 @@ def allocate(module, ctx, method):
                 lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin))
             stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb,
                              "intervals": intervals}
+            if ready is not None and vals:
+                stats[memory]["reuse_distance_moved"] = info.get("reuse_distance_moved")
         if retry:
             continue
         for name, ml in module.memlocs.items():
