@@ -35,6 +35,16 @@ def arrays(vals, pack):
     return start, end, size, nparts, pin
 
 
+def color_orders(start, size, nparts, pin, num_partitions):
+    """The colouring orders ``place`` tries (it keeps the lowest peak): largest first by bytes x
+    partitions; by start (interval-graph order); largest first by bytes x the partition quarters
+    a value blocks (all four for one pinned to partition 0 or over half the partitions), which
+    places the values that need every quarter before the narrow ones that could fill any."""
+    quarters = np.where((nparts > num_partitions // 2) | (pin == 1), 4, (nparts + 31) // 32)
+    return (np.lexsort((start, -(size * nparts))), np.lexsort((-(size * nparts), start)),
+            np.lexsort((start, -(size * quarters))))
+
+
 def place(vals, method, target, memory, pack=True, graph=None, ready=None, info=None):
     """Run the typed allocator. Returns (offsets, pstarts, failed index or -1).
 
@@ -62,9 +72,8 @@ def place(vals, method, target, memory, pack=True, graph=None, ready=None, info=
         if graph is None:
             graph = _alloc.interference_graph(start, end)
         indptr, ind = graph
-        # two colouring orders (largest first; by start, i.e. interval-graph order) -> the lower peak
         best = None
-        for order in (np.lexsort((start, -(size * nparts))), np.lexsort((-(size * nparts), start))):
+        for order in color_orders(start, size, nparts, pin, target.num_partitions):
             o2 = np.zeros(n, np.int64)
             p2 = np.zeros(n, np.int64)
             f = _alloc.color_allocate(indptr, ind, order.astype(np.int64), size, nparts, pin, cap, align, bank,

@@ -56,6 +56,7 @@ def test_random_intervals_never_overlap(method, bank, vals):
     peak = int((off + size).max())
     lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin)
     assert lb <= peak
+    assert lb <= _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin, bank) <= peak
 
 
 def test_interference_graph_matches_pairwise():
@@ -218,3 +219,91 @@ def test_reuse_distance_prefers_the_bytes_idle_longest():
     ls_off = np.zeros(4, np.int64)
     assert _alloc.linear_scan_allocate(start, end, size, nparts, pin, 200, 1, 0, 128, ls_off, ps) == -1
     assert off.tolist() == ls_off.tolist()
+
+
+def test_banked_lower_bound_counts_banks():
+    """Two 1536 B accumulators and four 520 B transposes live at once at partition 0 (mlp_train_step's
+    PSUM): 5152 B in all, but no 520 B value fits beside a 1536 B one in a 2 KiB bank, and only three
+    fit in one bank, so four banks are needed and the last holds at least 520 B: 3 * 2048 + 520. The
+    allocator reaches it."""
+    size = np.array([1536, 1536, 520, 520, 520, 520], np.int64)
+    n = len(size)
+    start = np.zeros(n, np.int64)
+    end = np.full(n, 5, np.int64)
+    nparts = np.array([65, 65, 75, 75, 75, 75], np.int64)
+    pin = np.ones(n, np.int64)
+    assert _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin) == 5152
+    assert _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin, 2048) == 3 * 2048 + 520
+    off = np.zeros(n, np.int64)
+    ps = np.zeros(n, np.int64)
+    assert _alloc.linear_scan_allocate(start, end, size, nparts, pin, 16384, 4, 2048, 128, off, ps) == -1
+    assert int((off + size).max()) == 3 * 2048 + 520
+    # cumsum's: two 1200 B and four 520 B: a bank holds at most 1720 B of them, so the third bank
+    # holds at least 4480 - 2 * 1720 = 1040 B
+    size2 = np.array([1200, 1200, 520, 520, 520, 520], np.int64)
+    assert _alloc.max_live_lower_bound(start, end, size2, nparts, 128, pin, 2048) == 2 * 2048 + 1040
+    # values that may sit at partition 64 are not counted in partition 0's banks
+    nparts[:] = 64
+    pin[:] = 0
+    assert _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin, 2048) < 3 * 2048 + 520
+    # a multi-bank value is whole banks plus its remainder inside one
+    size = np.array([4096 + 1536, 520], np.int64)
+    assert _alloc.max_live_lower_bound(np.zeros(2, np.int64), np.ones(2, np.int64), size,
+                                       np.full(2, 128, np.int64), 128, None, 2048) == 3 * 2048 + 520
+
+
+def _best_bank_packing(sizes, bank, nbanks):
+    """The lowest peak of any assignment of the values (each inside one bank) to ``nbanks`` banks,
+    by brute force: per bank the values stack from its start."""
+    import itertools
+    best = None
+    for assign in itertools.product(range(nbanks), repeat=len(sizes)):
+        load = [0] * nbanks
+        for x, b in zip(sizes, assign):
+            load[b] += x
+        if max(load) > bank:
+            continue
+        peak = max(b * bank + load[b] for b in range(nbanks) if load[b])
+        best = peak if best is None else min(best, peak)
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.sampled_from([16, 260, 520, 700, 1024, 1040, 1200, 1536, 2048]), min_size=1, max_size=5))
+def test_banked_lower_bound_never_exceeds_the_best_packing(sizes):
+    """Values live at once at partition 0 of a banked memory: the bound is at most the best packing."""
+    n = len(sizes)
+    best = _best_bank_packing(sizes, 2048, 5)
+    lb = _alloc.max_live_lower_bound(np.zeros(n, np.int64), np.zeros(n, np.int64), np.array(sizes, np.int64),
+                                     np.full(n, 128, np.int64), 128, None, 2048)
+    assert lb <= best
+
+
+@settings(max_examples=40, deadline=None)
+@given(small=st.lists(st.integers(1, 5000), min_size=1, max_size=7), wide=st.lists(st.integers(1, 5000), max_size=2))
+def test_quarter_lower_bound_never_exceeds_the_best_stacking(small, wide):
+    """Values of 1 partition (each in one quarter) and of 128 (in all four) live at once: the bound
+    is at most the best assignment of the small ones to the four quarters."""
+    import itertools
+    best = min(max(sum(x for x, q in zip(small, a) if q == k) for k in range(4))
+               for a in itertools.product(range(4), repeat=len(small))) + sum(wide)
+    sizes = np.array(small + wide, np.int64)
+    n = len(sizes)
+    nparts = np.array([1] * len(small) + [128] * len(wide), np.int64)
+    lb = _alloc.max_live_lower_bound(np.zeros(n, np.int64), np.zeros(n, np.int64), sizes, nparts, 128,
+                                     np.zeros(n, np.int64))
+    assert lb <= best
+
+
+def test_quarter_lower_bound_counts_stacks():
+    """conditional's loop body: thirteen 4000 B values of one partition live at once. The quarters
+    hold 13000 B each on average, but some quarter holds four of them: 16000."""
+    n = 13
+    args = (np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, 4000, np.int64), np.ones(n, np.int64), 128,
+            np.zeros(n, np.int64))
+    assert _alloc.max_live_lower_bound(*args) == 16000
+    off = np.zeros(n, np.int64)
+    ps = np.zeros(n, np.int64)
+    assert _alloc.linear_scan_allocate(args[0], args[1], args[2], args[3], args[5], 1 << 20, 4, 0, 128, off,
+                                       ps) == -1
+    assert int((off + 4000).max()) == 16000

@@ -7,9 +7,10 @@ when SBUF is short; ``OutOfMemoryError`` when spilling cannot help.
 
   coloring              builds live intervals (``liveness``) and the interference
                         graph per memory; logs its size (an analysis)
-  coloring_allocator    places values against their placed neighbours, once in
-                        decreasing size order and once in start order, and keeps
-                        the lower peak (typed core: ``_alloc.color_allocate``)
+  coloring_allocator    places values against their placed neighbours in each of
+                        ``placement.color_orders`` (decreasing size, start order,
+                        decreasing size x partition quarters blocked) and keeps the
+                        lowest peak (typed core: ``_alloc.color_allocate``)
   linear_scan_allocator places values in start order against the active set
                         (``_alloc.linear_scan_allocate``)
 
@@ -210,7 +211,8 @@ def allocate(module, ctx, method):
             lb = 0
             if vals:
                 s, e, size, nparts, pin = arrays(vals, pack)
-                lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin))
+                lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin,
+                                                     memory_params(target, memory)[2]))
             stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb,
                              "intervals": intervals}
             if ready is not None and vals:
