@@ -1398,3 +1398,106 @@ def batched_triangular_solves(a, b):
 def gaussian_whitening(cov, x):
     ll = jnp.linalg.cholesky(cov)
     return jax.scipy.linalg.solve_triangular(ll, x, lower=True)
+
+
+# --- more library calls model code makes ------------------------------------------------------
+
+@piece(f32(4, 10), ints(-3, 14, 4, 3))
+def take_modes_clip_fill(x, i):
+    return (jnp.take(x, i, axis=1, mode="clip"), x.at[:, i[0]].get(mode="fill", fill_value=-1.0),
+            jnp.take_along_axis(x, jnp.clip(i, 0, 9), axis=1))
+
+
+@piece(np.array([0, 7], np.uint32), f32(3, 12))
+def random_categorical_and_permutation(key, logits):
+    k = jax.random.wrap_key_data(key)
+    k1, k2 = jax.random.split(k)
+    return jax.random.categorical(k1, logits, axis=-1), jax.random.permutation(k2, 16)
+
+
+@piece(f32(2, 9, 4, 8), f32(2, 9, 4, 8), f32(2, 9, 4, 8))
+def jax_nn_dot_product_attention(q, k, v):
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+
+
+@piece(f32(2, 8, 9, 9), f32(8, 1, 3, 3, scale=0.3))
+def depthwise_conv_nchw(x, w):
+    return lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                    feature_group_count=8)
+
+
+@piece(f32(6, 5))
+def cumulative_reverse_and_cummax(x):
+    return lax.cumsum(x, 0, reverse=True), lax.cummax(x, 1), lax.cummin(x, 0), lax.cumlogsumexp(x, 1)
+
+
+@piece(ints(0, 10, 40), f32(40))
+def bincount_histogram_digitize(i, w):
+    return (jnp.bincount(i, length=10), jnp.bincount(i, weights=w, length=10),
+            jnp.digitize(w, jnp.linspace(-2, 2, 7)), jnp.histogram(w, bins=5, range=(-2, 2))[0])
+
+
+@piece(f32(7, 4, 3), f32(3, 3, scale=0.4))
+def scan_reverse_unrolled(xs, w):
+    def body(h, x):
+        h = jnp.tanh(x @ w + h)
+        return h, h
+    return lax.scan(body, jnp.zeros((4, 3), jnp.float32), xs, reverse=True, unroll=2)
+
+
+@piece(f32(1, 3, 5, 5))
+def resize_cubic_and_lanczos(x):
+    return jax.image.resize(x, (1, 3, 8, 8), "cubic"), jax.image.resize(x, (1, 3, 3, 3), "lanczos3")
+
+
+@piece(f32(3, 6), f32(6))
+def normalize_norm_where(x, y):
+    return (jax.nn.standardize(x, axis=-1), jnp.linalg.norm(x, axis=-1, keepdims=True),
+            jnp.where(jnp.isnan(x / y), 0.0, x / y), jnp.nan_to_num(jnp.log(x)), jnp.clip(x, y[:1]))
+
+
+@piece(bf16(4, 6), ints(0, 6, 4))
+def bf16_one_hot_and_loss(logits, labels):
+    oh = jax.nn.one_hot(labels, 6, dtype=jnp.bfloat16)
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+    return oh, -(oh.astype(jnp.float32) * lp).sum(-1), jnp.argmax(logits, -1)
+
+
+@piece(f32(5, 8))
+def median_quantile_sorting(x):
+    return jnp.median(x, axis=1), jnp.quantile(x, 0.9, axis=0), jnp.percentile(x, 25.0)
+
+
+@scale(f32(5000, 256, scale=0.1), ints(0, 5000, 512), f32(512, 256))
+def embedding_grad_scatter_add_5k(table, ids, g):
+    return jax.grad(lambda t: jnp.sum(t[ids] * g))(table)
+
+
+@scale(f32(300, 768), f32(768), f32(768), f32(300, 768))
+def layernorm_backward_768(x, gm, bt, dy):
+    return jax.vjp(lambda x, gm, bt: _ln(x, gm, bt, 1e-5), x, gm, bt)[1](dy)
+
+
+@scale(f32(12, 130, 64), f32(12, 64, 260), ints(-100, 100, 260, 300, dtype=np.int8), ints(-100, 100, 300, 200,
+                                                                                           dtype=np.int8))
+def batched_and_int8_matmuls(a, b, p, q):
+    return jnp.einsum("hqd,hdk->hqk", a, b), lax.dot(p, q, preferred_element_type=jnp.int32)
+
+
+@scale(f32(1000, 300), f32(260, 1000))
+def big_reductions_and_transposes(x, y):
+    return x.sum(0), x.max(1), jnp.argmax(x, 0), y.T + 1.0, jnp.cumsum(x[:, 0]), jnp.sort(y[:, :700], axis=1)
+
+
+@scale(f32(8, 2048, 128), f32(8, 1, 128), np.int32(1999))
+def kv_cache_write_2048(cache, new, pos):
+    c = lax.dynamic_update_slice(cache, new, (0, pos, 0))
+    return c, lax.dynamic_slice(c, (0, pos - 3, 0), (8, 4, 128))
+
+
+@scale(f32(4, 32, 28, 28), f32(64, 32, 3, 3, scale=0.05))
+def conv_backprop_input_and_filter(x, w):
+    def f(x, w):
+        return jnp.sum(jnp.tanh(lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)),
+                                                         dimension_numbers=("NCHW", "OIHW", "NCHW"))))
+    return jax.grad(f, argnums=(0, 1))(x, w)
