@@ -91,3 +91,34 @@ def test_jax_training_step_with_dropout_and_max_pool_gradient(tmp_path):
     problems = ["output%d: %s" % (k, why) for k, (a, e) in enumerate(zip(outs, ref))
                 for why in [mismatch(np.asarray(a), e)] if why]
     assert not problems, problems
+
+
+def _small_resnet_step(x, w1, w2, g, b):
+    def conv(h, w):
+        return lax.conv_general_dilated(h, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def loss(w1, w2, g, b):
+        h = conv(x, w1)
+        m, v = h.mean((0, 1, 2)), h.var((0, 1, 2))
+        h = jax.nn.relu((h - m) * lax.rsqrt(v + 1e-5) * g + b)
+        return jnp.mean((conv(h, w2) + x) ** 2)
+    return jax.value_and_grad(loss, argnums=(0, 1, 2, 3))(w1, w2, g, b)
+
+
+def test_small_channel_resnet_training_step_fits_psum(tmp_path):
+    # every 3x3 kernel position of a 4-channel conv gradient loads a small PE-transposed operand
+    # inside one loop; their PSUM banks, sized to a whole bank but written in part, all stayed live
+    # over the loop and the program failed PSUM allocation (NCC_EOOM002)
+    from neuronxcc.starfish.birsim import run_neff
+    r = np.random.default_rng(5)
+    args = [r.standard_normal((2, 6, 6, 4)).astype(np.float32),
+            (r.standard_normal((3, 3, 4, 4)) * 0.3).astype(np.float32),
+            (r.standard_normal((3, 3, 4, 4)) * 0.3).astype(np.float32),
+            np.ones(4, np.float32), np.zeros(4, np.float32)]
+    model = tmp_path / "model.hlo_module.pb"
+    model.write_bytes(jax.jit(_small_resnet_step).lower(*args).compiler_ir("hlo").as_serialized_hlo_module_proto())
+    outs = run_neff(_compile(str(model), str(tmp_path)), args)
+    ref = [np.asarray(v) for v in jax.tree_util.tree_leaves(jax.jit(_small_resnet_step)(*args))]
+    problems = ["output%d: %s" % (k, why) for k, (a, e) in enumerate(zip(outs, ref))
+                for why in [mismatch(np.asarray(a), e)] if why]
+    assert not problems, problems

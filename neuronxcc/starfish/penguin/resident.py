@@ -48,7 +48,10 @@ def _transposed(kern, R, nb, offs, bs, n0, nn, K, TK, rr, cdt):
     chunk = max(1, (RHS_T_CHUNK_BYTES // bdt.itemsize(cdt)) // TK)     # K tiles per natural load
     per = max(1, (em.tm.psum_bank_bytes // 4) // PMAX)                  # transposes per PSUM bank
     # two PSUM banks used in turn (a fresh one per group would let the scheduler keep many live)
-    banks = [em.psum("psT", TK, per * PMAX) for _ in range(2)]
+    # sized to what one group writes: a narrow bank is written whole by its first transpose, so walrus
+    # sees it defined afresh each iteration (a partly written one stays live over the whole loop)
+    width = min(per, max(min(chunk, nfull), 1)) * min(nn, PMAX)
+    banks = [em.psum("psT", TK, width) for _ in range(2)]
 
     def tiles(b0, bn, t0, tc, kn_last):
         """Tiles t0 .. t0+tc-1 (t0 a pelican Expr or int) of one N block; all TK rows but the
