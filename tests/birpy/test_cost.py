@@ -159,6 +159,20 @@ def test_strided_innermost_access_halves_the_interface(step, dt, slow):
     assert col.cycles == max(64, (2 if 64 * B.dtypes.itemsize(dt) > 16 else 1) * n) + 60
 
 
+@pytest.mark.parametrize("mems,k", [(("SBUF", "SBUF", "SBUF"), 3), (("PSUM", "SBUF", "SBUF"), 2),
+                                    (("PSUM", "PSUM", "SBUF"), 2), (("PSUM", "PSUM", "PSUM"), 3)])
+def test_select_streams_each_input(mems, k):
+    # [ARCH2] rule of thumb: one input tensor ~N cycles, two ~2N; [ISA226] tensor_copy_predicated: N with
+    # one input in PSUM, 2N with both in SBUF. A select reads pred, on_true, on_false: k N, k the larger
+    # of its SBUF and PSUM input counts
+    n = 256
+    loc = {"SBUF": "a", "PSUM": "ps"}
+    c = cost("select", "DVE", [AP("b", "float32", [[1, n]])], [AP(loc[m], "float32", [[1, n]]) for m in mems])
+    assert c.cycles == max(64, k * n) + 60
+    assert cost("select", "DVE", [AP("b", "float32", [[1, 16]])],
+                [AP("a", "float32", [[1, 16]])] * 3).cycles == 64 + 60
+
+
 def _dma(dst, src, target="trn1"):
     return cost("dma_copy", "SP", [dst], [src], target, queue="q3")
 

@@ -16,7 +16,11 @@ SBUF/PSUM access), 64 ``min_ii`` (the PE's min(64, ...) is
   activation      ACT  max(64, N) (+64 with reduce) + 60
   tensor_tensor   DVE  max(64, N) if an input is in PSUM or (all bf16, add/subtract/mult,
                        unit innermost steps) else max(64, 2N); + 60
-  tensor_scalar, tensor_copy, select     DVE/ACT max(64, N) + 60
+  tensor_scalar, tensor_copy            DVE/ACT max(64, N) + 60
+  select          DVE  max(64, k N) + 60, k = the larger of its SBUF and its PSUM input counts
+                       ([ARCH2]'s rule of thumb, one input tensor ~N cycles, two ~2N, with [ISA226]'s
+                       tensor_copy_predicated: N with one input in PSUM, 2N with both in SBUF; a
+                       select streams pred, on_true and on_false: 3N all in SBUF)
   scalar_tensor_tensor, tensor_tensor_scan  DVE max(64, 2N) + 60
   tensor_reduce   DVE  max(64, N_in) (N_in/2 for bf16 in+out with add/max) + 60
   memset          DVE  max(64, N/2) for zero into a 2-byte dtype, else max(64, N); + 60
@@ -254,7 +258,11 @@ def instruction_cost(instr, module, target=None):
     elif op == "memset":
         half = float(attrs.get("value", 0)) == 0.0 and _dt.itemsize(out.dtype) == 2
         cyc = max(mi, n // 2 if half else n) + ovh
-    else:   # tensor_scalar, tensor_copy, select, iota/affine_select (POOL handled above)
+    elif op == "select":
+        smems = mems[len(instr.dsts):]
+        k = max(1, smems.count("SBUF"), smems.count("PSUM"))
+        cyc = max(mi, k * n) + ovh
+    else:   # tensor_scalar, tensor_copy, iota/affine_select (POOL handled above)
         work = n
         if tm.dve_perf_modes and eng == "DVE" and op in ("tensor_copy", "tensor_scalar") \
                 and all(a.dtype in _LOWP16 for a in instr.operands):
