@@ -77,6 +77,30 @@ def test_timing_waits_for_the_last_member_and_traces_one_process_per_core():
     assert rb.collective_transfer_s[0] > res.collective_transfer_s[0]
 
 
+def test_collectives_on_one_core_run_one_at_a_time():
+    """The collective engine ("CC") takes its operations in order: two independent all-reduces
+    issued together end one collective_time apart, and the rank's collective time stays within
+    its run time (each used to take a DMA engine of its own and overlap the other)."""
+    from neuronxcc.hwm.interconnect import collective_time
+    m = B.Module("c", "trn1")
+    m.attrs["rank_space"] = [1, N]
+    for k in (0, 1):
+        m.add_tensor("x%d" % k, "input", "float32", (64, 64))
+        m.add_tensor("y%d" % k, "output", "float32", (64, 64))
+    b = B.Builder(m)
+    for k in (0, 1):
+        b.inst("collective", "SP", [b.ap("y%d" % k)], [b.ap("x%d" % k)], op="all_reduce", reduce="add",
+               groups=GROUPS)
+    b.finish()
+    res = simulate_ranks(m, [[np.ones((64, 64), np.float32)] * 2] * N, trace=True)
+    one = collective_time("all_reduce", 64 * 64 * 4, GROUPS[0], "trn1")
+    cc = sorted((e["ts"], e["dur"]) for e in res.ranks[0].trace_json()["traceEvents"]
+                if e.get("ph") == "X" and e.get("cat") == "CC")
+    assert len(cc) == 2 and cc[1][0] >= cc[0][0] + cc[0][1] - 1e-6
+    assert cc[1][0] + cc[1][1] == pytest.approx(cc[0][0] + 2 * one * 1e6, rel=1e-6)
+    assert all(0 < f <= 1 for f in res.summary()["collective_share"])
+
+
 def test_one_core_and_the_rank_count_it_needs():
     m = _prog("all_reduce", (4,), (4,), N, reduce="add", groups=GROUPS)
     with pytest.raises(BirSimError, match="all 4 ranks"):

@@ -611,6 +611,8 @@ cdef class Core:
             if t > qs:
                 qs = t
             ready = t + r.latency_s          # fixed latency from issue, overlapping earlier transfers
+            if r.kind != 1 and ready < qs:
+                ready = qs                   # not a DMA (a collective on "CC"): its track runs one at a time
             se = self._dma(r, ready, tr)     # in order per engine within the queue
             start = se[0]
             end = se[1]
