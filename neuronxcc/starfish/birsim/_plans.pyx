@@ -354,80 +354,12 @@ INT_OPS = {"add": 1, "subtract": 2, "rsub": 3, "mult": 4, "max": 5, "min": 6,
 INT_DIVMOD = (25, 26)
 
 
-cdef inline int64_t _iabs(int64_t a) noexcept nogil:
-    return a if a >= 0 else <int64_t>(<uint64_t>0 - <uint64_t>a)      # numpy: abs(INT64_MIN) wraps
-
-
-cdef inline int64_t _iop(int op, int64_t a, int64_t b, int width) noexcept nogil:
-    cdef uint64_t mask = (<uint64_t>1 << width) - 1
-    cdef int sh = 0 if b < 0 else (63 if b > 63 else <int>b)
-    cdef int64_t x, y
-    if op == 1:
-        return <int64_t>(<uint64_t>a + <uint64_t>b)
-    if op == 2:
-        return <int64_t>(<uint64_t>a - <uint64_t>b)
-    if op == 3:
-        return <int64_t>(<uint64_t>b - <uint64_t>a)
-    if op == 4:
-        return <int64_t>(<uint64_t>a * <uint64_t>b)
-    if op == 5:
-        return a if a > b else b
-    if op == 6:
-        return a if a < b else b
-    if op == 7:
-        return a & b
-    if op == 8:
-        return a | b
-    if op == 9:
-        return a ^ b
-    if op == 10:
-        return 0 if b >= width else <int64_t>((<uint64_t>a << sh) & mask)
-    if op == 11:
-        if b >= width:
-            return -1 if a < 0 else 0
-        return a >> sh
-    if op == 12:
-        return 0 if b >= width else <int64_t>((<uint64_t>a & mask) >> sh)
-    if op == 13:
-        return a == b
-    if op == 14:
-        return a != b
-    if op == 15:
-        return a < b
-    if op == 16:
-        return a <= b
-    if op == 17:
-        return a > b
-    if op == 18:
-        return a >= b
-    if op == 19:
-        return (a != 0) and (b != 0)
-    if op == 20:
-        return (a != 0) or (b != 0)
-    if op == 21:
-        return (a != 0) != (b != 0)
-    if op == 22:
-        return (<int64_t>(<uint64_t>a + <uint64_t>b)) >> 1
-    if op == 23:
-        return a
-    if op == 25 or op == 26:
-        # alu._idiv / _imod: truncating division, x / 0 = -1, x % 0 = x
-        if b == 0:
-            return -1 if op == 25 else a
-        x = <int64_t>(<uint64_t>_iabs(a) // <uint64_t>_iabs(b))
-        if (a < 0) != (b < 0):
-            x = -x
-        return x if op == 25 else <int64_t>(<uint64_t>a - <uint64_t>x * <uint64_t>b)
-    x = _iabs(a)
-    y = _iabs(b)
-    return x if x > y else y
-
-
 cdef extern from *:
     """
-    /* exact int64 element-wise loops, one per op (the expressions of _iop, op by op), so that
-       GCC vectorises them: x = op(x, y) (tt), op(x, s) (ts), op(s, x) (st). Shifts by the
-       first operand's width W (< 64, MASK = 2**W - 1); returns 0 for an op without a loop. */
+    /* exact int64 element-wise loops, one per op (alu.alu_i's rules, op by op), so that GCC
+       vectorises them: x = op(x, y) (tt), op(x, s) (ts), op(s, x) (st). Shifts by the first
+       operand's width W (< 64, MASK = 2**W - 1); divide truncates, x / 0 = -1, x % 0 = x
+       (numpy's abs(INT64_MIN) wraps). */
     #include <stdint.h>
     #if defined(__GNUC__) && !defined(__clang__)
     #define NCC_I_HOT __attribute__((optimize("O3")))
@@ -435,6 +367,11 @@ cdef extern from *:
     #define NCC_I_HOT
     #endif
     #define NCC_SH(b) ((b) < 0 ? 0 : ((b) > 63 ? 63 : (int)(b)))
+    static inline int64_t ncc_iabs(int64_t a) { return a >= 0 ? a : (int64_t)((uint64_t)0 - (uint64_t)a); }
+    static inline int64_t ncc_idiv(int64_t a, int64_t b) {
+        int64_t q = (int64_t)((uint64_t)ncc_iabs(a) / (uint64_t)ncc_iabs(b));
+        return ((a < 0) != (b < 0)) ? (int64_t)((uint64_t)0 - (uint64_t)q) : q;
+    }
     #define NCC_I_OPS(X) \
         X(1, (int64_t)((uint64_t)a + (uint64_t)b)) \
         X(2, (int64_t)((uint64_t)a - (uint64_t)b)) \
@@ -458,7 +395,10 @@ cdef extern from *:
         X(20, (int64_t)((a != 0) || (b != 0))) \
         X(21, (int64_t)((a != 0) != (b != 0))) \
         X(22, (((int64_t)((uint64_t)a + (uint64_t)b)) >> 1)) \
-        X(23, ((void)b, a))
+        X(23, ((void)b, a)) \
+        X(24, (ncc_iabs(a) > ncc_iabs(b) ? ncc_iabs(a) : ncc_iabs(b))) \
+        X(25, (b == 0 ? -1 : ncc_idiv(a, b))) \
+        X(26, (b == 0 ? a : (int64_t)((uint64_t)a - (uint64_t)ncc_idiv(a, b) * (uint64_t)b)))
     #define NCC_I_LOOPS(OP, EXPR) \
     static NCC_I_HOT void ncc_i_tt_##OP(int64_t *__restrict x, const int64_t *__restrict y, Py_ssize_t n, \
                                         int64_t w, uint64_t mask) { \
@@ -489,25 +429,13 @@ cdef extern from *:
 
 
 cdef void _iop_tt(int op, int64_t* x, const int64_t* y, Py_ssize_t n, int w) noexcept nogil:
-    """x[i] = op(x[i], y[i]): a loop per op (ncc_i_tt), _iop per element for the others."""
-    cdef Py_ssize_t i
-    if ncc_i_tt(op, x, y, n, w):
-        return
-    for i in range(n):
-        x[i] = _iop(op, x[i], y[i], w)
+    """x[i] = op(x[i], y[i]) (every INT_OPS op has its loop in ncc_i_tt)."""
+    ncc_i_tt(op, x, y, n, w)
 
 
 cdef void _iop_ts(int op, int64_t* x, int64_t s, bint rev, Py_ssize_t n, int w) noexcept nogil:
-    """x[i] = op(x[i], s), or op(s, x[i]) when rev: a loop per op (ncc_i_ts), _iop for the others."""
-    cdef Py_ssize_t i
-    if ncc_i_ts(op, x, s, rev, n, w):
-        return
-    if rev:
-        for i in range(n):
-            x[i] = _iop(op, s, x[i], w)
-    else:
-        for i in range(n):
-            x[i] = _iop(op, x[i], s, w)
+    """x[i] = op(x[i], s), or op(s, x[i]) when rev."""
+    ncc_i_ts(op, x, s, rev, n, w)
 
 
 cdef int64_t* _iscratch = NULL
