@@ -467,7 +467,9 @@ cdef i64 _bank_bound(i64* items, i64 k, i64 full, i64 bank, unsigned long long* 
     The item banks number N >= Martello and Toth's L2 bound for bin packing and >= total / M,
     where M is the largest sum of items one bank can hold (a subset sum, by a bitset). Putting the
     lightest bank last, the peak is at least (full + N - 1) banks plus that bank's load, which is
-    at least the smallest item and at least total - (N - 1) * M. Sorts ``items`` (descending)."""
+    at least the smallest item, at least total - (N - 1) * M, and at least the smallest of the
+    largest items no two of which fit one bank, when there are N of them. Sorts ``items``
+    (descending)."""
     cdef i64 i, j, a, n1, n2, s2, s3, need, best = 0, smallest, total = 0, m, q, r, w
     cdef i64 half = bank // 2, nw = bank // 64 + 1
     cdef unsigned long long val
@@ -524,6 +526,13 @@ cdef i64 _bank_bound(i64* items, i64 k, i64 full, i64 bank, unsigned long long* 
         best = (total + m - 1) // m
     if total - (best - 1) * m > smallest:
         smallest = total - (best - 1) * m
+    # the largest items while no two of them fit one bank take a bank each: when they take
+    # all N, the last bank holds one of them
+    n1 = 1
+    while n1 < k and items[n1] + items[n1 - 1] > bank:
+        n1 += 1
+    if n1 == best and items[n1 - 1] > smallest:
+        smallest = items[n1 - 1]
     return (full + best - 1) * bank + smallest
 
 

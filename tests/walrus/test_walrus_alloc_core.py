@@ -242,6 +242,12 @@ def test_banked_lower_bound_counts_banks():
     # holds at least 4480 - 2 * 1720 = 1040 B
     size2 = np.array([1200, 1200, 520, 520, 520, 520], np.int64)
     assert _alloc.max_live_lower_bound(start, end, size2, nparts, 128, pin, 2048) == 2 * 2048 + 1040
+    # causal_attention's: five values over half a bank (2048, 1536, 1040, 1040, 1024) take a bank
+    # each, so the last bank holds at least 1024 B
+    size3 = np.array([2048, 1024, 1536, 32, 1040, 48, 520, 1040, 520], np.int64)
+    n3 = len(size3)
+    assert _alloc.max_live_lower_bound(np.zeros(n3, np.int64), np.zeros(n3, np.int64), size3,
+                                       np.full(n3, 128, np.int64), 128, None, 2048) == 4 * 2048 + 1024
     # values that may sit at partition 64 are not counted in partition 0's banks
     nparts[:] = 64
     pin[:] = 0
