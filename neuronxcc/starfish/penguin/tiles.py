@@ -7,7 +7,8 @@ tile starts on every axis. ``value(x)`` returns a ``TV`` (tile value): an
 on-chip [pn, fn] access pattern, or a splat scalar that later ops fold into
 ``tensor_scalar`` immediates.
 
-Engine mapping (one table, ``UNARY_ACT`` / ``ALU_BINARY``): transcendental
+Engine mapping (one table, ``UNARY_ACT`` / ``ALU_BINARY``; the functions without one engine
+instruction, sin, atan2, popcount, rounding ..., are built in ``tilemath.TileMath``): transcendental
 functions go to ACT ``activation``; a chain that is one ScalarE function of a
 value (gelu, silu, softplus, sigmoid ... as jax writes them; ``actmatch``) is
 one ``activation``; arithmetic, comparisons and logic go to
@@ -30,6 +31,7 @@ from neuronxcc.starfish.birpy import dtypes as bdt
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.expr import Node
 from neuronxcc.starfish.penguin.mmleaf import MM_PREFIX, materialised_view
+from neuronxcc.starfish.penguin.tilemath import TileMath
 from neuronxcc.starfish.penguin.views import Splat, View
 
 IOTA_BASE = "__iota__"
@@ -96,7 +98,7 @@ class Space:
         self.fn = sizes[f_axis] if f_axis is not None else 1
 
 
-class TileEval:
+class TileEval(TileMath):
     def __init__(self, cg, space):
         self.cg = cg
         self.em = cg.em
@@ -576,148 +578,9 @@ class TileEval:
             return self.op(x, [self.materialise(args[0])] + list(args[1:]))
         return TV("splat", onchip_dtype(x.dtype), value=_py(np.asarray(r).reshape(()).item(), x.dtype))
 
-    def int_divmod(self, x, a, b):
-        """XLA integer divide/remainder truncate toward zero; x/0 = -1, x%0 = x (POOL exact int math)."""
-        dt = onchip_dtype(x.dtype)
-        return self.binary("divide" if x.op == "divide" else "mod", a, b, dt)
-
-    def fmod(self, a, b, dt):
-        return self.binary("mod", a, b, dt)
-
-    def sine(self, a, dt, phase):
-        """sin(x + phase) with ACT sin on [-pi, pi]: Cody-Waite reduction by 2pi in fp32."""
-        a = self.materialise(a, "float32")
-        c1 = 6.28125                           # 2pi split: c1 exact in 7 bits, c2 the rest
-        c2 = 2 * math.pi - c1
-        rnd = 12582912.0                       # 1.5 * 2^23: round to nearest integer
-        k = self.new_tile("float32")
-        self.em.inst("tensor_scalar", "DVE", [k.ap], [a.ap], op0="mult", operand0=1.0 / (2 * math.pi),
-                     op1="add", operand1=rnd)
-        k2 = self.binary("subtract", k, TV("splat", "float32", value=rnd), "float32")
-        t1 = self.binary("mult", k2, TV("splat", "float32", value=c1), "float32")
-        r = self.binary("subtract", a, t1, "float32")
-        t2 = self.binary("mult", k2, TV("splat", "float32", value=c2), "float32")
-        r = self.binary("subtract", r, t2, "float32")                 # r in [-pi, pi]
-        if phase:
-            r = self.binary("add", r, TV("splat", "float32", value=phase), "float32")
-            over = self.binary("gt", r, TV("splat", "float32", value=math.pi), "float32")
-            o2 = self.binary("mult", over, TV("splat", "float32", value=2 * math.pi), "float32")
-            r = self.binary("subtract", r, o2, "float32")
-        return self.act("sin", r, dt)
-
-    def tan(self, a, dt):
-        s = self.sine(a, "float32", 0.0)
-        c = self.sine(a, "float32", math.pi / 2)
-        return self.binary("divide", s, c, dt)
-
-    def _negative(self, v):
-        """v < 0 or v is -0.0 (1/v < 0)."""
-        F = "float32"
-        z = TV("splat", F, value=0.0)
-        inv = self.binary("divide", TV("splat", F, value=1.0), v, F)
-        return self.binary("logical_or", self.binary("lt", v, z, "bool"), self.binary("lt", inv, z, "bool"), "bool")
-
-    def atan2(self, y, x, dt):
-        """atan2(y, x) from ACT arctan on [0, 1] plus octant fix-ups (signed zeros via 1/v < 0)."""
-        F = "float32"
-        y = self.materialise(y, F)
-        x = self.materialise(x, F)
-        ay = self.act("abs", y, F)
-        ax = self.act("abs", x, F)
-        mx = self.binary("max", ay, ax, F)
-        mn = self.binary("min", ay, ax, F)
-        q = self.binary("divide", mn, mx, F)
-        # q is NaN for 0/0 (atan 0) and inf/inf (both infinite: atan 1, XLA's pi/4 octants)
-        fill = self.binary("subtract", TV("splat", F, value=1.0), self.binary("eq", mx, TV("splat", F, value=0.0),
-                                                                               "float32"), F)
-        q2 = self.new_tile(F)
-        self.em.inst("select", "DVE", [q2.ap], [self.binary("eq", q, q, "bool").ap, q.ap, fill.ap])
-        r = self.act("arctan", q2, F)
-        swap = self.binary("gt", ay, ax, "bool")
-        rs = self.binary("subtract", TV("splat", F, value=math.pi / 2), r, F)
-        r1 = self.new_tile(F)
-        self.em.inst("select", "DVE", [r1.ap], [swap.ap, rs.ap, r.ap])
-        xneg = self._negative(x)
-        rp = self.binary("subtract", TV("splat", F, value=math.pi), r1, F)
-        r2 = self.new_tile(F)
-        self.em.inst("select", "DVE", [r2.ap], [xneg.ap, rp.ap, r1.ap])
-        yneg = self._negative(y)
-        rn = self.binary("mult", r2, TV("splat", F, value=-1.0), F)
-        out = self.new_tile(dt)
-        self.em.inst("select", "DVE", [out.ap], [yneg.ap, rn.ap, r2.ap])
-        # NaN in either operand propagates
-        isnan = self.binary("logical_or", self.binary("ne", x, x, "bool"), self.binary("ne", y, y, "bool"), "bool")
-        nant = self.materialise(TV("splat", F, value=float("nan")))
-        res = self.new_tile(dt)
-        self.em.inst("select", "DVE", [res.ap], [isnan.ap, nant.ap, out.ap])
-        return res
-
-    def cbrt(self, a, dt):
-        a = self.materialise(a, "float32")
-        ab = self.act("abs", a, "float32")
-        lg = self.act("log", ab, "float32")
-        r = self.act("exp", lg, "float32", scale=1.0 / 3.0)
-        sg = self.act("sign", a, "float32")
-        return self.binary("mult", r, sg, dt)
-
-    def _srl(self, a, k, dt):
-        return self.binary("logical_shift_right", a, TV("splat", dt, value=k), dt)
-
-    def _and(self, a, m, dt):
-        return self.binary("bitwise_and", a, TV("splat", dt, value=m), dt)
-
-    def popcnt(self, a, dt):
-        """SWAR bit count on POOL (exact integer math)."""
-        a = self.materialise(a, dt)
-        t = self.binary("subtract", a, self._and(self._srl(a, 1, dt), 0x55555555, dt), dt)
-        t = self.binary("add", self._and(t, 0x33333333, dt), self._and(self._srl(t, 2, dt), 0x33333333, dt), dt)
-        t = self._and(self.binary("add", t, self._srl(t, 4, dt), dt), 0x0F0F0F0F, dt)
-        t = self.binary("add", t, self._srl(t, 8, dt), dt)
-        t = self.binary("add", t, self._srl(t, 16, dt), dt)
-        return self._and(t, 0x3F, dt)
-
-    def clz(self, a, dt):
-        a = self.materialise(a, dt)
-        t = a
-        for k in (1, 2, 4, 8, 16):
-            t = self.binary("bitwise_or", t, self._srl(t, k, dt), dt)
-        pc = self.popcnt(t, dt)
-        return self.binary("subtract", TV("splat", dt, value=32), pc, dt)
-
-    def trunc(self, a):
-        fr = self.new_tile("float32")
-        self.em.inst("tensor_scalar", "DVE", [fr.ap], [a.ap], op0="mod", operand0=1.0)
-        # |a| >= 2^23 (and inf) is integral already: fraction 0 (fmod(inf, 1) would be NaN)
-        small = self.binary("lt", self.act("abs", a, "float32"), TV("splat", "float32", value=8388608.0), "bool")
-        zt = self.materialise(TV("splat", "float32", value=0.0))
-        fr2 = self.new_tile("float32")
-        self.em.inst("select", "DVE", [fr2.ap], [small.ap, fr.ap, zt.ap])
-        return self.binary("subtract", a, fr2, "float32")
-
-    def rounding(self, op, a, dt):
-        a = self.materialise(a, "float32")
-        if op == "round-nearest-even":
-            # adding and subtracting 1.5*2^23 rounds to nearest even in fp32 for |x| < 2^22
-            big = self.binary("lt", self.act("abs", a, "float32"), TV("splat", "float32", value=4194304.0),
-                              "bool")
-            t = self.binary("add", a, TV("splat", "float32", value=12582912.0), "float32")
-            t = self.binary("subtract", t, TV("splat", "float32", value=12582912.0), "float32")
-            out = self.new_tile(dt)
-            self.em.inst("select", "DVE", [out.ap], [big.ap, t.ap, a.ap])
-            return out
-        if op in ("floor", "ceil"):
-            t = self.trunc(a)
-            if op == "floor":
-                adj = self.binary("lt", a, t, "float32")
-                return self.binary("subtract", t, adj, dt)
-            adj = self.binary("gt", a, t, "float32")
-            return self.binary("add", t, adj, dt)
-        # round half away from zero: sign(x) * trunc(|x| + 0.5)
-        ab = self.act("abs", a, "float32")
-        h = self.binary("add", ab, TV("splat", "float32", value=0.5), "float32")
-        fh = self.trunc(h)
-        sg = self.act("sign", a, "float32")
-        return self.binary("mult", fh, sg, dt)
+    def splat(self, dtype, value):
+        """A scalar tile value (later ops fold it into their immediates)."""
+        return TV("splat", dtype, value=value)
 
 
 def _fsplat(x):
