@@ -669,9 +669,11 @@ class Bench:
             self.target("5 allocation", "allocation time on the largest program (%s, %d values) / its walrus "
                         "passes" % (name, vals), "%s (%.0f%%)" % (bl.fmt_s(at), 100 * at / walrus if walrus else 0),
                         "(reported)", None)
-        s.note("Peaks and the max-live lower bound (the largest total of bytes per partition live at one program "
-               "point) are walrus's own figures from each compile's `sg00/metrics.json` (default pipeline: "
-               "coloring allocator).")
+        s.note("Peaks and the max-live lower bound are walrus's own figures from each compile's `sg00/metrics.json` "
+               "(default pipeline: coloring allocator). The bound (`_alloc.max_live_lower_bound`) is the largest, "
+               "over program points, of what the values live there need under the placement rules: their bytes "
+               "spread over the partition quarters, those sure to sit at partition 0 stacked there, the narrow "
+               "ones as four quarter stacks, and for PSUM a packing of partition 0's 2 KiB banks.")
         self.sections.append(s)
         self._alloc_intervals()
 
