@@ -12,6 +12,7 @@ limit, so most shapes need no peeled remainder at all.
 """
 from neuronxcc.starfish import birpy
 from neuronxcc.starfish.birpy import dtypes as bdt
+from neuronxcc.starfish.birpy.cost import engine_hz
 
 
 NUM_QUEUES = 8                   # of the 16 DMA queues per engine
@@ -58,6 +59,10 @@ class Emitter:
         self.engine_load = {"DVE": 0.0, "ACT": 0.0, "POOL": 0.0}
         self.dma_engine = None       # when set, the engine that triggers DMAs not given one (default SP)
         self._pq = 0
+
+    def ghz(self, engine):
+        """ENGINE's clock in GHz on this target (``neuronxcc.hwm``), for the cycles / GHz estimates."""
+        return engine_hz(engine, self.tm) / 1e9
 
     def begin_kernel(self):
         """A new kernel: the engine-load counts restart (earlier kernels' work does not steer it)."""
@@ -106,7 +111,7 @@ class Emitter:
     def inst(self, opcode, engine, dsts, srcs, **attrs):
         if engine in self.engine_load and dsts:
             n = dsts[0].free_size
-            self.engine_load[engine] += max(64, n) / (1.12 if engine == "DVE" else 1.4)
+            self.engine_load[engine] += max(64, n) / self.ghz(engine)
         return self.b.inst(opcode, engine, dsts, srcs, name=self.label, **attrs)
 
     def prefetch_queue(self):

@@ -583,7 +583,7 @@ class Kernels:
             dst = em.chip(st, cdt, kn, [[1, c * mn]], offset=j0 * mn)
             src = em.chip(ps, "float32", kn, [[1, c * mn]])
             load = em.engine_load
-            if load["ACT"] <= load["DVE"] * 1.12 / 1.4:
+            if load["ACT"] <= load["DVE"] * em.ghz("DVE") / em.ghz("ACT"):
                 em.inst("activation", "ACT", [dst], [src], func="identity")
             else:
                 em.inst("tensor_copy", "DVE", [dst], [src])
@@ -597,7 +597,7 @@ class Kernels:
         """PSUM -> SBUF copy on ACT or DVE, whichever has less queued."""
         em = self.em
         load = em.engine_load
-        if load["ACT"] <= load["DVE"] * 1.12 / 1.4:
+        if load["ACT"] <= load["DVE"] * em.ghz("DVE") / em.ghz("ACT"):
             em.inst("activation", "ACT", [dst], [src], func="identity")
         else:
             em.inst("tensor_copy", "DVE", [dst], [src])

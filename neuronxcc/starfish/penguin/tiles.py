@@ -382,7 +382,7 @@ class TileEval(TileMath):
             return False
         n = self.s.fn
         load = self.em.engine_load
-        return load["POOL"] + (150 + n) / 1.4 < load["DVE"] + (60 + 2 * max(32, n)) / 1.12
+        return load["POOL"] + (150 + n) / self.em.ghz("POOL") < load["DVE"] + (60 + 2 * max(32, n)) / self.em.ghz("DVE")
 
     def _on_act(self, alu, a, b):
         """Balance DVE and ACT: x+c, x-c, c-x and x*c are ACT identity activations (in*scale + bias,
@@ -417,7 +417,7 @@ class TileEval(TileMath):
         """True when ACT has less work queued in this kernel than DVE (static estimate)."""
         n = self.s.fn
         load = self.em.engine_load
-        return load["ACT"] + max(64, n) / 1.4 < load["DVE"] + max(64, n) / 1.12
+        return load["ACT"] + max(64, n) / self.em.ghz("ACT") < load["DVE"] + max(64, n) / self.em.ghz("DVE")
 
     def binary_col(self, alu, a, b, out_dtype):
         """Ops with a [P,1] column operand: column op column/scalar stays a column; a tile op column
