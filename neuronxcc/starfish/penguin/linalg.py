@@ -23,6 +23,16 @@ OPS = ("cholesky", "triangular-solve")
 WIDEN = ("bf16", "f16", "f32")
 
 
+# the loop condition both expansions share: the state tuple's counter (element 0) below n
+_COND = """cond {
+  p = %(S)s parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(%(n)d)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+"""
+
+
 def _shape(et, dims):
     return "%s[%s]" % (et, ",".join(str(int(d)) for d in dims))
 
@@ -38,14 +48,7 @@ def _cholesky_text(et, batch, n, lower):
     out = "l" if lower else "lt"
     tail = "" if lower else "  lt = %s transpose(l), dimensions={0,2,1}\n" % F
     res = "  ROOT r = %s convert(%s)\n" % (A, out) if et != "f32" else "  ROOT r = %s copy(%s)\n" % (F, out)
-    return """HloModule chol
-cond {
-  p = %(S)s parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(%(n)d)
-  ROOT c = pred[] compare(i, n), direction=LT
-}
-body {
+    return ("HloModule chol\n" + _COND + """body {
   p = %(S)s parameter(0)
   i = s32[] get-tuple-element(p), index=0
   L = %(F)s get-tuple-element(p), index=1
@@ -92,7 +95,7 @@ ENTRY main {
   nanb = %(F)s broadcast(nan), dimensions={}
   l = %(F)s select(okb, lw, nanb)
 %(tail)s%(res)s}
-""" % {"S": state, "F": F, "A": A, "C": col, "b": batch, "n": n, "cin": cvt_in, "src": src, "tail": tail,
+""") % {"S": state, "F": F, "A": A, "C": col, "b": batch, "n": n, "cin": cvt_in, "src": src, "tail": tail,
        "res": res}
 
 
@@ -148,14 +151,7 @@ def _solve_text(et, batch, n, k, m_lower, transpose_m, reverse, unit, right):
         add("xt = f32[%d,%d,%d] transpose(%s), dimensions={0,2,1}" % (batch, k, n, out))
         out = "xt"
     add("ROOT res = %s %s(%s)" % (Bin, "convert" if et != "f32" else "copy", out))
-    return """HloModule trsm
-cond {
-  p = %(S)s parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(%(n)d)
-  ROOT c = pred[] compare(i, n), direction=LT
-}
-body {
+    return ("HloModule trsm\n" + _COND + """body {
   p = %(S)s parameter(0)
   i = s32[] get-tuple-element(p), index=0
   X = %(X)s get-tuple-element(p), index=1
@@ -178,7 +174,7 @@ body {
 ENTRY main {
 %(body)s
 }
-""" % {"S": S, "X": X, "M": M, "n": n, "k": k, "b": batch, "body": "\n".join(lines)}
+""") % {"S": S, "X": X, "M": M, "n": n, "k": k, "b": batch, "body": "\n".join(lines)}
 
 
 def _flat(g, x, dims, name, loc, dtype):
