@@ -599,13 +599,29 @@ class Bench:
             self.target("4 codegen", name + " / roofline", "fails: birsim", "<= %.1fx" % tgt, False)
             return
         ratio = res.total_s / bound
+        data = {"name": name, "estimated_s": res.total_s, "roofline_s": bound, "hbm_bound_s": hbm,
+                "flops": flops, "bytes": nbytes, "utilisation": res.utilisation, "counts": res.counts}
+        if by == "PE":
+            s.row(name, bl.fmt_s(res.total_s), bl.fmt_s(bound), bl.fmt_x(ratio), by, self._util(res),
+                  "<= %.1fx" % tgt, bl.met_text(ratio <= tgt), data=data)
+            self.target("4 codegen", "%s: estimated / roofline (PE-bound)" % name, bl.fmt_x(ratio),
+                        "<= %.1fx" % tgt, ratio <= tgt)
+            return
+        # bytes-bound (decode): the issue's target is against the bytes at HBM speed, which the DMA
+        # engines cannot reach: their public peak (hwm: dma_engines x dma_bytes_per_sec_per_engine,
+        # [DMABW]) is below the core's HBM share, so no program gets under floor = HBM / DMA rate
+        # of that figure. Both ratios are reported; the one the issue names is the HBM one.
+        hratio = res.total_s / hbm
+        floor = tm.hbm_bytes_per_sec / tm.memory_bytes_per_sec
         s.row(name, bl.fmt_s(res.total_s), bl.fmt_s(bound), bl.fmt_x(ratio), by, self._util(res),
-              "<= %.1fx" % tgt, bl.met_text(ratio <= tgt),
-              data={"name": name, "estimated_s": res.total_s, "roofline_s": bound, "hbm_bound_s": hbm,
-                    "flops": flops, "bytes": nbytes, "utilisation": res.utilisation, "counts": res.counts})
-        note = "" if by == "PE" else "; %.2fx the bytes at HBM speed (%s)" % (res.total_s / hbm, bl.fmt_s(hbm))
-        self.target("4 codegen", "%s: estimated / roofline (%s-bound)%s" % (name, by, note), bl.fmt_x(ratio),
-                    "<= %.1fx" % tgt, ratio <= tgt)
+              "<= %.1fx of the HBM bound (%s): %.2fx, floor %.2fx" % (tgt, bl.fmt_s(hbm), hratio, floor),
+              bl.met_text(hratio <= tgt), data=data)
+        self.target("4 codegen", "%s: estimated / bytes at HBM speed (%s); floor %.2fx = HBM %.0f GB/s over the "
+                    "16 DMA engines' public peak %.0f GB/s ([DMABW]), so the target is out of reach"
+                    % (name, bl.fmt_s(hbm), floor, tm.hbm_bytes_per_sec / 1e9, tm.memory_bytes_per_sec / 1e9),
+                    bl.fmt_x(hratio), "<= %.1fx" % tgt, hratio <= tgt)
+        self.target("4 codegen", "%s: estimated / bytes at the DMA engines' peak (%s-bound roofline, the reachable "
+                    "floor)" % (name, by), bl.fmt_x(ratio), "(reported; 1.0x = floor)", None)
 
     # -- 5. allocation -----------------------------------------------------------------
     def section_allocation(self):
