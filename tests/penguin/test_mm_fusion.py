@@ -157,3 +157,37 @@ def test_resident_weights_are_prefetched_off_sp():
     # the other loads keep SP and the rotation queues
     x_loads = _weight_dmas(m, inputs[0])
     assert x_loads and all(i.engine == "SP" and int(i.attrs["queue"][1:]) < NUM_QUEUES for i in x_loads)
+
+
+def _qkv_attention(x, g, wqkv):
+    s, d = x.shape
+    q, k, v = jnp.split(_ln(x, g) @ wqkv, 3, axis=-1)
+    q, k, v = (t.reshape(s, 2, d // 2).transpose(1, 0, 2) for t in (q, k, v))
+    p = jax.nn.softmax(jnp.einsum("hqd,hkd->hqk", q, k) / np.float32(np.sqrt(d // 2)), axis=-1)
+    return jnp.einsum("hqk,hkd->hqd", p, v)
+
+
+def _lower_layout(f, args, layout):
+    cg = Codegen(penguin_of(f, *args), "trn1")
+    cg.mm_layout = layout
+    return cg.run()
+
+
+def test_split_projection_stored_in_the_layout_its_matmuls_read():
+    """A fused QKV projection: Q and K (contracted over their columns by the scores) are computed
+    transposed and stored [columns, rows], so the attention loads Q^T and K^T as they lie (no PE
+    transposes of them); V (contracted over its rows) stays row-major. Numerics match jax."""
+    rng = np.random.default_rng(7)
+    S, D = 260, 256
+    args = [rng.standard_normal((S, D)).astype(np.float32), (rng.standard_normal(D) * 0.1 + 1).astype(np.float32),
+            (rng.standard_normal((D, 3 * D)) * D ** -0.5).astype(np.float32)]
+    m = check(_qkv_attention, *args)
+    shapes = sorted(tuple(t.shape) for t in _scratch(m))
+    assert shapes.count((D, S)) == 2 and (S, 3 * D) not in shapes, shapes     # Q^T, K^T; V row-major
+    old = _lower_layout(_qkv_attention, args, False)
+    assert (S, 3 * D) in [tuple(t.shape) for t in _scratch(old)]
+    # Q^T and K^T of 2 heads x 3 query / key tiles are no longer PE-transposed, and the PE does less
+    assert _count(m, "transpose") < _count(old, "transpose")
+    assert _pe_cycles(m) < _pe_cycles(old)
+    for a, e in zip(run_bir(old, args), jax_outputs(_qkv_attention, *args)):
+        assert_close(a, e, "out", row="compiled")

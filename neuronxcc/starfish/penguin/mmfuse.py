@@ -31,7 +31,7 @@ loop (the instruction count does not depend on M).
 """
 from neuronxcc.errors import InternalCompilerError
 from neuronxcc.starfish.birpy import dtypes as bdt
-from neuronxcc.starfish.penguin import ir, matvec, resident, rows
+from neuronxcc.starfish.penguin import ir, matvec, mmlayout, resident, rows
 from neuronxcc.starfish.penguin.expr import Node, apply_view, leaves
 from neuronxcc.starfish.penguin.mmleaf import (MM_PREFIX, is_mm_leaf, materialise_mm,  # noqa: F401 (re-exported)
                                                materialised_view, mm_leaves, resolve)
@@ -224,6 +224,11 @@ def lower_dot(kern, op, args, outs):
             kern.elementwise(e2, out)
             cg.env[sink] = View.contiguous(out.base, sv.dtype, sv.shape)
             return [None]
+    # its column slices read by matmuls that want them transposed (Q and K of a fused QKV
+    # projection): each slice in the layout its consumer reads (penguin/mmlayout.py)
+    parts = mmlayout.plan(kern, op, M, N, o.dtype, UNROLL_TILES)
+    if parts is not None and materialise_parts(kern, info, parts):
+        return [None]
     out = cg.target_for(o.name)
     kern.elementwise(leaf, out)
     return [View.contiguous(out.base, o.dtype, o.shape)]
@@ -477,7 +482,7 @@ def _lhsT_chunks(scope, info, row0, pn):
     per tile. When L is (a function on the activation engine of) another inline matmul's result,
     each chunk is that matmul computed transposed (``_transposed_chunks``); otherwise the row tile of L
     is built [pn, K] and transposed on the PE chunk by chunk."""
-    key = ("lhsT", id(info), str(row0), pn)
+    key = ("lhsT", id(info.L), info.cdt, str(row0), pn)     # shared by the matmuls of one L
     hit = scope.tiles.get(key)
     if hit is not None:
         return hit
@@ -571,3 +576,71 @@ def _transposed_chunks(scope, info, row0, pn):
             em.inst("activation", "ACT", [lt], [ps_ap], func=func, scale=1.0, bias=0.0)
         out.append(lt)
     return out
+
+
+# -- a matmul stored in the layouts its consumers read (penguin/mmlayout.py) ---------------------
+def materialise_parts(kern, info, parts):
+    """Emit the parts (``mmlayout.plan``) of the row-tile matmul INFO (a RowMatmul over all N columns) into HBM
+    tensors of their own, bind the slices' values to them and mark the slices emitted. Returns
+    False (nothing emitted) when the resident weights would not fit the SBUF budget."""
+    from neuronxcc.starfish.penguin.tiles import onchip_dtype
+    cg, em, P = kern.cg, kern.em, kern.P
+    M, K = info.M, info.K
+    PMAX = em.tm.num_partitions
+    made = [(RowMatmul(info.L, info.R.slice([0, a], [K, b], [1, 1]), M, K, b - a, info.dtype, info.cdt),
+             u, tr) for u, a, b, tr in parts]
+    if sum(s.resident_bytes(kern) for s, _, _ in made) > em.tm.sbuf_usable_bytes // RES_FRACTION:
+        return False
+    subs = {}
+    for sub, u, tr in made:
+        base = "%s%d" % (MM_PREFIX, len(cg.mmred))
+        cg.mmred[base] = sub
+        subs[base] = (sub, u, tr)
+    ctx = Context(kern, {b: s for b, (s, _, _) in subs.items()})
+    tiles = [(r0, min(PMAX, M - r0)) for r0 in range(0, M, PMAX)]
+    ctx.share = True                       # the row tiles are emitted one by one: shared input loads
+    ctx.max_pn = tiles[0][1]
+    ctx.load_weights()
+    scope = TileScope(ctx)
+    odt = onchip_dtype(info.dtype)
+    first = next(iter(subs.values()))[0]
+    chunks = {}
+    # the row tiles: L^T once per tile (shared by every part), the row-major parts right away
+    for r0, pn in tiles:
+        chunks[r0] = _lhsT_chunks(scope, first, P.const(r0), pn)
+        for base, (sub, u, tr) in subs.items():
+            if tr:
+                continue
+            n = sub.N
+            out = cg.target_for(u.outputs[0])
+            t, tdt = _compute(scope, sub, ctx.res[base], P.const(r0), pn)
+            em.dma(em.hbm(out.base, r0 * n, [[n, pn], [1, n]]), em.chip(t, tdt, pn, [[1, n]]))
+            cg.env[u.outputs[0]] = View.contiguous(out.base, info.dtype, (M, n))
+    # the transposed parts: 128 columns at a time, all of M in one PSUM bank
+    TK = kern.k_tile(K)
+    nk = -(-K // TK)
+    for base, (sub, u, tr) in subs.items():
+        if not tr:
+            continue
+        n = sub.N
+        name = u.outputs[0]
+        tn = em.tensor("scratch_" + name, "scratch", info.dtype, (n, M))
+        cg.scratch_owner[tn] = name
+        rr = ctx.res[base]
+        for c0 in range(0, n, PMAX):
+            cn = min(PMAX, n - c0)
+            ps = em.psum("psmT", cn, M)
+            for r0, pn in tiles:
+                dst = em.chip(ps, "float32", cn, [[1, pn]], offset=r0)
+                for t in range(nk):
+                    kn = min(TK, K - t * TK)
+                    em.inst("matmul", "PE", [dst], [em.chip(rr, sub.cdt, kn, [[1, cn]], offset=t * n + c0),
+                                                     chunks[r0][t]], psum_zero=(t == 0))
+            sb = em.chip(em.sbuf("mmT", cn, M, odt), odt, cn, [[1, M]])
+            kern._evict_copy(sb, em.chip(ps, "float32", cn, [[1, M]]))
+            em.dma(em.hbm(tn, c0 * M, [[M, cn], [1, M]]), sb)
+        cg.env[name] = View(tn, info.dtype, (M, n), (1, M), 0)
+    for base, (sub, u, tr) in subs.items():
+        sub.inlined += 1
+        cg.fused.add(id(u))
+    return True
