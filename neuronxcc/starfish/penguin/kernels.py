@@ -39,6 +39,18 @@ PMAX = 128
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
 
 
+def flat_rows(n):
+    """Partitions a flat run of n elements is spread over: 128 when it divides n, else the largest
+    divisor of n from 64 to 128 (78000 = 125 x 624: one tile step, not 312 one-partition steps), else 1
+    (``elementwise`` then splits a long run into a 128-partition head and a short tail)."""
+    if n <= PMAX:
+        return 1
+    for d in range(PMAX, PMAX // 2 - 1, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
 class Kernels:
     def __init__(self, cg):
         self.cg = cg
@@ -87,11 +99,21 @@ class Kernels:
             return                          # a plain copy with long runs: HBM -> HBM, no SBUF trip
         if len(shape) == 1:
             n = shape[0]
-            if n > PMAX and n % PMAX == 0:
-                inner = n // PMAX
+            rows_ = flat_rows(n)
+            if rows_ == 1 and n > EW_FREE and not rows.row_leaves(x) and not mmfuse.reachable(self.cg, x):
+                # no divisor spreads it: the first n - n % 128 elements on 128 partitions, the rest after
+                m = n - n % PMAX
+                head = apply_view(x, lambda v: v.slice((0,), (m,), (1,)))
+                tail = apply_view(x, lambda v: v.slice((m,), (n,), (1,)))
+                if head is not None and tail is not None:
+                    self.elementwise(head, out.slice((0,), (m,), (1,)))
+                    self.elementwise(tail, out.slice((m,), (n,), (1,)))
+                    return
+            if rows_ > 1:
+                inner = n // rows_
                 x = apply_view(x, lambda v: v.split_axis(0, inner))
                 out = out.split_axis(0, inner)
-                shape = (PMAX, inner)
+                shape = (rows_, inner)
             else:
                 x = apply_view(x, lambda v: v.reshape((1, n)))
                 out = out.reshape((1, n))
