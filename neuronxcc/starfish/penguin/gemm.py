@@ -117,87 +117,71 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
         for h in range(parts):
             loop("gt", ngroups, lambda g, h=h: tgroup(h, g))
 
-    def products(m0, n0, lt, rparts, accs, defer=False, ev=None):
-        """Output rows m0 .. m0+128, columns n0 .. n0+NS: per 512 columns the K loop in one PSUM bank,
-        evicted into one SBUF row block, stored by one DMA that the evicting engine triggers (SP,
-        which issues in order, would otherwise wait here before issuing the next tiles' loads)."""
+    def accumulate(jobs):
+        """The K loop (R's parts, K groups of c tiles) over JOBS = [(L^T tile, PSUM bank AP, output
+        block j)], every job taking each K group in turn: with several jobs the PE works on a part of R
+        as soon as it has arrived. The first group zeroes the banks."""
         mn = PMAX
-        if ev is None and not epilogue:
-            ev = em.sbuf("gemm_out", mn, NS, odt)
-        for j in range(NS // NT):
-            ps = accs[j]
-            ps_ap = em.chip(ps, f32, mn, [[1, NT]])
 
-            def kgroup(h, g, first):
+        def kgroup(h, g, first):
+            for lt, ps_ap, j in jobs:
                 for i in range(c):
                     t = g * c + i
                     em.inst("matmul", "PE", [ps_ap],
                             [em.chip(lt, cdt, PMAX, [[1, mn]], offset=(t + h * tpp) * mn),
                              em.chip(rparts[h], cdt, PMAX, [[1, NT]], offset=t * NS + j * NT)],
                             psum_zero=first and i == 0)
-            kgroup(0, z, True)
-            loop("kg", ngroups, lambda g: kgroup(0, g, False), start=1)
-            for h in range(1, parts):
-                loop("kg", ngroups, lambda g, h=h: kgroup(h, g, False))
-            if epilogue:
-                kern._mm_evict(O, 0, [], m0, n0 + j * NT, mn, NT, ps_ap, epilogue)
-            elif bdt.is_int(odt):
-                em.inst("tensor_copy", "DVE", [em.chip(ev, odt, mn, [[1, NT]], offset=j * NT)], [ps_ap])
-            else:
-                em.inst("activation", "ACT", [em.chip(ev, odt, mn, [[1, NT]], offset=j * NT)], [ps_ap],
-                        func="identity")
-
-        def store():
-            if ev is not None:
-                em.dma(em.hbm(O.base, offs(O, [m0, n0]), [[O.strides[0], mn], [O.strides[1], NS]]),
-                       em.chip(ev, odt, mn, [[1, NS]]), engine="DVE" if bdt.is_int(odt) else "ACT")
-        if not defer:
-            store()
-        return store
-
-    def products_first(m0s, lts2, rparts, accs2, defer=False, outs=None):
-        """Output rows of the first M tiles, all NS columns, with the K loop outermost: their
-        len(m0s) x NS/NT accumulation banks take each of R's K parts in turn, so the PE works on part h as soon as
-        it has arrived instead of waiting for all of R before the first tile's first bank is done.
-        Evictions and stores as ``products``."""
-        mn = PMAX
-        evs = [None if epilogue else outs[t] if outs and t < len(outs) else em.sbuf("gemm_out", mn, NS, odt)
-               for t in range(len(m0s))]
-
-        def kgroup(h, g, first):
-            for lt, accs in zip(lts2, accs2):
-                for j in range(NS // NT):
-                    ps_ap = em.chip(accs[j], f32, mn, [[1, NT]])
-                    for i in range(c):
-                        t = g * c + i
-                        em.inst("matmul", "PE", [ps_ap],
-                                [em.chip(lt, cdt, PMAX, [[1, mn]], offset=(t + h * tpp) * mn),
-                                 em.chip(rparts[h], cdt, PMAX, [[1, NT]], offset=t * NS + j * NT)],
-                                psum_zero=first and i == 0)
         kgroup(0, z, True)
         loop("kg", ngroups, lambda g: kgroup(0, g, False), start=1)
         for h in range(1, parts):
             loop("kg", ngroups, lambda g, h=h: kgroup(h, g, False))
-        stores = []
-        for m0, ev, accs in zip(m0s, evs, accs2):
-            for j in range(NS // NT):
-                ps_ap = em.chip(accs[j], f32, mn, [[1, NT]])
-                if epilogue:
-                    kern._mm_evict(O, 0, [], m0, n0s[0] + j * NT, mn, NT, ps_ap, epilogue)
-                elif bdt.is_int(odt):
-                    em.inst("tensor_copy", "DVE", [em.chip(ev, odt, mn, [[1, NT]], offset=j * NT)], [ps_ap])
-                else:
-                    em.inst("activation", "ACT", [em.chip(ev, odt, mn, [[1, NT]], offset=j * NT)], [ps_ap],
-                            func="identity")
 
-            def store(m0=m0, ev=ev):
-                if ev is not None:
-                    em.dma(em.hbm(O.base, offs(O, [m0, n0s[0]]), [[O.strides[0], mn], [O.strides[1], NS]]),
-                           em.chip(ev, odt, mn, [[1, NS]]), engine="DVE" if bdt.is_int(odt) else "ACT")
+    def evict(m0, n0, j, ps_ap, ev):
+        """Output block j (512 columns) of rows m0.. from PSUM: the fused epilogue, or into EV."""
+        if epilogue:
+            kern._mm_evict(O, 0, [], m0, n0 + j * NT, PMAX, NT, ps_ap, epilogue)
+        elif bdt.is_int(odt):
+            em.inst("tensor_copy", "DVE", [em.chip(ev, odt, PMAX, [[1, NT]], offset=j * NT)], [ps_ap])
+        else:
+            em.inst("activation", "ACT", [em.chip(ev, odt, PMAX, [[1, NT]], offset=j * NT)], [ps_ap],
+                    func="identity")
+
+    def store(m0, n0, ev):
+        """One DMA of EV to rows m0.., columns n0 .. n0+NS, triggered by the evicting engine: SP, which
+        issues in order, would otherwise wait here before issuing the next tiles' loads."""
+        if ev is not None:
+            em.dma(em.hbm(O.base, offs(O, [m0, n0]), [[O.strides[0], PMAX], [O.strides[1], NS]]),
+                   em.chip(ev, odt, PMAX, [[1, NS]]), engine="DVE" if bdt.is_int(odt) else "ACT")
+
+    def products(m0, n0, lt, accs, ev=None):
+        """Output rows m0 .. m0+128, columns n0 .. n0+NS: per 512 columns the K loop in one PSUM bank,
+        evicted into one SBUF row block, stored by one DMA."""
+        if ev is None and not epilogue:
+            ev = em.sbuf("gemm_out", PMAX, NS, odt)
+        for j in range(NS // NT):
+            ps_ap = em.chip(accs[j], f32, PMAX, [[1, NT]])
+            accumulate([(lt, ps_ap, j)])
+            evict(m0, n0, j, ps_ap, ev)
+        store(m0, n0, ev)
+
+    def products_first(m0s, lts2, accs2, defer=False, outs=None):
+        """Output rows of the first M tiles, all NS columns, with the K loop outermost: their
+        len(m0s) x NS/NT accumulation banks take each of R's K parts in turn, so the PE works on part h
+        as soon as it has arrived instead of waiting for all of R before the first tile's first bank is
+        done. Evictions and stores as ``products``; returns the deferred stores."""
+        evs = [None if epilogue else outs[t] if outs and t < len(outs) else em.sbuf("gemm_out", PMAX, NS, odt)
+               for t in range(len(m0s))]
+        aps = [[em.chip(accs[j], f32, PMAX, [[1, NT]]) for j in range(NS // NT)] for accs in accs2]
+        accumulate([(lt, ap[j], j) for lt, ap in zip(lts2, aps) for j in range(NS // NT)])
+        stores = []
+        for m0, ev, ap in zip(m0s, evs, aps):
+            for j in range(NS // NT):
+                evict(m0, n0s[0], j, ap[j], ev)
+            st = (lambda m0=m0, ev=ev: store(m0, n0s[0], ev))
             if not defer or (outs and ev in outs):
-                store()          # a shared block is live until the loop: its store cannot hold a load
+                st()          # a shared block is live until the loop: its store cannot hold a load
             else:
-                stores.append(store)
+                stores.append(st)
         return stores
 
     def n_super(n0):
@@ -221,7 +205,7 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
         accs = [[em.psum("gemm_ps", PMAX, NT) for _ in range(NS // NT)] for _ in range(2)]   # by parity
         lts_t = lts + [em.sbuf("gemm_lT", PMAX, KT * PMAX, cdt) for _ in range(T - 2)]
         accs_t = accs + [[em.psum("gemm_ps", PMAX, NT) for _ in range(NS // NT)] for _ in range(T - 2)]
-        rparts = []
+        del rparts[:]
         nats = [load_l(z)]
         load_r(n0, rparts, [0])
         nats += [load_l(P.const(t * PMAX)) for t in range(1, T)]
@@ -234,7 +218,7 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
         # one output row block per parity, shared by every tile (the loop's too): a first tile's block
         # stays live until the loop, so the loop's loads never take its bytes and wait for its store
         outs = [em.sbuf("gemm_out", PMAX, NS, odt) for _ in range(2)] if SHARED_OUT and not epilogue else None
-        stores = products_first([P.const(t * PMAX) for t in range(T)], lts_t, rparts, accs_t,
+        stores = products_first([P.const(t * PMAX) for t in range(T)], lts_t, accs_t,
                                 defer=DEFER and MT > T + 1, outs=outs)
         if MT > T:
             transposed(load_l(P.const(T * PMAX)), lts[T % 2], banks)
@@ -242,7 +226,7 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
         def step(m, parity, has_next):
             if has_next:
                 transposed(load_l((m + 1) * PMAX), lts[1 - parity], banks)
-            products(m * PMAX, n0, lts[parity], rparts, accs[parity], ev=outs[parity] if outs else None)
+            products(m * PMAX, n0, lts[parity], accs[parity], ev=outs[parity] if outs else None)
 
         # pairs of steps from tile T that both have a next tile; tile m uses the buffers of parity m % 2
         npair = max(0, (MT - T - 1) // 2)
@@ -255,6 +239,6 @@ def lower(kern, term, O, M, N, epilogue, cdt, layout):
             step(P.const(m), m % 2, m + 1 < MT)
             m += 1
 
-    n0s = []
+    n0s, rparts = [], []          # the super-tile's first column and R's parts (set by n_super)
     loop("ns", N // NS, lambda iv: n_super(iv * NS))
     kern.cg.mm_gemm = getattr(kern.cg, "mm_gemm", 0) + 1
