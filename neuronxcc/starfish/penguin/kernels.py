@@ -7,8 +7,9 @@
   reduced axis on the free dim (``tensor_reduce``), further reduced axes and
   free tiles accumulate into a [P,1] accumulator; argmax/argmin keep the
   first index of the extreme value like XLA.
-* ``op_dot``: out[b, m, n] = sum_k L[b, m, k] R[b, k, n]; N tiles of <= 512
-  fp32 (one 2 KiB PSUM bank) whose R[:, n tile] (all of K) stays resident in
+* ``op_dot``: out[b, m, n] = sum_k L[b, m, k] R[b, k, n]; N tiles of <= 1024
+  fp32 (up to two 2 KiB PSUM banks, one matmul per bank for each stationary
+  tile) whose R[:, n tile] (all of K) stays resident in
   SBUF across the M loop (sized by the SBUF budget from ``neuronxcc.hwm``),
   M tiles of 128 on PSUM partitions (two per M step), K tiles of 128
   accumulated in PSUM (the first K tile zeroes the bank, the rest of the K
@@ -33,6 +34,7 @@ MM_STREAM_RESERVE = 48 * 1024   # SBUF bytes per partition kept for streamed til
 LT_GROUPS = (16, 8, 4, 2, 1)    # K tiles per streamed L^T DMA, largest first (fewer, larger transfers)
 LT_GROUP_CYCLES = 8192          # PE cycles one streamed L^T DMA should feed (amortises its fixed latency)
 MM_MIN_N = 64           # narrowest resident N tile worth it (the PE's moving side below 64 wastes cycles)
+MM_WIDE_BANKS = 2       # PSUM banks (of 512 fp32 columns) one resident N tile may span
 RED_FREE = 1024
 PMAX = 128
 
@@ -504,7 +506,10 @@ class Kernels:
         # half's eviction and loads overlap the other half's matmuls
         split = M > PMAX
         TM = choose_tile(M, 2 * PMAX) if split else M
-        TN = choose_tile(N, min(512, ncmax))
+        # an N tile of up to MM_WIDE_BANKS PSUM banks: each stationary L^T tile feeds one matmul per
+        # bank, so L crosses HBM once per (wider) N tile (the Llama FFN's x^T: 28 -> 14 times)
+        bank_n = self.em.tm.psum_bank_bytes // 4
+        TN = choose_tile(N, min(bank_n * (MM_WIDE_BANKS if N > bank_n else 1), ncmax))
         if splitk.wants(self, terms, nb, M, N, TN, isz):     # long K: two halves of 512-wide tiles
             return splitk.lower(self, terms, O, M, N, epilogue)
         offs = _offs(P)
@@ -536,8 +541,11 @@ class Kernels:
         def half(starts, sizes, res, m0, mn):
             bs = starts[:nb]
             n0, nn = starts[nb], sizes[nb]
-            ps = em.psum("ps", mn, nn)
-            ps_ap = em.chip(ps, "float32", mn, [[1, nn]])
+            # one PSUM tile per bank of the N tile: (AP, first column, columns)
+            banks = []
+            for c0 in range(0, nn, bank_n):
+                cn = min(bank_n, nn - c0)
+                banks.append((em.chip(em.psum("ps", mn, cn), "float32", mn, [[1, cn]]), c0, cn))
             first = [True]
 
             def kstep(L, rr, k0, t0, kn, g=1, lt=None, buf=None):
@@ -549,8 +557,10 @@ class Kernels:
                 for j in range(g):
                     mv = (reschunk.operand(em, rr[1], rr[0], int(t0) + j, kn, nn, cdt) if isinstance(rr, tuple)
                           else em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn))
-                    em.inst("matmul", "PE", [ps_ap], [em.chip(st, cdt, kn, [[1, mn]], offset=j * mn), mv],
-                            psum_zero=first[0])
+                    stj = em.chip(st, cdt, kn, [[1, mn]], offset=j * mn)
+                    for ps_ap, c0, cn in banks:      # the same stationary tile for every bank
+                        mvb = mv if cn == nn else em.chip(mv.target, cdt, kn, [[1, cn]], offset=mv.offset + c0)
+                        em.inst("matmul", "PE", [ps_ap], [stj, mvb], psum_zero=first[0])
                     first[0] = False
 
             for (L, R, K), rr, lt in zip(terms, res, pre):
@@ -574,7 +584,7 @@ class Kernels:
                     kstep(L, rr, P.const(t * TK), P.const(t), TK, 1, lt)
                 if rem:
                     kstep(L, rr, P.const(nfull * TK), P.const(nfull), rem)
-            self._mm_evict(O, nb, bs, m0, n0, mn, nn, ps_ap, epilogue)
+            self._mm_evict(O, nb, bs, m0, n0, mn, nn, banks[0][0] if len(banks) == 1 else banks, epilogue)
 
         axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(N, TN, "n")]
         em.nest(axes, body_n)
@@ -645,16 +655,19 @@ class Kernels:
         return dts.pop() if len(dts) == 1 and terms[0][0].dtype in lowp else "float32"
 
     def _mm_evict(self, O, nb, bs, m0, n0, mn, nn, ps_ap, epilogue):
-        """PSUM tile -> SBUF (cast to the result type) -> O, or through the fused epilogue."""
+        """PSUM tile -> SBUF (cast to the result type) -> O, or through the fused epilogue. PS_AP: the
+        PSUM tile's AP, or [(AP, first column, columns)] of a tile spread over several banks."""
         em = self.em
         odt = onchip_dtype(epilogue[2] if epilogue else em.m.tensors[O.base].dtype)
         ev = em.sbuf("evict", mn, nn, odt)
         ev_ap = em.chip(ev, odt, mn, [[1, nn]])
         eng = "DVE" if bdt.is_int(odt) else "ACT"
-        if eng == "DVE":
-            em.inst("tensor_copy", "DVE", [ev_ap], [ps_ap])
-        else:
-            em.inst("activation", "ACT", [ev_ap], [ps_ap], func="identity")
+        for src, c0, cn in (ps_ap if isinstance(ps_ap, list) else [(ps_ap, 0, nn)]):
+            dst = ev_ap if cn == nn else em.chip(ev, odt, mn, [[1, cn]], offset=c0)
+            if eng == "DVE":
+                em.inst("tensor_copy", "DVE", [dst], [src])
+            else:
+                em.inst("activation", "ACT", [dst], [src], func="identity")
         # the epilogue's loads and the store are triggered by the evicting engine: in SP's in-order
         # stream a store waiting for this tile would hold back the next tile's L^T loads
         prev, em.dma_engine = em.dma_engine, eng
