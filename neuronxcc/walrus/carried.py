@@ -31,6 +31,14 @@ memloc to {"copies": K, "loop": var}: its accesses all lie in loop ``var``,
 and iteration F (flattened over that loop and its enclosing loops) uses copy
 F mod K, so two of its accesses conflict only at distances that are
 multiples of K: the distance is K.
+
+Isomorphic pairs (``PairMemo``): the unrolled layers of a model repeat the same loops with the same
+access patterns at other addresses, so most pairs pose a problem already solved. A pair's problem
+is fixed by its loops' shapes (kind, start, step, trip, which is the carrying loop, how many are
+shared), each access's offset with the loop variables renamed by depth, its dtype and extent, and
+the difference of the two bases; when both offsets are affine the answer is exact (pelican bounds
+of affine expressions are exact), so a pair with the same key has the same distance and is looked
+up instead of solved. Non-affine offsets are always solved.
 """
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import pattern_extent
@@ -123,9 +131,10 @@ def _overlaps(prog, sa, sb, ap_a, ap_b, c, mode, d, physical):
     return not _disjoint(ia, ib, ranges)
 
 
-def carried_distance(prog, sa, sb, ops, c, physical, rot=None):
+def carried_distance(prog, sa, sb, ops, c, physical, rot=None, memo=None):
     """Smallest d >= 1 at which a (``sa``) must wait for b (``sb``) d iterations of ``c`` back;
-    None when no earlier instance of b conflicts. ``ops``: conflicting (ap of a, ap of b)."""
+    None when no earlier instance of b conflicts. ``ops``: conflicting (ap of a, ap of b).
+    ``memo``: a ``PairMemo`` of ``prog`` shared by the calls of one analysis."""
     if c.kind != "loop" or not c.trip or c.var is None:
         return 1
     rot = rot or {}
@@ -140,7 +149,10 @@ def carried_distance(prog, sa, sb, ops, c, physical, rot=None):
             d = int(r.get("copies", 1))
             best = d if best is None else min(best, d)
             continue
-        d = _pair_distance(prog, sa, sb, ap_a, ap_b, c, T, outer, physical)
+        if memo is not None:
+            d = memo.distance(sa, sb, ap_a, ap_b, c, T, outer)
+        else:
+            d = _pair_distance(prog, sa, sb, ap_a, ap_b, c, T, outer, physical)
         if d is not None:
             best = d if best is None else min(best, d)
         if best == 1:
@@ -169,3 +181,73 @@ def _pair_distance(prog, sa, sb, ap_a, ap_b, c, T, outer, physical):
     except (ValueError, OverflowError, TypeError):
         return 1
     return None
+
+
+class PairMemo:
+    """``_pair_distance`` of isomorphic pairs computed once (module doc): one per analysis of one
+    ``Program`` (it keys accesses by their site and object, valid while the program is)."""
+
+    def __init__(self, prog, physical):
+        self.prog, self.physical = prog, physical
+        self._access = {}       # (site pos, id(ap)) -> (ap, access class or None, base)
+        self._classes = {}      # (canonical offset, dtype, extent) -> access class
+        self._shapes = {}       # (id(loops of a), id(loops of b), id(c)) -> (loops, loops, pair shape)
+        self._shape_ids = {}    # pair shape -> id
+        self._known = {}        # key -> distance
+        self.solved = self.reused = 0
+
+    def _describe(self, site, ap):
+        k = (site.pos, id(ap))
+        ent = self._access.get(k)
+        if ent is not None and ent[0] is ap:
+            return ent
+        pel = _pel()
+        off = pel.as_expr(ap.offset)
+        names = [li.var for li in site.loops if li.var is not None]
+        cls = None
+        if off.affine() is not None and len(set(names)) == len(names):
+            canon = off.subs({li.var: pel.var("__w%d" % i) for i, li in enumerate(site.loops)
+                              if li.var is not None})
+            cls = self._classes.setdefault((canon, ap.dtype, pattern_extent(ap)), len(self._classes))
+        prog = self.prog
+        ml = prog.memlocs.get(ap.target)
+        base = int(ml.byte_offset) if (self.physical and ml is not None and ml.byte_offset is not None) else 0
+        if ml is None:
+            t = prog.tensors.get(ap.target)
+            if getattr(t, "arena_offset", None) is not None:
+                base = int(t.arena_offset)
+        ent = self._access[k] = (ap, cls, base)
+        return ent
+
+    def _pair_shape(self, sa, sb, c):
+        """An id of the loops' shapes of the pair: kind, start, step, trip of every loop, which
+        one is ``c`` and how many the two share."""
+        k = (id(sa.loops), id(sb.loops), id(c))
+        ent = self._shapes.get(k)
+        if ent is not None and ent[0] is sa.loops and ent[1] is sb.loops:
+            return ent[2]
+        shared = 0
+        for x, y in zip(sa.loops, sb.loops):
+            if x is not y:
+                break
+            shared += 1
+        shape = (sa.loops.index(c), shared,
+                 tuple((li.kind, li.var is None, li.start, li.step, li.trip) for li in sa.loops),
+                 tuple((li.kind, li.var is None, li.start, li.step, li.trip) for li in sb.loops))
+        sid = self._shape_ids.setdefault(shape, len(self._shape_ids))
+        self._shapes[k] = (sa.loops, sb.loops, sid)
+        return sid
+
+    def distance(self, sa, sb, ap_a, ap_b, c, T, outer):
+        ea, eb = self._describe(sa, ap_a), self._describe(sb, ap_b)
+        if ea[1] is None or eb[1] is None:
+            self.solved += 1
+            return _pair_distance(self.prog, sa, sb, ap_a, ap_b, c, T, outer, self.physical)
+        key = (self._pair_shape(sa, sb, c), ea[1], eb[1], ea[2] - eb[2], outer)
+        d = self._known.get(key, self)
+        if d is not self:
+            self.reused += 1
+            return d
+        self.solved += 1
+        d = self._known[key] = _pair_distance(self.prog, sa, sb, ap_a, ap_b, c, T, outer, self.physical)
+        return d

@@ -103,11 +103,13 @@ class PassContext:
         self._check(name)
         return self.analyses.get(name)
 
-    def store(self, name, value):
-        """Cache ``value`` as analysis ``name`` (computed by the caller) and count the computation."""
+    def store(self, name, value, computed=True):
+        """Cache ``value`` as analysis ``name`` (computed by the caller) and count the computation
+        (``computed=False``: a result computed earlier, put back because it is still valid)."""
         self._check(name)
         self.analyses[name] = value
-        self.count_analysis(name)
+        if computed:
+            self.count_analysis(name)
 
     def drop(self, name):
         """Forget every cached entry of analysis ``name`` (a pass that rewrites what it describes

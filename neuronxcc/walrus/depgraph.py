@@ -201,15 +201,17 @@ def _cells(mem, plo, phi, blo, bhi):
     return [p0, p1, s0, s1, first[mem], w[mem]], int(size.sum())
 
 
-def _instruction_ids(module):
+def instruction_ids(module):
+    """The identity of a module's instruction sequence (what a stored graph was built for)."""
     return [id(i) for i in module.instructions()]
 
 
-def store(ctx, graph):
+def store(ctx, graph, computed=True):
     """Cache ``graph`` as the ``deps`` analysis of its program's module as it is now (the
-    synchronising passes store the graph they built; ``analysis`` checks it is still current)."""
-    graph.instr_ids = _instruction_ids(graph.prog.module)
-    ctx.store(("deps", bool(graph.physical)), graph)
+    synchronising passes store the graph they built, or put back one still valid with
+    ``computed=False``; ``analysis`` checks it is still current)."""
+    graph.instr_ids = instruction_ids(graph.prog.module)
+    ctx.store(("deps", bool(graph.physical)), graph, computed)
 
 
 def analysis(ctx, module, physical):
@@ -227,13 +229,13 @@ def analysis(ctx, module, physical):
         if prog.module is not module or len(prog.sites) != sum(1 for _ in module.instructions()):
             prog = Program(module)
         g = DepGraph(prog, physical)
-        g.instr_ids = _instruction_ids(module)
+        g.instr_ids = instruction_ids(module)
         return g
     if ctx is None:
         return build()
     key = ("deps", bool(physical))
     g = ctx.cached(key)
-    if g is not None and (g.prog.module is not module or g.instr_ids != _instruction_ids(module)):
+    if g is not None and (g.prog.module is not module or g.instr_ids != instruction_ids(module)):
         ctx.drop("deps")
         g = None
     if g is None:

@@ -59,7 +59,7 @@ import numpy as np
 
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.access import BALANCE_NAME, COND_NAME, COUNTER_NAME, accesses, site_streams, stream_of  # noqa: F401
-from neuronxcc.walrus.depgraph import DepGraph, context, store as depgraph_store
+from neuronxcc.walrus.depgraph import DepGraph, context, instruction_ids as depgraph_ids, store as depgraph_store
 from neuronxcc.walrus.program import DYNAMIC, REPEATING, Program
 
 
@@ -99,13 +99,20 @@ def find_deps(prog, physical=True, exact=True, graph=None):
     from neuronxcc.walrus import carried as CA
     g = graph if graph is not None else DepGraph(prog, physical)
     rot = CA.rotations(prog.module) if exact else {}
+    memo = CA.PairMemo(prog, physical) if exact else None
     deps = []
+    carrier = {}      # (id(loops of a), id(loops of b)) -> the carrying loop or None (the sites hold the tuples)
+    sites = prog.sites
     for (a, b), ops in sorted(g.loop_pairs().items()):
-        sa, sb = prog.sites[a], prog.sites[b]
-        common = [li for li in _common_loops(sa, sb) if li.kind in REPEATING]
-        if common and (common[-1].kind == "while" or (common[-1].trip or 0) > 1):
-            c = common[-1]
-            d = CA.carried_distance(prog, sa, sb, ops, c, physical, rot) if exact else 1
+        sa, sb = sites[a], sites[b]
+        k = (id(sa.loops), id(sb.loops))
+        c = carrier.get(k, carrier)
+        if c is carrier:
+            common = [li for li in _common_loops(sa, sb) if li.kind in REPEATING]
+            c = carrier[k] = common[-1] if common and (common[-1].kind == "while" or (common[-1].trip or 0) > 1) \
+                else None
+        if c is not None:
+            d = CA.carried_distance(prog, sa, sb, ops, c, physical, rot, memo) if exact else 1
             if d is not None:
                 deps.append(Dep(b, a, c, d))
     deps.extend(Dep(a, b, None) for a, b in g.cross_stream_latest())
@@ -307,8 +314,13 @@ def materialize(prog, deps, signalling=None):
         ins = prog.sites[p].instr
         if ins.name == BALANCE_NAME and ins.signals and ins.signals[0][0].startswith("Q_"):
             waits.setdefault(p, {}).setdefault(ins.signals[0][0], []).append(counts[p] - inc)
+    known = {}      # the value depends on dst only through dst's loops (a tuple its body's sites share)
+    sites = prog.sites
     for d in deps:
-        v = wait_value(prog, counts, d, entries)
+        k = (d.src, id(sites[d.dst].loops), None if d.carried is None else id(d.carried), d.distance)
+        v = known.get(k, known)
+        if v is known:
+            v = known[k] = wait_value(prog, counts, d, entries)
         if v is None:
             continue
         lst = waits.setdefault(d.dst, {}).setdefault(streams[d.src], [])
@@ -646,6 +658,7 @@ def synchronize(module, physical, reduce=False, ctx=None):
     ``ctx`` (a PassContext) shares the dependences between passes (``sync_deps``).
     Returns (dependences found, dependences enforced, waits written, counted regions).
     """
+    prev = ctx.cached(("deps", bool(physical))) if ctx is not None else None
     strip_sync(module)
     if ctx is not None:
         ctx.drop("deps")          # the module changes here; a graph of it is stored below when valid
@@ -663,6 +676,11 @@ def synchronize(module, physical, reduce=False, ctx=None):
         # and signals change below, and without counted While bodies no wait reads a register
         # (the one way waits enter the accesses). post_sched reads it instead of building it again.
         depgraph_store(ctx, graph)
+    elif graph is None and prev is not None and not balanced and not nreg and \
+            prev.prog.module is module and prev.instr_ids == depgraph_ids(module):
+        # The dependences came from the cache and the graph stored with them is of this very
+        # instruction sequence (nothing inserted: no counted While, no If to balance): still valid.
+        depgraph_store(ctx, prev, computed=False)
     if balanced:
         module.renumber()
         module.ensure_ids()

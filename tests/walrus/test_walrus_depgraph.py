@@ -106,11 +106,12 @@ def test_one_graph_per_program_state(monkeypatch):
     reordered = ctx.metrics["scheduling"]["post_sched"]["blocks_reordered"]
     # anti_dependency_analyzer: the instrumented program, whose graph is also the synchronised
     # program's (only waits and signals differ), so post_sched schedules on it; post_sched, when it
-    # reordered, the new order (dep_reduction reuses those dependences); print_metrics: the
-    # reduced one, once for both runs
-    assert len(built) == 2 + (1 if reordered else 0)
+    # reordered, the new order (dep_reduction reuses those dependences); dep_reduction inserts
+    # nothing here (no If / While), so the graph stored with the dependences it reuses is the
+    # reduced program's too, and print_metrics reads it, in both runs
+    assert len(built) == 1 + (1 if reordered else 0)
     assert ctx.analysis_runs["sync_deps"] == 1 + (1 if reordered else 0)
-    assert ctx.analysis_runs["deps"] == 2 + (1 if reordered else 0)
+    assert ctx.analysis_runs["deps"] == 1 + (1 if reordered else 0)
 
 
 PIPE = ["lsa", "coloring_allocator", "anti_dependency_analyzer", "post_sched", "dep_reduction", "print_metrics"]
