@@ -64,10 +64,11 @@ def _f32(rng, *shape):
 
 # exps: the exp(x - m) instructions: one per query tile of a step (1, 2 or QUERY_TILES tiles of 128
 # interleaved; up to QUERY_TILES uneven ones, 260 = 128 + 128 + 4, in one step) and key-block body (a
-# peeled remainder block, or query tile, is a second body)
+# peeled remainder block, or query tile, is a second body); a few heads of one query step and one key
+# block each are unrolled into one wavefront (attention.WAVE_TILES): one per query tile of every head
 @pytest.mark.parametrize("fn,h,s,d,exps", [(attention, 2, 130, 64, 1), (causal, 2, 200, 32, 1), (causal, 1, 640, 64, 2),
                                            (causal, 1, 260, 32, 3), (attention, 1, 768, 32, 4),
-                                           (handwritten, 2, 96, 32, 1)])
+                                           (handwritten, 2, 96, 32, 2)])
 def test_attention_is_fused_and_matches_jax(fn, h, s, d, exps):
     rng = np.random.default_rng(s)
     args = [_f32(rng, h, s, d) for _ in range(3)]
@@ -228,7 +229,8 @@ def test_one_causal_block_takes_the_mask_table(h, s):
     cg = Codegen(penguin_of(causal, *args))
     mod = cg.run()
     assert cg.flash_fused == 1 and cg.flash_causal == 1
-    assert len(_mask_matmuls(mod)) == -(-s // 128)            # one per query tile of the one step
+    # one per query tile of the one step (the h heads unrolled into one wavefront: per head)
+    assert len(_mask_matmuls(mod)) == h * -(-s // 128)
     assert not [i for i in mod.instructions() if i.opcode in ("select", "iota", "scalar_tensor_tensor")]
     assert not [i for i in mod.instructions() if i.opcode == "memset"
                 and i.dsts[0].target.startswith(("fa_negmax", "fa_sum", "fa_acc"))]

@@ -26,7 +26,9 @@ when that is narrower), normalised in fp32 at the end, so a row's result equals 
 up to rounding. The running max starts at -FLT_MAX, so rows masked with -inf in a whole block
 stay finite; a row masked everywhere gives 0/0 = NaN as XLA does.
 """
-from neuronxcc.starfish.penguin import ir
+import numpy as np
+
+from neuronxcc.starfish.penguin import ir, mmlayout
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import Node
 from neuronxcc.starfish.penguin.tiles import Space, TV, TileEval, onchip_dtype
@@ -43,6 +45,7 @@ MAX_BANDS = 4              # causal: query bands with their own key-loop bounds 
 MASKED_AT_MOST = -1e9      # a masked score this low gives exp(x - m) == 0 against any visible row max
 MASK_BIAS = -1e30          # what the mask matmul adds to a hidden score (bf16-representable)
 QUERY_TILES = 4            # query tiles of 128 interleaved per key-block step (PSUM: 2.5 KiB each)
+WAVE_TILES = 8             # query tiles of all heads in one wavefront (a few short heads, one key block)
 
 
 class Plan:
@@ -408,43 +411,10 @@ def operand_views(cg, plan):
     return QX, KX, VX, cdt1, cdt2
 
 
-def _consumer_layout(cg, o):
-    """When dot2's result only flows through a chain of transposes/reshapes (jax's einsum puts the
-    heads back in place: [k, d, g, t] -> [t, k, g, d] -> [t, H]), a View in o's shape over the
-    target of the chain's end, so the kernel stores straight into the layout the consumer reads
-    (otherwise the chain would be an element-strided copy). None when there is no such chain."""
-    g = cg.g
-    outs = set(g.outputs)
-    chain, cur = [], o
-    while cur not in outs:
-        us = _uniq(cg.users.get(cur, []))
-        if len(us) != 1 or us[0].kind not in ("transpose", "reshape") or len(chain) >= 6:
-            break
-        chain.append(us[0])
-        cur = us[0].outputs[0]
-    if not chain:
-        return None
-    end = g.values[cur]
-    # the inverse of the chain applied to a contiguous View of the end's shape
-    v = View("__probe__", end.dtype, end.shape, row_major_strides(end.shape), 0)
-    for op in reversed(chain):
-        src = g.values[op.inputs[0]]
-        if op.kind == "transpose":
-            perm = list(op.attrs["permutation"])
-            inv = [perm.index(i) for i in range(len(perm))]
-            v = v.transpose(inv)
-        else:
-            v = v.reshape(src.shape)
-        if v is None:
-            return None
-    t = cg.target_for(cur)
-    return View(t.base, g.values[o].dtype, v.shape, v.strides, 0)
-
-
 def out_view(cg, plan):
     """The dot2 result's target, as a View over X dims but the last, then Dv."""
     o = plan.dot2.outputs[0]
-    out = _consumer_layout(cg, o) or cg.target_for(o)
+    out = mmlayout.consumer_layout(cg, o) or cg.target_for(o)
     n = len(plan.xshape)
     st = []
     for i in range(n - 1):
@@ -523,11 +493,17 @@ def lower(kern, plan):
     mask expression is evaluated on the diagonal ones as in the general path. Key blocks after
     the diagonal are skipped: their exp(x - m) would be exactly 0. (One loop per band, not a
     separate diagonal body after the visible loop: walrus keeps the values of a body that is not
-    its own loop live over the whole query iteration, which would double the PSUM tiles.)"""
+    its own loop live over the whole query iteration, which would double the PSUM tiles.)
+
+    A few batch elements (heads) of one query step and one key block each (at most WAVE_TILES query
+    tiles in all) are unrolled: every head's K^T, V and Q^T first, then all their query tiles as one
+    wavefront. Operands that the kernel computing them left in SBUF (penguin/mmlayout.py: the
+    fused QKV projection of a transformer block) are read there, and their HBM copies dropped."""
     cg, em, P = kern.cg, kern.em, kern.P
     offs = kern.offsets()
     _k_tile = kern.k_tile
     QX, KX, VX, cdt1, cdt2 = operand_views(cg, plan)
+    hand = mmlayout.Handoff(cg)
     expr, leaf, scale = score_expr(cg, plan)
     out, OX = out_view(cg, plan)
     n, nb = len(plan.xshape), plan.nb
@@ -565,9 +541,12 @@ def lower(kern, plan):
         nq = -(-Mi // TM)                   # all the query tiles in one step (260: 128, 128 and 4)
     TQ = nq * TM
 
-    def body_b(starts, sizes):
-        bs = list(starts)
-        kres = kern.load_resident(KX, nb, bs, P.const(0), N, K, cdt1)        # [TK, ntk * N]
+    def load_b(bs):             # K^T and V of one batch element, resident for its query loop
+        # (or still in SBUF from the kernel that computed them: penguin/mmlayout.py)
+        kres, vr = mmlayout.resident_kv(hand, offs, P, KX, VX, nb, bs, (K, N, Dv), N <= NB, cdt1, cdt2)
+        kres = kres or kern.load_resident(KX, nb, bs, P.const(0), N, K, cdt1)    # [TK, ntk * N]
+        if vr is not None:
+            return kres, vr
         vres = em.sbuf("v_res", PMAX, ntn * W, cdt2)                        # [128 keys, ntn * W]
         nfull, rem = divmod(N, PMAX)
         sn, sd = VX.strides[nb], VX.strides[nb + 1]
@@ -577,6 +556,11 @@ def lower(kern, plan):
         if rem:
             em.dma(em.chip(vres, cdt2, rem, [[1, Dv]], offset=nfull * W),
                    em.hbm(VX.base, offs(VX, bs + [P.const(nfull * PMAX), P.const(0)]), [[sn, rem], [sd, Dv]]))
+        return kres, vres
+
+    def body_b(starts, sizes):
+        bs = list(starts)
+        kres, vres = load_b(bs)
         gaxes = [Axis(plan.xshape[i], 1, "g") for i in range(nb, n - 2)]
         if nband is None:
             em.nest(gaxes + [Axis(Mi, TQ, "m")], lambda st, sz: body_m(st, sz, kres, vres, None), bs, list(sizes))
@@ -588,6 +572,11 @@ def lower(kern, plan):
                     lambda st, sz, q0=q0: body_m(st[:-1] + [st[-1] + q0], sz, kres, vres, (q0, G)), bs, list(sizes))
 
     def body_m(starts, sizes, kres, vres, band):
+        hs = prologue(starts, sizes, kres, vres, band)
+        keys(starts, sizes, hs, band)
+        epilogue(hs)
+
+    def prologue(starts, sizes, kres, vres, band):  # per query tile: Q^T, softmax state
         m0, mq = starts[-1], sizes[-1]
         tiles = [(m0 + a, min(TM, mq - a)) for a in range(0, mq, TM)]
         # one key block in all (260 keys; or the first causal band of one block): the softmax is
@@ -597,7 +586,9 @@ def lower(kern, plan):
         for mt, mn in tiles:
             st = list(starts[:-1]) + [mt]
             h = dict(starts=st, mn=mn, m0=mt, kres=kres, vres=vres, single=single)
-            h["qT"] = kern._lhsT(QX, n - 2, offs(QX, st + [P.const(0)]), TK, ntk, mn, cdt1)
+            q = hand.get(QX.base, cdt1, offs(QX, st + [P.const(0)]), QX.strides[n - 1], TK, QX.strides[n - 2], mn) \
+                if ntk == 1 else None
+            h["qT"], h["qoff"] = q or (kern._lhsT(QX, n - 2, offs(QX, st + [P.const(0)]), TK, ntk, mn, cdt1), 0)
             h["l"] = col("fa_sum", mn)
             if not single:
                 h["nm"] = col("fa_negmax", mn)
@@ -611,6 +602,9 @@ def lower(kern, plan):
                 h["hoisted"] = TileEval(cg, Space(n - 2, n - 1, st + [P.const(0)],
                                                   [1] * (n - 2) + [mn, NB])).hoist(expr)
             hs.append(h)
+        return hs
+
+    def keys(starts, sizes, hs, band):
         if band is None:
             em.nest([Axis(N, NB, "kb")], lambda st, sz: body_k(st, sz, hs, "expr"), list(starts), list(sizes))
         else:
@@ -624,6 +618,8 @@ def lower(kern, plan):
                             list(sizes))
                 em.nest([Axis(G * NB, NB, "kd")],
                         lambda st, sz: body_k(st[:-1] + [st[-1] + q0], sz, hs, "expr"), list(starts), list(sizes))
+
+    def epilogue(hs):
         for h in hs:
             mn = h["mn"]
             rl = col("fa_rsum", mn)
@@ -657,7 +653,6 @@ def lower(kern, plan):
         phase p with tile i+1's phase p-1, the most upstream phase first, so one tile's P^T and
         P @ V run while the next one's softmax does."""
         n0, nk = starts[-1], sizes[-1]
-        kres, vres = hs[0]["kres"], hs[0]["vres"]
         nch = -(-nk // PMAX)
 
         def scores(i, h):       # scores into PSUM, the mask added there, evicted scaled
@@ -665,8 +660,8 @@ def lower(kern, plan):
             h["ps"] = psum("fa_s", i, mn, nk)
             ps_ap = em.chip(h["ps"], f32, mn, [[1, nk]])
             for j in range(ntk):
-                em.inst("matmul", "PE", [ps_ap], [em.chip(h["qT"], cdt1, TK, [[1, mn]], offset=j * mn),
-                                                  em.chip(kres, cdt1, TK, [[1, nk]], offset=n0 + j * N)],
+                em.inst("matmul", "PE", [ps_ap], [em.chip(h["qT"], cdt1, TK, [[1, mn]], offset=h["qoff"] + j * mn),
+                                                  em.chip(h["kres"], cdt1, TK, [[1, nk]], offset=n0 + j * N)],
                         psum_zero=(j == 0))
             if mask == "table":
                 ident, table, d0 = tables
@@ -740,8 +735,9 @@ def lower(kern, plan):
             pv_ap = em.chip(psum("fa_pv", i, mn, Dv), f32, mn, [[1, Dv]])
             for j in range(nch):
                 cn = min(PMAX, nk - j * PMAX)
+                vm, voff = h["vres"][j] if isinstance(h["vres"], list) else (h["vres"], n0 * (W // PMAX) + j * W)
                 em.inst("matmul", "PE", [pv_ap], [em.chip(h["pT"], cdt2, cn, [[1, mn]], offset=j * mn),
-                                                  em.chip(vres, cdt2, cn, [[1, Dv]], offset=n0 * (W // PMAX) + j * W)],
+                                                  em.chip(vm, cdt2, cn, [[1, Dv]], offset=voff)],
                         psum_zero=(j == 0))
             if h["single"]:
                 h["acc"] = pv_ap        # normalised straight out of PSUM after the (only) block
@@ -760,10 +756,29 @@ def lower(kern, plan):
 
     from neuronxcc.starfish.penguin import decode_attn
     layout = decode_attn.fit(plan, QX, KX, VX, OX, expr, leaf)
+    nbatch = int(np.prod(plan.xshape[:nb]))
+    wave = (nb >= 1 and n - 2 == nb and 1 < nbatch and nbatch * -(-Mi // TM) <= WAVE_TILES and Mi <= TQ
+            and N <= NB and (nband is None or nband == 1)   # one query step, one key block per head
+            and nbatch * (ntk * N * bdt.itemsize(cdt1) + ntn * W * bdt.itemsize(cdt2)) <= RESIDENT_BYTES
+            and nbatch * -(-Mi // TM) * (N + Dv) * 4 <= em.tm.psum_partition_bytes * 3 // 4)
     if layout is not None:      # few query rows per batch element (GQA decode): all rows in one tile
         decode_attn.lower(kern, plan, layout, scale, cdt1, cdt2)
+    elif wave:
+        # in a loop over the heads, each head's buffers took the bytes the previous head freed (walrus
+        # allocates in program order), so its loads waited for that head's compute; unrolled, the
+        # offsets are constants, so operands still in SBUF are found there (``hand``)
+        band = None if nband is None else (0, 1)
+        heads = []
+        for idx in np.ndindex(*plan.xshape[:nb]):
+            bs = [P.const(int(v)) for v in idx]
+            kres, vres = load_b(bs)
+            heads.append((bs, prologue(bs + [P.const(0)], [1] * nb + [Mi], kres, vres, band)))
+        allh = [h for _, hs in heads for h in hs]
+        keys(heads[0][0] + [P.const(0)], [1] * nb + [Mi], allh, band)
+        epilogue(allh)
     else:
         em.nest([Axis(plan.xshape[i], 1, "b") for i in range(nb)], body_b)
+    hand.finish()
     for op in plan.ops[1:]:
         cg.fused.add(id(op))
     cg.env[plan.dot2.outputs[0]] = out

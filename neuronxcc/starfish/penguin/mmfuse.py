@@ -604,7 +604,7 @@ def materialise_parts(kern, info, parts):
     scope = TileScope(ctx)
     odt = onchip_dtype(info.dtype)
     first = next(iter(subs.values()))[0]
-    chunks = {}
+    chunks, outs, oc = {}, {}, {}
     # the row tiles: L^T once per tile (shared by every part), the row-major parts right away
     for r0, pn in tiles:
         chunks[r0] = _lhsT_chunks(scope, first, P.const(r0), pn)
@@ -612,10 +612,14 @@ def materialise_parts(kern, info, parts):
             if tr:
                 continue
             n = sub.N
-            out = cg.target_for(u.outputs[0])
+            name = u.outputs[0]
+            if name not in outs:
+                outs[name] = cg.target_for(name)
+                oc[name] = mmlayout.OnChip(outs[name].base, odt, n)
             t, tdt = _compute(scope, sub, ctx.res[base], P.const(r0), pn)
-            em.dma(em.hbm(out.base, r0 * n, [[n, pn], [1, n]]), em.chip(t, tdt, pn, [[1, n]]))
-            cg.env[u.outputs[0]] = View.contiguous(out.base, info.dtype, (M, n))
+            st = em.dma(em.hbm(outs[name].base, r0 * n, [[n, pn], [1, n]]), em.chip(t, tdt, pn, [[1, n]]))
+            oc[name].add(r0, pn, t, st, em.b.body)
+            cg.env[name] = View.contiguous(outs[name].base, info.dtype, (M, n))
     # the transposed parts: 128 columns at a time, all of M in one PSUM bank
     TK = kern.k_tile(K)
     nk = -(-K // TK)
@@ -626,6 +630,7 @@ def materialise_parts(kern, info, parts):
         name = u.outputs[0]
         tn = em.tensor("scratch_" + name, "scratch", info.dtype, (n, M))
         cg.scratch_owner[tn] = name
+        oc[name] = mmlayout.OnChip(tn, odt, M)
         rr = ctx.res[base]
         for c0 in range(0, n, PMAX):
             cn = min(PMAX, n - c0)
@@ -638,8 +643,11 @@ def materialise_parts(kern, info, parts):
                                                      chunks[r0][t]], psum_zero=(t == 0))
             sb = em.chip(em.sbuf("mmT", cn, M, odt), odt, cn, [[1, M]])
             kern._evict_copy(sb, em.chip(ps, "float32", cn, [[1, M]]))
-            em.dma(em.hbm(tn, c0 * M, [[M, cn], [1, M]]), sb)
+            st = em.dma(em.hbm(tn, c0 * M, [[M, cn], [1, M]]), sb)
+            oc[name].add(c0, cn, sb.target, st, em.b.body)
         cg.env[name] = View(tn, info.dtype, (M, n), (1, M), 0)
+    for v in oc.values():       # the parts stay in SBUF too: a consumer may read them there
+        mmlayout.register(cg, v)
     for base, (sub, u, tr) in subs.items():
         sub.inlined += 1
         cg.fused.add(id(u))

@@ -20,9 +20,15 @@ Only for M <= one PSUM bank of fp32 (512 rows) in at most ``mmfuse.UNROLL_TILES`
 tiles are emitted one by one, so every L^T chunk is live until the transposed parts are done);
 otherwise mmfuse's row-major path runs unchanged. This module decides (``plan``); mmfuse emits
 (``mmfuse.materialise_parts``).
+
+The parts also stay in SBUF (``OnChip``): a consumer that reads them with constant offsets (the
+fused attention over a few unrolled heads, penguin/attention.py) takes them from there
+(``Handoff``), and when every read of a part was served on chip its HBM store and tensor are
+dropped: the projection's result never goes through HBM. ``consumer_layout`` is the same idea
+for the attention's own result (stored in the layout of the transposes/reshapes that read it).
 """
 from neuronxcc.starfish.penguin.tiles import onchip_dtype
-from neuronxcc.starfish.penguin.views import View
+from neuronxcc.starfish.penguin.views import View, row_major_strides
 
 PMAX = 128
 MAX_CHAIN = 6               # reshapes / transposes followed from a part to its consuming matmul
@@ -115,3 +121,108 @@ def plan(kern, op, M, N, dtype, max_tiles):
     if not parts or not any(p[3] for p in parts):
         return None
     return parts
+
+
+# -- on-chip hand-off ------------------------------------------------------------------------
+class OnChip:
+    """A 2-D scratch tensor [rows, row] whose value the kernel that computed it also leaves in SBUF:
+    pieces (first row, rows, memloc) each holding rows first .. first+rows-1 on its partitions, a
+    row per partition. ``stores`` are the DMAs that write the HBM copy, dropped (``Handoff``) when
+    every read of the tensor was served from the pieces."""
+
+    def __init__(self, tensor, dtype, row):
+        self.tensor, self.dtype, self.row = tensor, dtype, row
+        self.pieces = []
+        self.stores = []
+
+    def add(self, first, rows, memloc, store, body):
+        self.pieces.append((first, rows, memloc))
+        self.stores.append((body, store))
+
+
+def register(cg, oc):
+    if not hasattr(cg, "onchip"):
+        cg.onchip = {}
+    cg.onchip[oc.tensor] = oc
+
+
+class Handoff:
+    """A consuming kernel's reads of tensors that are still in SBUF (``OnChip``): ``get`` gives the
+    piece holding a [pn partitions, fn contiguous] block, or None (the caller loads from HBM).
+    ``finish`` drops the HBM stores (and the tensor) of every tensor all of whose reads were served
+    on chip."""
+
+    def __init__(self, cg):
+        self.cg = cg
+        self.hits, self.misses = set(), set()
+
+    def get(self, base, dtype, off, pstride, pn, fstride, fn):
+        oc = getattr(self.cg, "onchip", {}).get(base)
+        if oc is None:
+            return None
+        try:
+            off = int(off)
+        except (TypeError, ValueError):
+            off = None
+        hit = None
+        if off is not None and dtype == oc.dtype and pstride == oc.row and (fstride == 1 or fn == 1):
+            r0, c0 = divmod(off, oc.row)
+            if c0 + fn <= oc.row:
+                hit = next(((ml, c0) for a, rows, ml in oc.pieces if a == r0 and pn <= rows), None)
+        (self.hits if hit is not None else self.misses).add(base)
+        return hit
+
+    def finish(self):
+        for base in self.hits - self.misses:
+            oc = self.cg.onchip.pop(base)
+            for body, ins in oc.stores:
+                body.remove(ins)
+            self.cg.m.tensors.pop(base, None)       # nothing reads or writes it any more
+
+
+def resident_kv(hand, offs, P, KX, VX, nb, bs, dims, one_block, kdt, vdt):
+    """Fused attention's (penguin/attention.py) resident operands of batch element BS still in SBUF:
+    (K^T memloc or None, [(memloc, column)] per 128-key tile of V or None). dims = (K, N, Dv)."""
+    K, N, Dv = dims
+    z = P.const(0)
+    kr = hand.get(KX.base, kdt, offs(KX, bs + [z, z]), KX.strides[nb], K, KX.strides[nb + 1], N) if K <= PMAX else None
+    if kr is not None and kr[1] != 0:
+        hand.misses.add(KX.base)            # in SBUF but not from column 0: loaded (keep the store)
+        kr = None
+    vr = [hand.get(VX.base, vdt, offs(VX, bs + [P.const(j), z]), VX.strides[nb], min(PMAX, N - j),
+                   VX.strides[nb + 1], Dv) for j in range(0, N, PMAX)] if one_block else [None]
+    return (kr[0] if kr else None), (vr if all(v is not None for v in vr) else None)
+
+
+def consumer_layout(cg, o):
+    """When value O (a fused attention's result, penguin/attention.py) only flows through a chain of
+    transposes/reshapes (jax's einsum puts the heads back in place: [k, d, g, t] -> [t, k, g, d] ->
+    [t, H]), a View in o's shape over the target of the chain's end, so the kernel stores straight
+    into the layout the consumer reads (otherwise the chain would be an element-strided copy).
+    None when there is no such chain."""
+    g = cg.g
+    outs = set(g.outputs)
+    chain, cur = [], o
+    while cur not in outs:
+        us = _uniq(cg.users.get(cur, []))
+        if len(us) != 1 or us[0].kind not in ("transpose", "reshape") or len(chain) >= 6:
+            break
+        chain.append(us[0])
+        cur = us[0].outputs[0]
+    if not chain:
+        return None
+    end = g.values[cur]
+    # the inverse of the chain applied to a contiguous View of the end's shape
+    v = View("__probe__", end.dtype, end.shape, row_major_strides(end.shape), 0)
+    for op in reversed(chain):
+        src = g.values[op.inputs[0]]
+        if op.kind == "transpose":
+            perm = list(op.attrs["permutation"])
+            inv = [perm.index(i) for i in range(len(perm))]
+            v = v.transpose(inv)
+        else:
+            v = v.reshape(src.shape)
+        if v is None:
+            return None
+    t = cg.target_for(cur)
+    return View(t.base, g.values[o].dtype, v.shape, v.strides, 0)
