@@ -155,6 +155,19 @@ def test_plans_match_the_handlers(prog):
 def test_numpy_plans_match_the_handlers(prog):
     # the plans large tiles take: element-wise ops through numpy instead of the typed loop
     from neuronxcc.starfish.birsim import plans
+    saved = plans.EW_MAX, plans.EW_ROWS
+    plans.EW_MAX, plans.EW_ROWS = 0, False
+    try:
+        _check(prog)
+    finally:
+        plans.EW_MAX, plans.EW_ROWS = saved
+
+
+@settings(max_examples=30, deadline=None)
+@given(programs())
+def test_row_at_a_time_plans_match_the_handlers(prog):
+    # large tiles through the typed plan a row at a time (ElementWise.rowwise), whatever their size
+    from neuronxcc.starfish.birsim import plans
     saved = plans.EW_MAX
     plans.EW_MAX = 0
     try:
@@ -336,7 +349,7 @@ def test_transpose_plan_matches_the_handler(dtype, free):
 def test_per_partition_scalar_operands_take_the_typed_plan():
     """tensor_scalar with [P, 1] operands (x * rstd[p] - mean[p]) runs the typed ElementWise plan,
     bit-identical to the handler; an op that is not one IEEE operation keeps the handler."""
-    from neuronxcc.starfish.birsim._plans import ElementWise
+    from neuronxcc.starfish.birsim._elementwise import ElementWise
     m = B.Module("tsap")
     m.add_tensor("x", "input", "float32", (P, F))
     m.add_tensor("s", "input", "float32", (P, 2))
@@ -468,7 +481,7 @@ def test_typed_gather_in_a_loop_matches_the_handler(dtype, parts, width, trips, 
 def test_typed_max_min_and_comparisons_match_the_handler(op, special):
     """fp32 max / min / comparisons in the typed ElementWise against the handler's numpy, with NaNs,
     +0 against -0 and infinities in both operands (max / min hand those executions to the handler)."""
-    from neuronxcc.starfish.birsim._plans import ElementWise
+    from neuronxcc.starfish.birsim._elementwise import ElementWise
     m = B.Module("mm")
     m.add_tensor("x", "input", "float32", (P, 2 * F))
     m.add_tensor("y", "output", "float32", (P, 4 * F))
@@ -538,4 +551,55 @@ def test_nan_scalar_operands_keep_the_handlers_nan_bits():
     ref, s2 = _run(m, [x], False)
     for a, c in zip(fast, ref):
         assert np.array_equal(a, c)
+    assert s1 == s2
+
+
+@pytest.mark.parametrize("layout", ["disjoint", "out_is_a", "out_is_b", "all_one", "shifted", "broadcast_out"])
+@pytest.mark.parametrize("op", ["subtract", "max", "divide"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_row_at_a_time_plans_with_aliased_operands_match_the_handler(layout, op, dtype):
+    """ElementWise a row at a time (and straight from the input rows for fp32) against the handler
+    on a tile larger than the whole-tile limit, with the output being an input, both inputs, an
+    overlapping shift of one (the whole-tile pass must take that one), or writing a row twice: the
+    bytes of the handler's read-all-then-write semantics, NaNs and signed zeros included."""
+    from neuronxcc.starfish.birsim import plans
+    from neuronxcc.starfish.birsim._elementwise import ElementWise
+    n, f = 64, 300                               # 19200 elements > plans.EW_MAX
+    assert n * f > plans.EW_MAX
+    m = B.Module("alias")
+    m.add_tensor("x", "input", "float32", (n, 3 * f))
+    m.add_tensor("y", "output", "float32", (n, 3 * f))
+    m.add_memloc("a", "SBUF", n, 3 * f * 4)
+    b = B.Builder(m)
+
+    def t(off, pat=None):
+        return B.AccessPattern("a", dtype, off, pat or [[1, f]], 0, n)
+    b.inst("dma_copy", "SP", [B.AccessPattern("a", "float32", 0, [[1, 3 * f]], 0, n)], [b.ap("x")], queue="q0")
+    if dtype != "float32":
+        b.inst("tensor_copy", "DVE", [t(0, [[1, 3 * f]])], [B.AccessPattern("a", "float32", 0, [[1, 3 * f]], 0, n)])
+    out, x, y = {"disjoint": (t(2 * f), t(0), t(f)), "out_is_a": (t(0), t(0), t(f)), "out_is_b": (t(f), t(0), t(f)),
+                 "all_one": (t(f), t(f), t(f)), "shifted": (t(1), t(0), t(f)),
+                 "broadcast_out": (t(0, [[0, 2], [1, f // 2]]), t(0, [[1, 2], [1, f // 2]]),
+                                   t(f, [[1, 2], [1, f // 2]]))}[layout]
+    typed = [b.inst("tensor_tensor", "DVE", [out], [x, y], op=op),
+             b.inst("tensor_scalar", "DVE", [out], [x], op0=op, operand0=-0.0, op1="mult", operand1=1.5)]
+    if dtype != "float32":
+        b.inst("tensor_copy", "DVE", [B.AccessPattern("a", "float32", 0, [[1, 3 * f]], 0, n)], [t(0, [[1, 3 * f]])])
+    b.inst("dma_copy", "SP", [b.ap("y")], [B.AccessPattern("a", "float32", 0, [[1, 3 * f]], 0, n)], queue="q1")
+    b.finish()
+    m.ensure_ids()
+    rng = np.random.default_rng(11)
+    xv = rng.uniform(-2, 2, (n, 3 * f)).astype(np.float32)
+    vals = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0], np.float32)
+    mask = rng.random(xv.shape) < 0.05
+    xv[mask] = rng.choice(vals, int(mask.sum()))
+    tm = get_target("trn1")
+    ex = Executor(m, MachineState(m, tm), Timeline(m, tm))
+    for i in typed:
+        p = ex._prepare(i)[1]
+        assert isinstance(p, ElementWise) and p.rowwise
+    fast, s1 = _run(m, [xv], True)
+    ref, s2 = _run(m, [xv], False)
+    for u, v in zip(fast, ref):
+        assert u.tobytes() == v.tobytes()
     assert s1 == s2

@@ -278,7 +278,10 @@ cdef extern from *:
     /* Dense bf16 <-> fp32 runs in plain C: restrict pointers and O3 let GCC
        vectorise them (Cython cannot spell restrict). */
     #include <stdint.h>
-    #if defined(__GNUC__) && !defined(__clang__)
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    /* one clone per vector width, picked at load time (ifunc); integer work, the same bits */
+    #define NCC_HOT __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__)
     #define NCC_HOT __attribute__((optimize("O3")))
     #else
     #define NCC_HOT
@@ -312,7 +315,7 @@ cdef extern from *:
     void _write_32_dense "ncc_write_32_dense" (const int64_t* s, Py_ssize_t n, uint32_t* q) noexcept nogil
 
 
-cdef void _read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil:
+cdef void read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil:
     cdef Py_ssize_t i
     cdef uint16_t h
     if code == C_F32:
@@ -382,7 +385,7 @@ cdef void _write_run_i64(int code, const int64_t* src, uint8_t* p, Py_ssize_t st
             encode_i64(code, src[i], p + i * stride)
 
 
-cdef void _write_run_f32(int code, const float* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil:
+cdef void write_run_f32(int code, const float* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     cdef uint16_t h
     if code == C_F32:
@@ -675,7 +678,7 @@ cdef void read_f32_ptr(const uint8_t* p0, int code, Py_ssize_t base, const Py_ss
     cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
     rows_init(&r, base, strides, nums)
     while rows_next(&r):
-        _read_run_f32(code, p0 + r.off, s5, n5, out + j)
+        read_run_f32(code, p0 + r.off, s5, n5, out + j)
         j += n5
 
 
@@ -686,7 +689,7 @@ cdef void write_f32_ptr(const float* src, uint8_t* p0, int code, Py_ssize_t base
     cdef Py_ssize_t j = 0, n5 = nums[5], s5 = strides[5]
     rows_init(&r, base, strides, nums)
     while rows_next(&r):
-        _write_run_f32(code, src + j, p0 + r.off, s5, n5)
+        write_run_f32(code, src + j, p0 + r.off, s5, n5)
         j += n5
 
 

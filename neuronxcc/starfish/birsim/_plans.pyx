@@ -74,100 +74,10 @@ cdef class RawCopy(Plan):
         return 0
 
 
-# -- fp32 element-wise ops: read, compute and write in one typed pass ------------
+# -- operands of the typed element-wise plans (here and in _elementwise) ------------
 
 from libc.stdlib cimport realloc
 from neuronxcc.starfish.birsim._kernels cimport read_f32_ptr, write_f32_ptr
-
-# ALU ops whose fp32 result is one IEEE operation, identical to numpy's float32 ufunc
-EW_OPS = {"add": 1, "subtract": 2, "rsub": 3, "mult": 4, "divide": 5}
-# comparisons (1.0 / 0.0, as alu.compare_f(...).astype(float32)): exact for every input
-EW_CMP = {"eq": 6, "ne": 7, "lt": 8, "le": 9, "gt": 10, "ge": 11}
-# max / min: the plain comparison when neither operand is NaN and no tie is +0 against -0; an
-# execution that meets either is the handler's (which NaN or zero numpy's loops return is theirs)
-EW_MAXMIN = {"max": 12, "min": 13}
-# ScalarE functions computed exactly here after x * scale + bias (alu.act: abs, np.sqrt, x * x,
-# 1 / np.sqrt(x), 1 / x: each one IEEE operation or a sign-bit clear)
-EW_FUNCS = {"abs": 1, "sqrt": 2, "square": 3, "rsqrt": 4, "reciprocal": 5}
-
-
-cdef extern from *:
-    """
-    /* fp32 element-wise loops, one per op so that GCC vectorises them (restrict, O3);
-       SIMD add/sub/mul/div/sqrt round exactly like the scalar operations (IEEE, no FMA;
-       no errno: sqrt is the one instruction numpy's loops use too). */
-    #include <stdint.h>
-    #include <string.h>
-    #include <math.h>
-    #if defined(__GNUC__) && !defined(__clang__)
-    #define NCC_EW_HOT __attribute__((optimize("O3", "no-math-errno")))
-    #else
-    #define NCC_EW_HOT
-    #endif
-    #define NCC_EW_LOOPS(NAME, EXPR) \
-    static NCC_EW_HOT void ncc_ew_tt_##NAME(float *__restrict x, const float *__restrict y, Py_ssize_t n) { \
-        for (Py_ssize_t i = 0; i < n; i++) { float a = x[i], b = y[i]; x[i] = (EXPR); } } \
-    static NCC_EW_HOT void ncc_ew_ts_##NAME(float *__restrict x, float s, Py_ssize_t n) { \
-        for (Py_ssize_t i = 0; i < n; i++) { float a = x[i], b = s; x[i] = (EXPR); } } \
-    static NCC_EW_HOT void ncc_ew_st_##NAME(float *__restrict x, float s, Py_ssize_t n) { \
-        for (Py_ssize_t i = 0; i < n; i++) { float a = s, b = x[i]; x[i] = (EXPR); } }
-    NCC_EW_LOOPS(add, a + b)
-    NCC_EW_LOOPS(sub, a - b)
-    NCC_EW_LOOPS(rsub, b - a)
-    NCC_EW_LOOPS(mul, a * b)
-    NCC_EW_LOOPS(div, a / b)
-    NCC_EW_LOOPS(eq, (a == b) ? 1.0f : 0.0f)
-    NCC_EW_LOOPS(ne, (a != b) ? 1.0f : 0.0f)
-    NCC_EW_LOOPS(lt, (a < b) ? 1.0f : 0.0f)
-    NCC_EW_LOOPS(le, (a <= b) ? 1.0f : 0.0f)
-    NCC_EW_LOOPS(gt, (a > b) ? 1.0f : 0.0f)
-    NCC_EW_LOOPS(ge, (a >= b) ? 1.0f : 0.0f)
-    NCC_EW_LOOPS(max, (a > b) ? a : b)
-    NCC_EW_LOOPS(min, (a < b) ? a : b)
-    #define NCC_EW_SWITCH(KIND, ...) switch (op) { \
-        case 1: ncc_ew_##KIND##_add(__VA_ARGS__); break; case 2: ncc_ew_##KIND##_sub(__VA_ARGS__); break; \
-        case 3: ncc_ew_##KIND##_rsub(__VA_ARGS__); break; case 4: ncc_ew_##KIND##_mul(__VA_ARGS__); break; \
-        case 5: ncc_ew_##KIND##_div(__VA_ARGS__); break; case 6: ncc_ew_##KIND##_eq(__VA_ARGS__); break; \
-        case 7: ncc_ew_##KIND##_ne(__VA_ARGS__); break; case 8: ncc_ew_##KIND##_lt(__VA_ARGS__); break; \
-        case 9: ncc_ew_##KIND##_le(__VA_ARGS__); break; case 10: ncc_ew_##KIND##_gt(__VA_ARGS__); break; \
-        case 11: ncc_ew_##KIND##_ge(__VA_ARGS__); break; case 12: ncc_ew_##KIND##_max(__VA_ARGS__); break; \
-        default: ncc_ew_##KIND##_min(__VA_ARGS__); }
-    static void ncc_ew_tt(int op, float *x, const float *y, Py_ssize_t n) { NCC_EW_SWITCH(tt, x, y, n) }
-    /* x = op(x, s), or op(s, x) when rev */
-    static void ncc_ew_ts(int op, float *x, float s, int rev, Py_ssize_t n) {
-        if (rev) { NCC_EW_SWITCH(st, x, s, n) } else { NCC_EW_SWITCH(ts, x, s, n) }
-    }
-    /* max / min inputs whose result the plain comparison may not give as numpy does: a NaN, or
-       equal values of different signs (+0 and -0) */
-    static inline int ncc_ew_odd(float a, float b) {
-        uint32_t ua, ub; memcpy(&ua, &a, 4); memcpy(&ub, &b, 4);
-        return a != a || b != b || (a == b && ((ua ^ ub) >> 31));
-    }
-    static int ncc_ew_odd_tt(const float *x, const float *y, Py_ssize_t n) {
-        int r = 0; for (Py_ssize_t i = 0; i < n; i++) r |= ncc_ew_odd(x[i], y[i]); return r;
-    }
-    static int ncc_ew_odd_ts(const float *x, float s, Py_ssize_t n) {
-        int r = 0; for (Py_ssize_t i = 0; i < n; i++) r |= ncc_ew_odd(x[i], s); return r;
-    }
-    /* the exact ScalarE functions (EW_FUNCS) in place */
-    static NCC_EW_HOT void ncc_ew_func(int f, float *__restrict x, Py_ssize_t n) {
-        Py_ssize_t i;
-        switch (f) {
-        case 1: for (i = 0; i < n; i++) { uint32_t u; memcpy(&u, &x[i], 4); u &= 0x7FFFFFFFu; memcpy(&x[i], &u, 4); } break;
-        case 2: for (i = 0; i < n; i++) x[i] = sqrtf(x[i]); break;
-        case 3: for (i = 0; i < n; i++) x[i] = x[i] * x[i]; break;
-        case 4: for (i = 0; i < n; i++) x[i] = 1.0f / sqrtf(x[i]); break;
-        case 5: for (i = 0; i < n; i++) x[i] = 1.0f / x[i]; break;
-        default: break;
-        }
-    }
-    """
-    void ncc_ew_tt(int op, float* x, const float* y, Py_ssize_t n) noexcept nogil
-    void ncc_ew_ts(int op, float* x, float s, int rev, Py_ssize_t n) noexcept nogil
-    int ncc_ew_odd_tt(const float* x, const float* y, Py_ssize_t n) noexcept nogil
-    int ncc_ew_odd_ts(const float* x, float s, Py_ssize_t n) noexcept nogil
-    void ncc_ew_func(int f, float* x, Py_ssize_t n) noexcept nogil
-
 
 # one scratch area for all plans, grown as needed (used with the GIL held: no two users at once)
 cdef float* _scratch = NULL
@@ -187,120 +97,59 @@ cdef float* _scratch_for(Py_ssize_t n) except NULL:
 
 
 cdef class _Operand:
-    cdef APInfo info
-    cdef object buf
-    cdef uint8_t* p
-    cdef int code
-    cdef Py_ssize_t strides[6]
-    cdef Py_ssize_t nums[6]
+    # attributes in _plans.pxd
 
     def __init__(self, APInfo info):
         cdef uint8_t[::1] v = info.tgt.buf
         cdef int k
+        cdef Py_ssize_t st, span
         self.info = info
         self.buf = info.tgt.buf
         self.p = &v[0]
         self.code = info.code
+        self.lo = 0
+        self.hi = info.itemsize
+        dims = []
         for k in range(6):
             self.strides[k] = info.strides[k]
             self.nums[k] = info.nums[k]
+            if self.nums[k] > 1:
+                st = self.strides[k]
+                if st >= 0:
+                    self.hi += st * (self.nums[k] - 1)
+                else:
+                    self.lo += st * (self.nums[k] - 1)
+                dims.append((abs(st), self.nums[k]))
+        self.injective = True
+        span = info.itemsize
+        for st, k in sorted(dims):
+            if st < span:
+                self.injective = False
+                break
+            span = st * (k - 1) + span
 
 
-cdef class ElementWise(Plan):
-    """out = f(op1(op0(a, s0 | b), s1)) in fp32 (tensor_scalar, tensor_tensor, activations of an
-    exact function, converting copies; op 0 = none, f 0 = none, else EW_FUNCS), elements paired
-    row-major, the cast on output as write_f32 does. A scalar is an immediate or, with SA0 / SA1
-    given, a [P, 1] operand: one value per partition (row) of A, as numpy broadcasts it in the
-    handler. Operands are read completely before the output is written (in-place safe). An
-    execution the typed loop cannot give exactly (a NaN [P, 1] scalar; max / min meeting a NaN or
-    a +0 / -0 tie) runs FALLBACK, the handler, before anything is written."""
-    cdef _Operand out, a, b, sa0, sa1
-    cdef int op0, op1, ufn
-    cdef bint rev0, rev1, tensor, ap0, ap1
-    cdef float s0, s1
-    cdef Py_ssize_t n, rows
-    cdef object fallback            # run(env) of the handler
+cdef bint _same_walk(_Operand x, _Operand y) noexcept:
+    """X and Y have the same counts: their rows (innermost runs) pair one to one."""
+    cdef int k
+    for k in range(6):
+        if x.nums[k] != y.nums[k]:
+            return False
+    return True
 
-    def __init__(self, APInfo out, APInfo a, APInfo b, int op0, float s0, bint rev0, int op1, float s1, bint rev1,
-                 APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1, fallback=None, int ufn=0):
-        self.out = _Operand(out)
-        self.a = _Operand(a)
-        self.tensor = b is not None
-        self.b = _Operand(b) if b is not None else None
-        self.op0, self.s0, self.rev0 = op0, s0, rev0
-        self.op1, self.s1, self.rev1 = op1, s1, rev1
-        self.ufn = ufn
-        self.n = out.n
-        self.ap0 = sa0 is not None
-        self.ap1 = sa1 is not None
-        self.sa0 = _Operand(sa0) if self.ap0 else None
-        self.sa1 = _Operand(sa1) if self.ap1 else None
-        self.rows = rows
-        self.fallback = fallback
-        if (self.ap0 or self.ap1 or op0 >= 12 or op1 >= 12) and fallback is None:
-            raise ValueError("ElementWise: scalar operands and max / min need the handler as fallback")
-        if (self.ap0 and op0 >= 12) or (self.ap1 and op1 >= 12):
-            raise ValueError("ElementWise: max / min take an immediate or a tensor")
-        if (self.ap0 or self.ap1) and (rows < 1 or self.n % rows or (self.ap0 and sa0.n != rows)
-                                       or (self.ap1 and sa1.n != rows)):
-            raise ValueError("ElementWise: a scalar operand needs one value per row")
 
-    cdef int run(self, dict env) except -1:
-        cdef Py_ssize_t ab = self.a.info.base(env)
-        cdef Py_ssize_t bb = self.b.info.base(env) if self.tensor else 0
-        cdef Py_ssize_t b0 = self.sa0.info.base(env) if self.ap0 else 0
-        cdef Py_ssize_t b1 = self.sa1.info.base(env) if self.ap1 else 0
-        cdef Py_ssize_t ob = self.out.info.base(env)
-        cdef Py_ssize_t n = self.n, rows = self.rows, p, f
-        cdef float* x
-        cdef float* y
-        cdef float* z0
-        cdef float* z1
-        x = _scratch_for((2 if self.tensor else 1) * n + 2 * rows)
-        y = x + n
-        z0 = x + (2 if self.tensor else 1) * n
-        z1 = z0 + rows
-        read_f32_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
-        if self.ap0:
-            read_f32_ptr(self.sa0.p, self.sa0.code, b0, self.sa0.strides, self.sa0.nums, z0)
-        if self.ap1:
-            read_f32_ptr(self.sa1.p, self.sa1.code, b1, self.sa1.strides, self.sa1.nums, z1)
-        if self.ap0 or self.ap1:
-            # a NaN scalar meeting a NaN element: which payload survives depends on the operand
-            # order numpy's broadcast loops use, so such a row is the handler's (nothing written yet)
-            for p in range(rows):
-                if (self.ap0 and z0[p] != z0[p]) or (self.ap1 and z1[p] != z1[p]):
-                    self.fallback(env)
-                    return 0
-        f = n // rows
-        if self.tensor:
-            read_f32_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
-            if self.op0 >= 12 and ncc_ew_odd_tt(x, y, n):
-                self.fallback(env)
-                return 0
-            ncc_ew_tt(self.op0, x, y, n)
-        elif self.op0 != 0:
-            if self.ap0:
-                for p in range(rows):
-                    ncc_ew_ts(self.op0, x + p * f, z0[p], self.rev0, f)
-            else:
-                if self.op0 >= 12 and ncc_ew_odd_ts(x, self.s0, n):
-                    self.fallback(env)
-                    return 0
-                ncc_ew_ts(self.op0, x, self.s0, self.rev0, n)
-        if self.op1 != 0:
-            if self.ap1:
-                for p in range(rows):
-                    ncc_ew_ts(self.op1, x + p * f, z1[p], self.rev1, f)
-            else:
-                if self.op1 >= 12 and ncc_ew_odd_ts(x, self.s1, n):
-                    self.fallback(env)
-                    return 0
-                ncc_ew_ts(self.op1, x, self.s1, self.rev1, n)
-        if self.ufn != 0:
-            ncc_ew_func(self.ufn, x, n)
-        write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
-        return 0
+cdef bint _row_safe(_Operand out, Py_ssize_t ob, _Operand x, Py_ssize_t xb) noexcept:
+    """Writing OUT row by row never changes what a later row of X reads: disjoint bytes, or X is
+    OUT itself (same base and strides, no byte shared by two elements)."""
+    cdef int k
+    if x.p != out.p or xb + x.hi <= ob + out.lo or ob + out.hi <= xb + x.lo:
+        return True
+    if xb != ob or not out.injective:
+        return False
+    for k in range(6):
+        if x.strides[k] != out.strides[k] and x.nums[k] > 1:
+            return False
+    return True
 
 
 cdef class Select(Plan):
@@ -361,14 +210,16 @@ cdef extern from *:
        operand's width W (< 64, MASK = 2**W - 1); divide truncates, x / 0 = -1, x % 0 = x
        (numpy's abs(INT64_MIN) wraps). */
     #include <stdint.h>
-    #if defined(__GNUC__) && !defined(__clang__)
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define NCC_I_HOT __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__)
     #define NCC_I_HOT __attribute__((optimize("O3")))
     #else
     #define NCC_I_HOT
     #endif
     #define NCC_SH(b) ((b) < 0 ? 0 : ((b) > 63 ? 63 : (int)(b)))
-    static inline int64_t ncc_iabs(int64_t a) { return a >= 0 ? a : (int64_t)((uint64_t)0 - (uint64_t)a); }
-    static inline int64_t ncc_idiv(int64_t a, int64_t b) {
+    static inline __attribute__((always_inline)) int64_t ncc_iabs(int64_t a) { return a >= 0 ? a : (int64_t)((uint64_t)0 - (uint64_t)a); }
+    static inline __attribute__((always_inline)) int64_t ncc_idiv(int64_t a, int64_t b) {
         int64_t q = (int64_t)((uint64_t)ncc_iabs(a) / (uint64_t)ncc_iabs(b));
         return ((a < 0) != (b < 0)) ? (int64_t)((uint64_t)0 - (uint64_t)q) : q;
     }

@@ -16,8 +16,9 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
-from neuronxcc.starfish.birsim._plans import (EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, INT_DIVMOD, INT_OPS, ElementWise,
-                                              Fill, Gather, IntElementWise, IntSelect, Matmul, RawCopy, Select)
+from neuronxcc.starfish.birsim._elementwise import EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, ElementWise
+from neuronxcc.starfish.birsim._plans import (INT_DIVMOD, INT_OPS, Fill, Gather, IntElementWise, IntSelect, Matmul, RawCopy,
+                                              Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -29,8 +30,21 @@ _WHOLE_INTS = frozenset(("int8", "int16", "int32", "int64", "uint8", "uint16", "
 
 
 # Tiles up to this many elements take the typed ElementWise plan (no numpy call overhead);
-# larger ones the numpy path, whose SIMD loops are faster than the plan's extra copies there.
+# larger ones take it when it runs a row at a time (``ElementWise.rowwise``: each row read,
+# computed and written while in cache), else the numpy path, whose SIMD loops are faster than
+# the plan's whole-tile copies there.
 EW_MAX = 16384
+EW_ROWS = True          # False: large tiles always take the numpy path (tests compare the two)
+
+
+def _typed(plan, n):
+    """Does the ElementWise PLAN run N elements (else the numpy path does)?"""
+    return n <= EW_MAX or (EW_ROWS and plan.rowwise)
+
+
+def _ew(plan, n, other):
+    """PLAN (an ElementWise) when it is the typed plan for N elements, else OTHER()."""
+    return plan if _typed(plan, n) else other()
 
 
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "mult": np.multiply, "divide": np.divide}
@@ -116,9 +130,9 @@ def _int_convert(ex, out, src):
 def _convert(ex, out, src):
     """wf(out, rf(src)): decode to fp32, cast on write (a typed pass), or None."""
     so, ss = ex.st._static(out), ex.st._static(src)
-    if so.n != ss.n or so.n > EW_MAX:
+    if so.n != ss.n:
         return None
-    return ElementWise(so, ss, None, 0, 0.0, False, 0, 0.0, False)
+    return _ew(ElementWise(so, ss, None, 0, 0.0, False, 0, 0.0, False), so.n, lambda: None)
 
 
 def _tensor_copy(ex, instr, attrs):
@@ -185,7 +199,7 @@ def _tensor_scalar(ex, instr, attrs):
         rows = _rows(src)
         k = 1
         sa = []
-        ok = all(o in EW_OPS or o in EW_CMP for o in ops) and so.n == ss.n and so.n <= EW_MAX and ss.n % rows == 0 and \
+        ok = all(o in EW_OPS or o in EW_CMP for o in ops) and so.n == ss.n and ss.n % rows == 0 and \
             (not ap1 or op1 is not None)
         for flag in (ap0, ap1):
             if not flag:
@@ -199,14 +213,17 @@ def _tensor_scalar(ex, instr, attrs):
             k += 1
         if not ok:
             return _tensor_scalar_np(st, instr, attrs, ops, r0, r1)
-        return ElementWise(so, ss, None, EW_ALL[op0], 0.0 if ap0 else float(_F(attrs.get("operand0"))), r0,
-                           EW_ALL[op1] if op1 else 0, 0.0 if ap1 else float(_F(attrs.get("operand1"))), r1,
-                           sa[0], sa[1], rows, _handler_run(ex, instr, attrs))
+        return _ew(ElementWise(so, ss, None, EW_ALL[op0], 0.0 if ap0 else float(_F(attrs.get("operand0"))), r0,
+                               EW_ALL[op1] if op1 else 0, 0.0 if ap1 else float(_F(attrs.get("operand1"))), r1,
+                               sa[0], sa[1], rows, _handler_run(ex, instr, attrs)), so.n,
+                   lambda: _tensor_scalar_np(st, instr, attrs, ops, r0, r1))
     rd, wr = _reader_f(st, src), _writer_f(st, out)
     s0, s1 = _F(attrs.get("operand0")), _F(attrs.get("operand1"))
-    if all(o in EW_ALL for o in ops) and so.n == ss.n and so.n <= EW_MAX:
-        return ElementWise(so, ss, None, EW_ALL[op0], float(s0), r0, EW_ALL[op1] if op1 else 0, float(s1), r1,
-                           fallback=_handler_run(ex, instr, attrs))
+    if all(o in EW_ALL for o in ops) and so.n == ss.n:
+        p = ElementWise(so, ss, None, EW_ALL[op0], float(s0), r0, EW_ALL[op1] if op1 else 0, float(s1), r1,
+                        fallback=_handler_run(ex, instr, attrs))
+        if _typed(p, so.n):
+            return p
     f = alu.alu_f
     uf1 = _UFUNCS.get(op1)
 
@@ -271,8 +288,10 @@ def _tensor_tensor(ex, instr, attrs):
         return None
     st = ex.st
     so, sa, sb = st._static(out), st._static(a), st._static(b)
-    if op in EW_ALL and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
-        return ElementWise(so, sa, sb, EW_ALL[op], 0.0, False, 0, 0.0, False, fallback=_handler_run(ex, instr, attrs))
+    if op in EW_ALL and so.n == sa.n == sb.n and _rows(a) == _rows(b):
+        p = ElementWise(so, sa, sb, EW_ALL[op], 0.0, False, 0, 0.0, False, fallback=_handler_run(ex, instr, attrs))
+        if _typed(p, so.n):
+            return p
     ra, rb, wr = _reader_f(st, a), _reader_f(st, b), _writer_f(st, out)
     f = alu.alu_f
 
@@ -309,10 +328,12 @@ def _activation(ex, instr, attrs):
         if p is not None:
             return p
     if not (bias_ap or scale_ap) and (func in ("identity", "copy") or func in EW_FUNCS) and not attrs.get("reduce") \
-            and so.n == ss.n and so.n <= EW_MAX:
+            and so.n == ss.n:
         # f((x * scale) + bias), each step only when the handler does it
-        return ElementWise(so, ss, None, EW_OPS["mult"] if scale != 1 else 0, float(scale), False,
-                           EW_OPS["add"] if bias != 0 else 0, float(bias), False, ufn=EW_FUNCS.get(func, 0))
+        p = ElementWise(so, ss, None, EW_OPS["mult"] if scale != 1 else 0, float(scale), False,
+                        EW_OPS["add"] if bias != 0 else 0, float(bias), False, ufn=EW_FUNCS.get(func, 0))
+        if _typed(p, so.n):
+            return p
     wred = _writer_f(st, instr.dsts[1]) if attrs.get("reduce") else None
     act = alu.act
     do_scale, do_bias = scale_ap or scale != 1, bias_ap or bias != 0
