@@ -95,8 +95,9 @@ class Codegen:
         if self.lnc is not None:
             self.lnc.finish()
         self.finish_tables()
-        from neuronxcc.starfish.penguin.prefetch import hoist
+        from neuronxcc.starfish.penguin.prefetch import held_first, hoist
         hoist(self.m, self.streams)
+        held_first(self.m, getattr(self, "stream_held", None), getattr(self, "mm_streamed", 0))
         if self.lnc is None:
             # scratch tensors share HBM by liveness (two cores of a split program run at once)
             hbm.assign(self.m)

@@ -161,6 +161,7 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
                         psum_zero=first and r == 0)
 
     loads, last = [], [None]       # last: the top-level node holding the kernel's last weight DMA
+    kloop = [None]                 # the K loop, when it is a top-level node
     # the peeled steps' weight DMAs go out before the vector's (which waits for the producer of x);
     # at the top level penguin/prefetch.py moves them further up, in front of the kernels before this one
     w0 = load(P.const(0), q_first)
@@ -187,14 +188,18 @@ def _ws_chunk(kern, term, n0, nc, g, cdt, views):
                 s = iv * U + (1 + u)
                 mms(load(s, queues[u]), s, False)
         if em.b.body is em.m.body:
-            last[0] = em.b.body[-1]
+            last[0] = kloop[0] = em.b.body[-1]
     for u in range(left):
         s = P.const(1 + npair * U + u)
         mms(load(s, queues[u]), s, False)
     if late:
         mms(w0, P.const(0), False)
     if held is not None:
+        i0 = len(em.b.body)
         mms(wl, P.const(held), False)
+        if em.b.body is em.m.body and kloop[0] is not None and not late:
+            # the held step's matmuls, if this is the program's last stream (penguin/prefetch.py)
+            kern.cg.stream_held = (em.b.body[i0:], kloop[0], kern.cg.mm_streamed)
     if em.b.body is em.m.body:
         # the next stream's peeled DMAs may go right behind this kernel's last weight DMA: ahead of
         # its matmuls, so their buffers are live while these run and cannot take these' bytes

@@ -13,6 +13,14 @@ nothing earlier does) nor write the HBM tensor it reads; it never moves ahead of
 weight loads, so the weights still cross the DMA engines in program order. The buffers' live ranges
 grow by the kernels they moved over (two weight tiles, at most ``matvec.WS_BUF_BYTES`` per partition each).
 Each top-level node is scanned at most once per stream boundary: linear in the program.
+
+The program's last stream has no next weight to hide its end behind: after its last weight DMA
+lands, the PE still runs that step's matmuls and then those of the held last step (loaded before the
+K loop, its matmuls after it, see matvec.py), about 3 us each at 4 MiB. ``held_first`` moves the held
+step's matmuls of the last stream in front of its K loop, so they run while the loop's weights
+stream. Only matmuls move: they read the held tile and the vector (neither written by the loop) and
+accumulate into the loop's PSUM bank after step 0 zeroed it, so the sum is the same up to fp32
+rounding order.
 """
 
 
@@ -65,3 +73,21 @@ def hoist(module, streams):
             out.append(n)
     body[:] = out
     return len(moved)
+
+
+def held_first(module, tail, streamed):
+    """TAIL: (the held step's matmul nodes, the K loop node, its matvec's number) of the last top-level
+    streamed matvec that has them, or None; STREAMED: how many matvecs streamed in all. Moves those
+    nodes to just before the K loop when that matvec is the program's last. Returns how many moved."""
+    if not tail or tail[2] != streamed:
+        return 0
+    nodes, kloop = tail[:2]
+    body = module.body
+    pos = {id(n): k for k, n in enumerate(body)}
+    ks = [pos.get(id(n)) for n in nodes]
+    k_loop = pos.get(id(kloop))
+    if not nodes or k_loop is None or None in ks or min(ks) < k_loop or max(ks) - min(ks) + 1 != len(nodes):
+        return 0
+    moved = set(id(n) for n in nodes)
+    body[:] = body[:k_loop] + list(nodes) + [n for n in body[k_loop:] if id(n) not in moved]
+    return len(nodes)
