@@ -686,10 +686,11 @@ class Bench:
                         "passes" % (name, vals), "%s (%.0f%%)" % (bl.fmt_s(at), 100 * at / walrus if walrus else 0),
                         "(reported)", None)
         s.note("Peaks and the max-live lower bound are walrus's own figures from each compile's `sg00/metrics.json` "
-               "(default pipeline: coloring allocator). The bound (`_alloc.max_live_lower_bound`) is the largest, "
+               "(default pipeline: coloring allocator). The bound (`_bound.max_live_lower_bound`) is the largest, "
                "over program points, of what the values live there need under the placement rules: their bytes "
                "spread over the partition quarters, those sure to sit at partition 0 stacked there, the narrow "
-               "ones as four quarter stacks, and for PSUM a packing of partition 0's 2 KiB banks.")
+               "ones as four quarter stacks, and for PSUM the best packing of partition 0's 2 KiB banks (exact by a "
+               "bounded search while at most 64 values are live there, else Martello and Toth's L2).")
         self.sections.append(s)
         self._alloc_intervals()
 
@@ -718,7 +719,7 @@ class Bench:
             self.target("5 allocation", "coloring peak / max-live on synthetic interval sets, worst (%d values)"
                         % worst[0], bl.fmt_x(worst[1]), "<= 1.1x", worst[1] <= 1.1)
         s.note("Random live intervals shaped like tiled programs (tiles of 512 B to 64 KiB on 32-128 partitions); "
-               "the lower bound is `_alloc.max_live_lower_bound`. Python first fit: a plain-Python linear scan on "
+               "the lower bound is `_bound.max_live_lower_bound`. Python first fit: a plain-Python linear scan on "
                "the same data, measured in the same run.")
         self.sections.append(s)
 

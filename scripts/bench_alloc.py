@@ -4,7 +4,7 @@
     python scripts/bench_alloc.py [--quick] [--json out.json]
 
 Quality: allocator peak bytes per partition against the max-live lower bound
-(``_alloc.max_live_lower_bound``: no allocation under the same placement
+(``_bound.max_live_lower_bound``: no allocation under the same placement
 rules -- partition starts, PE values at partition 0 -- can do better), as a ratio
 (1.00 = optimal), for the interference-graph colouring and the linear-scan
 allocators, on
@@ -87,11 +87,11 @@ def python_first_fit(start, end, size, nparts):
 
 def bench_intervals(n, with_python):
     import numpy as np
-    from neuronxcc.walrus import _alloc
+    from neuronxcc.walrus import _alloc, _bound
     from neuronxcc.walrus.placement import MAX_INTERFERENCE_EDGES as MAX_EDGES, color_orders
     start, end, size, nparts, pin = random_intervals(n)
     cap = 1 << 50
-    lb = _alloc.max_live_lower_bound(start, end, size, nparts, 128, pin)
+    lb = _bound.max_live_lower_bound(start, end, size, nparts, 128, pin)
     row = {"values": n, "lower_bound": int(lb)}
 
     def col():

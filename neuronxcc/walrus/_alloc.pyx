@@ -28,7 +28,8 @@ The drivers share ``place_one`` (and ``_expire``, the sweep's active list), or i
     in the past (``_place_far``: free gaps and freed values' edges as candidates), so that a
     value's producer need not wait for the last reader of the value it replaces.
 All return -1 on success or the index of the first value that did not fit
-(the Python layer then spills or raises OutOfMemoryError).
+(the Python layer then spills or raises OutOfMemoryError). The lower bound the peaks are
+measured against is ``_bound.max_live_lower_bound``.
 
 Python validates; this module assumes valid, contiguous int64 inputs.
 """
@@ -37,10 +38,6 @@ cimport numpy as cnp
 from libc.stdlib cimport malloc, free, qsort
 
 cnp.import_array()
-
-cdef enum:
-    MAX_BANK_ITEMS = 64    # the packing terms of the lower bound: evaluated while at most this many values count
-
 
 cdef int _cmp_rect_blo(const void* a, const void* b) noexcept nogil:
     cdef i64 x = (<Rect*>a).blo
@@ -122,6 +119,18 @@ cdef inline Py_ssize_t _expire(i64* active, Py_ssize_t nact, const i64[::1] end,
             active[k] = u
             k += 1
     return k
+
+
+cdef inline Py_ssize_t _insert_by_offset(i64* active, Py_ssize_t nact, const i64[::1] offset,
+                                         i64 v) noexcept nogil:
+    """Insert the placed value ``v`` into ``active[:nact]`` (kept in byte-offset order, the order
+    ``place_one`` and ``_place_far`` read the occupied rects in); returns the new length."""
+    cdef Py_ssize_t j = nact
+    while j > 0 and offset[active[j - 1]] > offset[v]:
+        active[j] = active[j - 1]
+        j -= 1
+    active[j] = v
+    return nact + 1
 
 
 def interference_edge_count(const i64[::1] start, const i64[::1] end):
@@ -258,12 +267,7 @@ def linear_scan_allocate(const i64[::1] start, const i64[::1] end,
                     break
                 out_offset[v] = off
                 out_pstart[v] = ps
-                j = nact
-                while j > 0 and out_offset[active[j - 1]] > off:
-                    active[j] = active[j - 1]
-                    j -= 1
-                active[j] = v
-                nact += 1
+                nact = _insert_by_offset(active, nact, out_offset, v)
     finally:
         free(active)
         free(occ)
@@ -423,225 +427,10 @@ def reuse_distance_allocate(const i64[::1] start, const i64[::1] end,
                         gend[k] = gend[j]
                         k += 1
                 ng = k
-                j = nact
-                while j > 0 and out_offset[active[j - 1]] > off:
-                    active[j] = active[j - 1]
-                    j -= 1
-                active[j] = v
-                nact += 1
+                nact = _insert_by_offset(active, nact, out_offset, v)
     finally:
         free(active)
         free(occ)
         free(gr)
         free(gend)
     return failed
-
-
-cdef int _cmp_i64_desc(const void* a, const void* b) noexcept nogil:
-    cdef i64 x = (<i64*>a)[0]
-    cdef i64 y = (<i64*>b)[0]
-    return -1 if x > y else (1 if x < y else 0)
-
-
-cdef i64 _stack_bound(i64* items, i64 k, i64 m) noexcept nogil:
-    """A lower bound on the tallest of ``m`` stacks holding the ``k`` items: of the m*j + 1
-    largest, some stack holds j + 1, at least the j + 1 smallest of them. Sorts ``items``
-    (descending)."""
-    cdef i64 j, i, t, best = 0
-    qsort(items, k, sizeof(i64), _cmp_i64_desc)
-    j = 1
-    while m * j + 1 <= k:
-        t = 0
-        for i in range(m * j - j, m * j + 1):
-            t += items[i]
-        if t > best:
-            best = t
-        j += 1
-    return best
-
-
-cdef i64 _bank_bound(i64* items, i64 k, i64 full, i64 bank, unsigned long long* reach) noexcept nogil:
-    """A lower bound on the peak offset of ``full`` whole banks plus the ``k`` items (each at
-    most one bank, each inside one bank; ``reach``: scratch of bank // 64 + 1 words).
-
-    The item banks number N >= Martello and Toth's L2 bound for bin packing and >= total / M,
-    where M is the largest sum of items one bank can hold (a subset sum, by a bitset). Putting the
-    lightest bank last, the peak is at least (full + N - 1) banks plus that bank's load, which is
-    at least the smallest item, at least total - (N - 1) * M, and at least the smallest of the
-    largest items no two of which fit one bank, when there are N of them. Sorts ``items``
-    (descending)."""
-    cdef i64 i, j, a, n1, n2, s2, s3, need, best = 0, smallest, total = 0, m, q, r, w
-    cdef i64 half = bank // 2, nw = bank // 64 + 1
-    cdef unsigned long long val
-    if k == 0:
-        return full * bank
-    qsort(items, k, sizeof(i64), _cmp_i64_desc)
-    smallest = items[k - 1]
-    # alpha = 0, then every distinct item size <= half a bank
-    a = 0
-    j = k
-    while True:
-        n1 = n2 = s2 = s3 = 0
-        for i in range(k):
-            if items[i] > bank - a:
-                n1 += 1
-            elif items[i] > half:
-                n2 += 1
-                s2 += items[i]
-            elif items[i] >= a:
-                s3 += items[i]
-        need = s3 - (n2 * bank - s2)
-        need = n1 + n2 + ((need + bank - 1) // bank if need > 0 else 0)
-        if need > best:
-            best = need
-        while j > 0 and (items[j - 1] <= a or items[j - 1] > half):
-            if items[j - 1] > half:
-                j = 0
-                break
-            j -= 1
-        if j == 0:
-            break
-        a = items[j - 1]
-    # M: the largest subset sum <= bank (bit c of reach: some subset sums to c)
-    for w in range(nw):
-        reach[w] = 0
-    reach[0] = 1
-    for i in range(k):
-        total += items[i]
-        q = items[i] // 64
-        r = items[i] % 64
-        w = nw - 1
-        while w >= q:
-            val = reach[w - q] << r
-            if r and w - q - 1 >= 0:
-                val |= reach[w - q - 1] >> (64 - r)
-            reach[w] |= val
-            w -= 1
-    m = 0
-    for i in range(bank, 0, -1):
-        if (reach[i // 64] >> (i % 64)) & 1:
-            m = i
-            break
-    if m > 0 and (total + m - 1) // m > best:
-        best = (total + m - 1) // m
-    if total - (best - 1) * m > smallest:
-        smallest = total - (best - 1) * m
-    # the largest items while no two of them fit one bank take a bank each: when they take
-    # all N, the last bank holds one of them
-    n1 = 1
-    while n1 < k and items[n1] + items[n1 - 1] > bank:
-        n1 += 1
-    if n1 == best and items[n1 - 1] > smallest:
-        smallest = items[n1 - 1]
-    return (full + best - 1) * bank + smallest
-
-
-def max_live_lower_bound(const i64[::1] start, const i64[::1] end, const i64[::1] size,
-                         const i64[::1] nparts, i64 num_partitions, pin_zero=None, i64 bank_bytes=0):
-    """A lower bound on the peak bytes per partition of any allocation that obeys
-    the same placement rules (partition starts at multiples of 32 by size; values
-    in ``pin_zero`` and values over half the partitions start at partition 0; with
-    ``bank_bytes``, a value of at most one bank lies inside one bank and a larger one
-    starts on a bank boundary).
-
-    At every position t, with q(v) = ceil(nparts/32) quarters taken by v:
-      * the quarters hold sum size*q between them: >= ceil(sum size*q / nq);
-      * every value starting at partition 0 for sure shares quarter 0: >= their sum;
-      * on four quarters, the values in all four plus the tallest of four stacks holding
-        the unpinned values of at most 32 partitions (``_stack_bound``, while at most
-        ``MAX_BANK_ITEMS`` of these are live);
-      * banked: those values are a bin packing of partition 0's banks (a larger value
-        is whole banks plus a remainder inside one): ``_bank_bound`` (evaluated while at
-        most ``MAX_BANK_ITEMS`` of them are live; over that only the other terms count);
-    and no allocation is below the largest value.
-    """
-    cdef Py_ssize_t n = start.shape[0], i, v
-    cdef i64 nq = (num_partitions + 31) // 32
-    ev_pos = np.concatenate([np.asarray(start), np.asarray(end) + 1])
-    ev_kind = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])  # 0 = start
-    ev_val = np.concatenate([np.arange(n), np.arange(n)]).astype(np.int64)
-    order = np.lexsort((-ev_kind, ev_pos))  # ends (kind 1) before starts at the same position
-    cdef cnp.int64_t[::1] o = order.astype(np.int64)
-    cdef cnp.int64_t[::1] kind = ev_kind
-    cdef cnp.int64_t[::1] val = ev_val
-    cdef cnp.int64_t[::1] pin = (np.zeros(n, np.int64) if pin_zero is None
-                                 else np.ascontiguousarray(pin_zero, dtype=np.int64))
-    cdef i64 area = 0, zero = 0, best = 0, cur, q, sgn, nlive = 0, k, full, j, u, nfree = 0, every = 0
-    cdef i64* live = NULL
-    cdef i64* where = NULL
-    cdef i64* items = <i64*>malloc((MAX_BANK_ITEMS + 1) * sizeof(i64))
-    cdef unsigned long long* reach = NULL
-    cdef i64* free1 = <i64*>malloc((n + 1) * sizeof(i64))     # live one-quarter values, any quarter
-    cdef i64* where1 = <i64*>malloc((n + 1) * sizeof(i64))
-    for v in range(n):
-        if size[v] > best:
-            best = size[v]
-    if bank_bytes > 0:
-        live = <i64*>malloc((n + 1) * sizeof(i64))
-        where = <i64*>malloc((n + 1) * sizeof(i64))
-        reach = <unsigned long long*>malloc((bank_bytes // 64 + 1) * sizeof(unsigned long long))
-    try:
-        for i in range(2 * n):
-            v = val[o[i]]
-            sgn = 1 if kind[o[i]] == 0 else -1
-            q = (nparts[v] + 31) // 32
-            area += sgn * size[v] * q
-            cur = 0
-            if nq == 4 and (q == 4 or (q == 1 and not pin[v])):
-                # the quarters as four stacks: values over 96 partitions sit in all four, each
-                # unpinned value of at most 32 partitions in one of them
-                if q == 4:
-                    every += sgn * size[v]
-                elif sgn > 0:
-                    where1[v] = nfree
-                    free1[nfree] = v
-                    nfree += 1
-                else:
-                    nfree -= 1
-                    u = free1[nfree]
-                    free1[where1[v]] = u
-                    where1[u] = where1[v]
-                if sgn > 0 and 4 < nfree <= MAX_BANK_ITEMS:
-                    for j in range(nfree):
-                        items[j] = size[free1[j]]
-                    cur = every + _stack_bound(items, nfree, 4)
-            if nparts[v] > num_partitions // 2 or pin[v]:
-                zero += sgn * size[v]
-                if bank_bytes > 0:
-                    if sgn > 0:
-                        where[v] = nlive
-                        live[nlive] = v
-                        nlive += 1
-                        if nlive <= MAX_BANK_ITEMS:
-                            k = full = 0
-                            for j in range(nlive):
-                                u = live[j]
-                                full += size[u] // bank_bytes if size[u] > bank_bytes else 0
-                                if size[u] <= bank_bytes:
-                                    items[k] = size[u]
-                                    k += 1
-                                elif size[u] % bank_bytes:
-                                    items[k] = size[u] % bank_bytes
-                                    k += 1
-                            j = _bank_bound(items, k, full, bank_bytes, reach)
-                            if j > cur:
-                                cur = j
-                    else:
-                        nlive -= 1
-                        u = live[nlive]
-                        live[where[v]] = u
-                        where[u] = where[v]
-            if (area + nq - 1) // nq > cur:
-                cur = (area + nq - 1) // nq
-            if zero > cur:
-                cur = zero
-            if cur > best:
-                best = cur
-    finally:
-        free(live)
-        free(where)
-        free(items)
-        free(reach)
-        free(free1)
-        free(where1)
-    return best

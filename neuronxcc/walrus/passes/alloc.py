@@ -49,7 +49,7 @@ import logging
 import numpy as np
 
 from neuronxcc import errors
-from neuronxcc.walrus import _alloc, liveness
+from neuronxcc.walrus import _alloc, _bound, liveness
 from neuronxcc.walrus.placement import MAX_INTERFERENCE_EDGES, arrays, memory_params, place
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.program import program
@@ -211,7 +211,7 @@ def allocate(module, ctx, method):
             lb = 0
             if vals:
                 s, e, size, nparts, pin = arrays(vals, pack)
-                lb = int(_alloc.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin,
+                lb = int(_bound.max_live_lower_bound(s, e, size, nparts, target.num_partitions, pin,
                                                      memory_params(target, memory)[2]))
             stats[memory] = {"values": len(vals), "peak_bytes_per_partition": peak, "max_live_lower_bound": lb,
                              "intervals": intervals}
