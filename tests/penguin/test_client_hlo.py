@@ -251,3 +251,16 @@ def test_cholesky_of_a_matrix_that_is_not_positive_definite_is_all_nan():
     from neuronxcc.common.tolerances import assert_close
     assert np.isnan(want[1]).all() and np.isnan(got[1]).all()
     assert_close(got[0], want[0], "output0", row="compiled")
+
+
+def test_64_bit_bit_counts_of_values_that_fit_the_word():
+    """clz / popcnt of s64 and u64 count the high word too (64 - bit length, the sign fill's set
+    bits): clz(s64 1) is 63, popcnt(s64 -1) is 64. They used to count only the 32-bit word the
+    device holds a 64-bit value in (and the compile's own bir_sim check then failed)."""
+    s = np.array([0, 1, -1, 12345, -12345, 2 ** 31 - 1, -2 ** 31, 7], np.int64)
+    u = np.array([0, 1, 2 ** 32 - 1, 7, 2 ** 31, 12345, 255, 2 ** 20], np.uint64)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        check(lambda s, u: (lax.clz(s), lax.population_count(s), lax.clz(u), lax.population_count(u)), s, u)
+    finally:
+        jax.config.update("jax_enable_x64", False)

@@ -13,7 +13,9 @@ A shift of a signed / unsigned 32-bit value by a constant amount in range is one
 
 popcnt / count-leading-zeros of a narrow type count the type's own bits (an s8 -1 has 8 bits set
 and no leading zero; a u8 7 has 5 leading zeros): the engines count a 32-bit word, so the value is
-masked to its width first and clz subtracts the 32 - width leading zeros the word adds.
+masked to its width first and clz subtracts the 32 - width leading zeros the word adds. Of a 64-bit
+type, held in its low word, they add what the high word (the sign fill) holds: exact for every
+value that fits 32 bits.
 """
 from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.hloinst import penguin_dtype
@@ -88,17 +90,38 @@ def lower(conv, g, inst, ins, loc):
 
 
 def lower_count(g, inst, ins, loc):
-    """popcnt / count-leading-zeros of a narrow integer type, or None (32-bit types: one op)."""
-    w = WIDTH.get(inst.shape.element_type)
-    if w is None or w == 32 or not inst.shape.is_array:
+    """popcnt / count-leading-zeros of a narrow or 64-bit integer type, or None (32-bit types: one
+    op)."""
+    et = inst.shape.element_type
+    w = WIDTH.get(et)
+    if not inst.shape.is_array or (w is None and et not in ("s64", "u64")) or w == 32:
         return None
     sh = tuple(inst.shape.dims)
     dt = penguin_dtype(inst.shape)
     name = inst.name
 
-    def add(kind, xs, suffix, attrs=None):
-        return g.add_op(kind, xs, [("%s.%s" % (name, suffix), sh, "int32")], attrs or {}, loc)[0]
+    def add(kind, xs, suffix, attrs=None, dtype="int32"):
+        return g.add_op(kind, xs, [("%s.%s" % (name, suffix), sh, dtype)], attrs or {}, loc)[0]
 
+    if w is None:
+        # 64-bit: the value is held in its low 32-bit word (the README's 64-bit rule); the high word
+        # is the sign fill of an s64 and zero of a u64, so it adds 32 leading zeros (s64: when not
+        # negative) or 32 set bits (s64: when negative). Exact for every value that fits the word.
+        if et == "u64":
+            x = add("bitcast-convert", [add("convert", [ins[0]], "u32", dtype="uint32")], "i32")
+        else:
+            x = add("convert", [ins[0]], "i32")
+        r = add(inst.opcode, [x], "count")
+        c32 = add("constant", [], "c32", {"value": 32})
+        if et == "u64":
+            hi = c32 if inst.opcode == "count-leading-zeros" else None
+        else:
+            zero = add("constant", [], "c0", {"value": 0})
+            neg = add("compare", [x, zero], "neg", {"direction": "LT", "type": ""}, dtype="bool")
+            hi = add("select", [neg, zero, c32] if inst.opcode == "count-leading-zeros" else [neg, c32, zero], "hi")
+        if hi is not None:
+            r = add("add", [r, hi], "wide")
+        return g.add_op("convert", [r], [(name, sh, dt)], {}, loc)[0]
     x = add("convert", [ins[0]], "i32")
     x = add("and", [x, add("constant", [], "mask", {"value": (1 << w) - 1})], "bits")
     r = add(inst.opcode, [x], "count")
