@@ -16,7 +16,11 @@ with XLA:CPU (JAX) within ``neuronxcc.common.tolerances``. Sources:
 * ``scale``    - one layer of real models at their own widths (BERT-base, a Llama MLP in bf16,
                  a 32k-vocab LM head with its gradient, a ResNet conv/BN block, GQA decode);
 * ``text``     - hand-written HLO text in the forms XLA's HLO tests and torch-xla use
-                 (scripts/probe_hlo_cases.py), XLA:CPU as the reference.
+                 (scripts/probe_hlo_cases.py), XLA:CPU as the reference;
+* ``xlaops``   - more of both (scripts/probe_hlo_xla.py): XLA's op semantics at their edges
+                 (integer division by zero, roundings, reduce-precision, opt-barrier, clamp with
+                 scalar bounds, sorts and reductions along major dimensions ...) and forms
+                 jax.nn / jnp emit (activations, remat, take / pad modes, searchsorted, switch).
 
 Outcome per case: ``pass``; ``unsupported`` (exit 70, one NCC_ line naming an op / type the
 device lowering refuses: correct behaviour when no real client needs it); ``error70`` (exit 70
@@ -25,7 +29,7 @@ exit status other than 0/70, a traceback on the console, or birsim raising: alwa
 ``narrow64`` (results that differ only in 64-bit outputs, which the device computes in 32 bits as
 the README says); ``timeout``.
 
-    python scripts/probe_hlo.py [--sources lax,lax64,programs,pieces,text,offcpu,scale] [-k SUBSTR]
+    python scripts/probe_hlo.py [--sources lax,lax64,programs,pieces,text,offcpu,scale,xlaops] [-k SUBSTR]
                                 [--client plain|nxd|zml] [--table out.md] [--keep DIR]
 
 Prints one table and a summary; never asserts.
@@ -80,6 +84,11 @@ def collect(sources):
     if "text" in sources:
         for name, (text, args) in sorted(probe_hlo_cases.TEXTS.items()):
             out.append(("text", name, ("text", text, list(args))))
+    if "xlaops" in sources:
+        import probe_hlo_xla
+        out += list(_jax_cases("xlaops", probe_hlo_xla.PIECES))
+        for name, (text, args) in sorted(probe_hlo_xla.TEXTS.items()):
+            out.append(("xlaops", name, ("text", text, list(args))))
     return out
 
 
@@ -200,7 +209,7 @@ def _run_or_skip(case, d, timeout, client):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sources", default="lax,lax64,programs,pieces,text,offcpu,scale")
+    ap.add_argument("--sources", default="lax,lax64,programs,pieces,text,offcpu,scale,xlaops")
     ap.add_argument("-k", default="", help="only cases whose source/name contains this")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--client", choices=sorted(CLIENT_FLAGS), default="plain",

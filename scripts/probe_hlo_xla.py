@@ -1,0 +1,499 @@
+"""More cases for scripts/probe_hlo.py (source ``xlaops``): XLA's op semantics at their edges as
+XLA's HLO tests state them, and further forms JAX and torch-xla emit.
+
+``PIECES``: JAX functions (name -> (fn, args)), JAX:CPU the reference; ``TEXTS``: HLO text
+(name -> (text, args)) written here from XLA's operation semantics, XLA:CPU the reference.
+"""
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+R = np.random.RandomState(12)
+
+
+def f32(*shape, scale=1.0):
+    return (R.randn(*shape) * scale).astype(np.float32)
+
+
+def ints(lo, hi, *shape, dtype=np.int32):
+    return R.randint(lo, hi, size=shape).astype(dtype)
+
+
+PIECES = {}
+TEXTS = {}
+
+
+def piece(*args):
+    def deco(fn):
+        PIECES[fn.__name__] = (fn, list(args))
+        return fn
+    return deco
+
+
+def text(*args):
+    def deco(fn):
+        TEXTS[fn.__name__] = (fn(), list(args))
+        return fn
+    return deco
+
+
+# --- JAX: activations, roundings and integer arithmetic as jax.nn / jnp write them ----------------
+
+@piece(f32(4, 33, scale=4.0))
+def jax_nn_activation_zoo(x):
+    return (jax.nn.softplus(x), jax.nn.log_sigmoid(x), jax.nn.silu(x), jax.nn.mish(x), jax.nn.elu(x),
+            jax.nn.selu(x), jax.nn.celu(x, 0.5), jax.nn.hard_tanh(x), jax.nn.relu6(x),
+            jax.nn.gelu(x, approximate=True), jax.nn.leaky_relu(x, 0.1), jax.nn.hard_swish(x))
+
+
+@piece(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 3.7, -3.7, np.nan, np.inf, -np.inf], np.float32))
+def roundings_and_sign(x):
+    return (jnp.round(x), jnp.trunc(x), jnp.floor(x), jnp.ceil(x), jnp.sign(x),
+            lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), jnp.signbit(x), jnp.isfinite(x), jnp.copysign(x, -1.0))
+
+
+@piece(np.array([7, -7, 7, -7, 0, 13, -13, 2 ** 31 - 1], np.int32), np.array([2, 2, -2, -2, 3, 5, 5, 7], np.int32))
+def jnp_floor_divide_and_mod(a, b):
+    return a // b, a % b, jnp.fmod(a, b), jnp.remainder(a, b), lax.div(a, b), lax.rem(a, b)
+
+
+@piece(f32(6, 5, scale=3.0), f32(6, 5))
+def float_mod_power_atan2(a, b):
+    return (jnp.fmod(a, b), jnp.remainder(a, b), jnp.power(jnp.abs(a), b), lax.integer_pow(a, 3),
+            jnp.arctan2(a, b), jnp.hypot(a, b), jnp.logaddexp(a, b))
+
+
+@piece(f32(3, 17, scale=10.0))
+def reduce_precision_bf16_f16(x):
+    return lax.reduce_precision(x, exponent_bits=8, mantissa_bits=7), lax.reduce_precision(x, 5, 10)
+
+
+@piece(f32(8, 16), f32(16, 16, scale=0.3))
+def remat_mlp_grad(x, w):
+    @jax.checkpoint
+    def layer(h):
+        return jnp.tanh(h @ w)
+    return jax.grad(lambda x: jnp.sum(layer(layer(x)) ** 2))(x)
+
+
+@piece(f32(2, 3, 9, 9), f32(3, 1, 3, 3, scale=0.3))
+def depthwise_conv_filter_grad(x, w):
+    def f(w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME", feature_group_count=3,
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return jnp.sum(y * y)
+    return jax.grad(f)(w)
+
+
+@piece(f32(5, 7))
+def argmin_argmax_axis0_and_cumulative(x):
+    return (jnp.argmin(x, axis=0), jnp.argmax(x, axis=0), jnp.cumprod(x * 0.5 + 1.0, axis=0),
+            lax.cummax(x, axis=1), lax.cummin(x, axis=0, reverse=True), jnp.diff(x, axis=1))
+
+
+@piece(f32(4, 4), f32(3, 4, 4))
+def einsum_diag_trace_tril(a, b):
+    return (jnp.einsum("ii->i", a), jnp.trace(a), jnp.einsum("bij,bjk->bik", b, b), jnp.tril(a, -1),
+            jnp.triu(a, 1), jnp.einsum("bii->b", b), jnp.outer(a[0], a[1]), jnp.kron(a[:2, :2], a[2:, 2:]))
+
+
+@piece(f32(3, 10), np.array([[0, 9, -1], [3, 12, 5], [-11, 2, 2]], np.int32))
+def take_modes_fill_clip_wrap(x, i):
+    return (jnp.take_along_axis(x, i, axis=1, mode="fill", fill_value=-5.0),
+            jnp.take(x, i[0], axis=1, mode="clip"), jnp.take(x, i[1], axis=1, mode="wrap"))
+
+
+@piece(f32(2, 9))
+def pad_modes_and_roll(x):
+    return (jnp.pad(x, ((0, 0), (3, 2)), mode="reflect"), jnp.pad(x, ((1, 1), (2, 2)), mode="edge"),
+            jnp.pad(x, ((0, 0), (4, 4)), mode="wrap"), jnp.roll(x, 3, axis=1), jnp.roll(x, -1, axis=0),
+            jnp.pad(x, ((0, 1), (0, 3)), mode="symmetric"))
+
+
+@piece(np.sort(f32(12)), f32(7, scale=2.0))
+def searchsorted_and_interp(xp, x):
+    fp = jnp.cumsum(jnp.abs(xp))
+    return (jnp.searchsorted(xp, x), jnp.searchsorted(xp, x, side="right"), jnp.interp(x, xp, fp),
+            jnp.digitize(x, xp))
+
+
+@piece(f32(16, 8))
+def associative_scan_and_fori(x):
+    def body(i, acc):
+        prev = lax.dynamic_slice_in_dim(acc, i - 1, 1, axis=0)
+        return lax.dynamic_update_slice(acc, prev * 0.5 + lax.dynamic_slice_in_dim(x, i, 1, axis=0), (i, 0))
+    return (lax.associative_scan(jnp.add, x, axis=0), lax.associative_scan(jnp.maximum, x, axis=1),
+            lax.fori_loop(1, 16, body, x))
+
+
+@piece(np.array(1, np.int32), f32(4, 6))
+def switch_and_cond_with_operands(k, x):
+    branches = [lambda v: v * 2.0, lambda v: jnp.sin(v), lambda v: v @ v.T @ v]
+    return (lax.switch(k, branches, x), lax.cond(jnp.sum(x) > 0, lambda v: v - 1.0, lambda v: v + 1.0, x),
+            lax.switch(k + 5, branches, x))
+
+
+@piece(f32(8, 32).astype(np.float16), f32(32, 16).astype(np.float16))
+def f16_matmul_softmax(a, b):
+    y = a @ b
+    return jax.nn.softmax(y, axis=-1), (y.astype(jnp.float32) * 2).astype(jnp.float16)
+
+
+@piece(ints(-128, 128, 8, 32, dtype=np.int8), ints(-128, 128, 32, 16, dtype=np.int8))
+def int8_matmul_s32_accumulate(a, b):
+    return (lax.dot(a, b, preferred_element_type=jnp.int32),
+            jnp.matmul(a.astype(jnp.int32), b.astype(jnp.int32)))
+
+
+@piece(f32(2, 20), f32(5))
+def conv1d_full_and_correlate(x, k):
+    return (jnp.convolve(x[0], k, mode="full"), jnp.convolve(x[1], k, mode="same"),
+            jnp.correlate(x[0], k, mode="valid"))
+
+
+@piece(f32(4, 6), f32(4, 6))
+def norms_and_clips(a, b):
+    return (jnp.linalg.norm(a, axis=1), jnp.linalg.norm(a), jnp.linalg.norm(a, ord=1, axis=0),
+            jnp.linalg.norm(a, ord=jnp.inf, axis=1), jnp.clip(a, -0.5, b), jnp.nan_to_num(a / (b * 0)),
+            jnp.where(a > b, a, jnp.where(a < -b, -b, 0.0)))
+
+
+@piece(np.array([3, 1, 2, 3, 3, 0, 1, 7], np.int32), f32(8))
+def segment_ops_and_bincount(ids, x):
+    return (jax.ops.segment_sum(x, ids, num_segments=8), jax.ops.segment_max(x, ids, num_segments=8),
+            jax.ops.segment_min(x, ids, num_segments=8), jax.ops.segment_prod(x, ids, num_segments=8),
+            jnp.bincount(ids, length=8))
+
+
+# --- HLO text: XLA's operation semantics at the edges its HLO tests check --------------------------
+
+_I32_MIN = -2 ** 31
+
+
+@text(np.array([7, -7, 5, _I32_MIN, _I32_MIN, 0, -1, 9], np.int32),
+      np.array([0, 0, -2, -1, 1, 0, 3, 4], np.int32),
+      np.array([7, 0, 2 ** 32 - 1, 5, 3, 2 ** 31, 9, 1], np.uint32),
+      np.array([0, 0, 2, 0, 2, 7, 9, 1], np.uint32))
+def int_divide_remainder_by_zero_and_overflow():
+    # XLA: x / 0 = -1 (all bits set), x % 0 = x; INT_MIN / -1 = INT_MIN, INT_MIN % -1 = 0
+    return """HloModule d
+ENTRY main {
+  a = s32[8] parameter(0)
+  b = s32[8] parameter(1)
+  u = u32[8] parameter(2)
+  v = u32[8] parameter(3)
+  q = s32[8] divide(a, b)
+  r = s32[8] remainder(a, b)
+  uq = u32[8] divide(u, v)
+  ur = u32[8] remainder(u, v)
+  ROOT t = (s32[8], s32[8], u32[8], u32[8]) tuple(q, r, uq, ur)
+}"""
+
+
+@text(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 1e30, np.nan, -np.inf, 0.49999997, 3.5], np.float32))
+def round_even_afz_sign_text():
+    return """HloModule r
+ENTRY main {
+  x = f32[12] parameter(0)
+  e = f32[12] round-nearest-even(x)
+  a = f32[12] round-nearest-afz(x)
+  s = f32[12] sign(x)
+  f = pred[12] is-finite(x)
+  ROOT t = (f32[12], f32[12], f32[12], pred[12]) tuple(e, a, s, f)
+}"""
+
+
+@text(f32(4, 6, scale=1e3), np.array([1e-8, 7e4, -7e4, 65519.0, 65520.0, 3.0e38], np.float32))
+def reduce_precision_text():
+    return """HloModule p
+ENTRY main {
+  x = f32[4,6] parameter(0)
+  y = f32[6] parameter(1)
+  a = f32[4,6] reduce-precision(x), exponent_bits=5, mantissa_bits=10
+  b = f32[6] reduce-precision(y), exponent_bits=5, mantissa_bits=10
+  c = f32[6] reduce-precision(y), exponent_bits=8, mantissa_bits=7
+  d = f32[4,6] reduce-precision(x), exponent_bits=8, mantissa_bits=0
+  ROOT t = (f32[4,6], f32[6], f32[6], f32[4,6]) tuple(a, b, c, d)
+}"""
+
+
+@text(f32(3, 4), ints(-9, 9, 3, 4))
+def opt_barrier_tuple():
+    return """HloModule o
+ENTRY main {
+  x = f32[3,4] parameter(0)
+  i = s32[3,4] parameter(1)
+  t = (f32[3,4], s32[3,4]) tuple(x, i)
+  b = (f32[3,4], s32[3,4]) opt-barrier(t)
+  y = f32[3,4] get-tuple-element(b), index=0
+  j = s32[3,4] get-tuple-element(b), index=1
+  e = f32[3,4] exponential(y)
+  k = s32[3,4] multiply(j, j)
+  ROOT r = (f32[3,4], s32[3,4]) tuple(e, k)
+}"""
+
+
+@text(f32(3, 5, scale=3.0), ints(-20, 20, 3, 5))
+def clamp_with_scalar_bounds():
+    return """HloModule c
+ENTRY main {
+  x = f32[3,5] parameter(0)
+  i = s32[3,5] parameter(1)
+  lo = f32[] constant(-1.5)
+  hi = f32[] constant(2)
+  ilo = s32[] constant(-3)
+  ihi = s32[] constant(7)
+  lob = f32[3,5] broadcast(lo), dimensions={}
+  a = f32[3,5] clamp(lo, x, hi)
+  b = s32[3,5] clamp(ilo, i, ihi)
+  c = f32[3,5] clamp(lob, x, x)
+  ROOT t = (f32[3,5], s32[3,5], f32[3,5]) tuple(a, b, c)
+}"""
+
+
+@text(f32(2, 3, 4), f32(3, 4, 5))
+def dot_two_contracting_dims():
+    return """HloModule d
+ENTRY main {
+  a = f32[2,3,4] parameter(0)
+  b = f32[3,4,5] parameter(1)
+  ROOT d = f32[2,5] dot(a, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}
+}"""
+
+
+@text(ints(-128, 128, 6, 16, dtype=np.int8), ints(-128, 128, 16, 5, dtype=np.int8))
+def dot_s8_to_s32_text():
+    return """HloModule d
+ENTRY main {
+  a = s8[6,16] parameter(0)
+  b = s8[16,5] parameter(1)
+  ROOT d = s32[6,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+
+@text(f32(6, 4))
+def sort_along_major_dim():
+    return """HloModule s
+lt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+gt2 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ROOT c = pred[] compare(a, b), direction=GT
+}
+ENTRY main {
+  x = f32[6,4] parameter(0)
+  s = f32[6,4] sort(x), dimensions={0}, to_apply=lt
+  io = s32[6,4] iota(), iota_dimension=0
+  p = (f32[6,4], s32[6,4]) sort(x, io), dimensions={0}, is_stable=true, to_apply=gt2
+  v = f32[6,4] get-tuple-element(p), index=0
+  k = s32[6,4] get-tuple-element(p), index=1
+  ROOT t = (f32[6,4], f32[6,4], s32[6,4]) tuple(s, v, k)
+}"""
+
+
+@text(f32(5, 4))
+def variadic_argmin_along_dim0():
+    return """HloModule a
+amin {
+  a = f32[] parameter(0)
+  i = s32[] parameter(1)
+  b = f32[] parameter(2)
+  j = s32[] parameter(3)
+  lt = pred[] compare(a, b), direction=LT
+  eq = pred[] compare(a, b), direction=EQ
+  il = pred[] compare(i, j), direction=LT
+  ti = pred[] and(eq, il)
+  take = pred[] or(lt, ti)
+  v = f32[] select(take, a, b)
+  k = s32[] select(take, i, j)
+  ROOT r = (f32[], s32[]) tuple(v, k)
+}
+ENTRY main {
+  x = f32[5,4] parameter(0)
+  io = s32[5,4] iota(), iota_dimension=0
+  big = f32[] constant(inf)
+  z = s32[] constant(0)
+  r = (f32[4], s32[4]) reduce(x, io, big, z), dimensions={0}, to_apply=amin
+  ROOT t = s32[4] get-tuple-element(r), index=1
+}"""
+
+
+@text(f32(4, 5, 6))
+def iota_broadcast_transpose_mix():
+    return """HloModule i
+ENTRY main {
+  x = f32[4,5,6] parameter(0)
+  i1 = f32[4,5,6] iota(), iota_dimension=1
+  i2 = s32[5,6] iota(), iota_dimension=1
+  b = s32[4,5,6,3] broadcast(i2), dimensions={1,2}
+  bt = s32[6,3,4,5] transpose(b), dimensions={2,3,0,1}
+  s = f32[4,5,6] add(x, i1)
+  tr = f32[6,5,4] transpose(s), dimensions={2,1,0}
+  rv = f32[6,5,4] reverse(tr), dimensions={0,2}
+  ROOT t = (s32[6,3,4,5], f32[6,5,4]) tuple(bt, rv)
+}"""
+
+
+@text(f32(7), np.array([-3.0, -2.0, 0.0, 0.5, 2.0, 3.0, -0.5], np.float32))
+def power_edges():
+    # pow(negative, integer) keeps the sign; pow(negative, fraction) = NaN; pow(0, 0) = 1
+    return """HloModule p
+ENTRY main {
+  x = f32[7] parameter(0)
+  y = f32[7] parameter(1)
+  c = f32[7] constant({-2, -2, 0, -4, 0, -1.5, 4})
+  a = f32[7] power(c, y)
+  b = f32[7] power(x, y)
+  m = f32[7] remainder(c, y)
+  ROOT t = (f32[7], f32[7], f32[7]) tuple(a, b, m)
+}"""
+
+
+@text(np.array([0, 1, 2 ** 31, 2 ** 32 - 1, 2 ** 31 - 1, 12345, 3000000000, 7], np.uint32))
+def unsigned_compare_and_convert():
+    return """HloModule u
+ENTRY main {
+  a = u32[8] parameter(0)
+  h = u32[] constant(2147483648)
+  hb = u32[8] broadcast(h), dimensions={}
+  lt = pred[8] compare(a, hb), direction=LT
+  ge = pred[8] compare(a, hb), direction=GE
+  f = f32[8] convert(a)
+  m = u32[8] maximum(a, hb)
+  n = u32[8] minimum(a, hb)
+  ROOT t = (pred[8], pred[8], f32[8], u32[8], u32[8]) tuple(lt, ge, f, m, n)
+}"""
+
+
+# (no subnormal input: XLA:CPU flushes them to zero, so its convert gives false where IEEE gives true)
+@text(np.array([0.0, -0.0, 0.5, -3.0, np.nan, 1e-30, 2.0, -np.inf], np.float32))
+def float_to_pred_and_back():
+    return """HloModule b
+ENTRY main {
+  x = f32[8] parameter(0)
+  p = pred[8] convert(x)
+  f = f32[8] convert(p)
+  i = s32[8] convert(p)
+  n = pred[8] not(p)
+  o = pred[8] xor(p, n)
+  bc = s32[8] bitcast-convert(x)
+  back = f32[8] bitcast-convert(bc)
+  ROOT t = (pred[8], f32[8], s32[8], pred[8], s32[8], f32[8]) tuple(p, f, i, o, bc, back)
+}"""
+
+
+@text(f32(4, 10), np.array(7, np.int64), np.array(-2, np.int64))
+def dynamic_slice_s64_indices_clamped():
+    return """HloModule d
+ENTRY main {
+  x = f32[4,10] parameter(0)
+  i = s64[] parameter(1)
+  j = s64[] parameter(2)
+  a = f32[2,5] dynamic-slice(x, i, i), dynamic_slice_sizes={2,5}
+  b = f32[3,4] dynamic-slice(x, j, i), dynamic_slice_sizes={3,4}
+  u = f32[2,5] negate(a)
+  c = f32[4,10] dynamic-update-slice(x, u, j, i)
+  ROOT t = (f32[2,5], f32[3,4], f32[4,10]) tuple(a, b, c)
+}"""
+
+
+@text(f32(3, 4), np.array(5, np.int64))
+def torch_fori_loop_s64_counter_pred():
+    return """HloModule w
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+cond {
+  p = (s64[], f32[3,4], pred[]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  n = s64[] constant(6)
+  lt = pred[] compare(i, n), direction=LT
+  go = pred[] get-tuple-element(p), index=2
+  ROOT c = pred[] and(lt, go)
+}
+body {
+  p = (s64[], f32[3,4], pred[]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  x = f32[3,4] get-tuple-element(p), index=1
+  one = s64[] constant(1)
+  i2 = s64[] add(i, one)
+  fi = f32[] convert(i)
+  fb = f32[3,4] broadcast(fi), dimensions={}
+  x2 = f32[3,4] add(x, fb)
+  t = f32[] constant(100)
+  z = f32[] constant(0)
+  s = f32[] reduce(x2, z), dimensions={0,1}, to_apply=add_f
+  go = pred[] compare(s, t), direction=LT
+  ROOT r = (s64[], f32[3,4], pred[]) tuple(i2, x2, go)
+}
+ENTRY main {
+  x = f32[3,4] parameter(0)
+  n = s64[] parameter(1)
+  z = s64[] constant(0)
+  t = pred[] constant(true)
+  init = (s64[], f32[3,4], pred[]) tuple(z, x, t)
+  w = (s64[], f32[3,4], pred[]) while(init), condition=cond, body=body
+  i = s64[] get-tuple-element(w), index=0
+  y = f32[3,4] get-tuple-element(w), index=1
+  ROOT r = (s64[], f32[3,4]) tuple(i, y)
+}"""
+
+
+@text(f32(2, 3, 4, 5))
+def reduce_non_adjacent_dims_and_keep_layout():
+    return """HloModule r
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[2,3,4,5] parameter(0)
+  z = f32[] constant(0)
+  ni = f32[] constant(-inf)
+  a = f32[3,5] reduce(x, z), dimensions={0,2}, to_apply=add_f
+  b = f32[2,4] reduce(x, ni), dimensions={1,3}, to_apply=max_f
+  c = f32[5] reduce(x, z), dimensions={0,1,2}, to_apply=add_f
+  ROOT t = (f32[3,5], f32[2,4], f32[5]) tuple(a, b, c)
+}"""
+
+
+@text(f32(1, 8, 8, 2), f32(3, 3, 2, 4, scale=0.3))
+def convolution_strided_padded_nhwc_text():
+    return """HloModule c
+ENTRY main {
+  x = f32[1,8,8,2] parameter(0)
+  w = f32[3,3,2,4] parameter(1)
+  ROOT c = f32[1,4,4,4] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}"""
+
+
+@text(f32(6, 5))
+def exp_log_family_edges():
+    return """HloModule e
+ENTRY main {
+  x = f32[6,5] parameter(0)
+  c = f32[5] constant({0, -0, 1e-7, -1e-7, 80})
+  a = f32[5] exponential-minus-one(c)
+  b = f32[5] log-plus-one(c)
+  t = f32[6,5] tan(x)
+  r = f32[6,5] cbrt(x)
+  e = f32[6,5] erf(x)
+  l = f32[6,5] logistic(x)
+  ROOT o = (f32[5], f32[5], f32[6,5], f32[6,5], f32[6,5], f32[6,5]) tuple(a, b, t, r, e, l)
+}"""
