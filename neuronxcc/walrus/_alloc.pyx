@@ -73,15 +73,18 @@ cdef i64 place_one(Rect* occ, i64 nocc, bint occ_sorted, i64 size, i64 nparts,
     """Lowest-offset placement against the ``nocc`` occupied rects; -1 if none.
 
     Tries every legal start partition and keeps the lowest byte offset (ties:
-    lowest partition): one pass over ``occ`` in byte order per start. Sorts
-    ``occ`` by ``blo`` in place unless ``occ_sorted`` says it already is.
+    highest partition, since partition 0 is the one every value pinned there and
+    every value over half the partitions needs; a narrow value taking it at an
+    offset it could have had elsewhere fragments what they can use): one pass over
+    ``occ`` in byte order per start. Sorts ``occ`` by ``blo`` in place unless
+    ``occ_sorted`` says it already is.
     """
     cdef i64 step = _partition_step(nparts, pin_zero, num_partitions)
     cdef i64 ps, k, cand, best = -1, best_ps = 0
     if nocc > 1 and not occ_sorted:
         qsort(occ, nocc, sizeof(Rect), _cmp_rect_blo)   # once; each start filters in place
-    ps = 0
-    while ps + nparts <= num_partitions:
+    ps = ((num_partitions - nparts) // step) * step
+    while ps >= 0:
         cand = _fix(0, size, align, bank_bytes)
         for k in range(nocc):
             if occ[k].plo >= ps + nparts or ps >= occ[k].phi:
@@ -95,7 +98,7 @@ cdef i64 place_one(Rect* occ, i64 nocc, bint occ_sorted, i64 size, i64 nparts,
             best_ps = ps
             if best == 0:
                 break
-        ps += step
+        ps -= step
     out_pstart[0] = best_ps
     return best
 

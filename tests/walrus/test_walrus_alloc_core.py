@@ -112,7 +112,8 @@ def _reference_allocate(order, start, end, size, nparts, pin, capacity, align, b
         occ = [(ps_of[u], ps_of[u] + nparts[u], off[u], off[u] + size[u]) for u in off
                if start[u] <= end[v] and start[v] <= end[u]]
         best = None
-        for p0 in (sorted(legal_starts(int(nparts[v]))) if not pin[v] else [0]):
+        # ties: the highest start partition (partition 0 is the one PE values and wide ones need)
+        for p0 in (sorted(legal_starts(int(nparts[v])), reverse=True) if not pin[v] else [0]):
             if p0 + nparts[v] > num_partitions:
                 continue
             o = fix(0, size[v])
@@ -359,3 +360,21 @@ def test_quarter_lower_bound_counts_stacks():
     assert _alloc.linear_scan_allocate(args[0], args[1], args[2], args[3], args[5], 1 << 20, 4, 0, 128, off,
                                        ps) == -1
     assert int((off + 4000).max()) == 16000
+
+
+def test_a_narrow_value_leaves_partition_0_to_the_values_pinned_there():
+    """A 32-partition value that may start anywhere is placed first, then one of 32 partitions the
+    PE reads (pinned to partition 0), both live at once. At the same offset everywhere, the free one
+    takes the highest start partition, so the pinned one fits beside it at offset 0: a peak of 100 B,
+    the max-live bound (it used to take partition 0 and push the pinned one to 100 B)."""
+    start, end = np.zeros(2, np.int64), np.ones(2, np.int64)
+    size = np.array([100, 100], np.int64)
+    nparts = np.array([32, 32], np.int64)
+    pin = np.array([0, 1], np.int64)
+    indptr, ind = _alloc.interference_graph(start, end)
+    off = np.zeros(2, np.int64)
+    ps = np.zeros(2, np.int64)
+    assert _alloc.color_allocate(indptr, ind, np.array([0, 1], np.int64), size, nparts, pin, 1000, 4, 0, 128,
+                                 off, ps) == -1
+    assert ps.tolist() == [96, 0] and int((off + size).max()) == 100
+    assert _bound.max_live_lower_bound(start, end, size, nparts, 128, pin) == 100
