@@ -497,3 +497,118 @@ ENTRY main {
   l = f32[6,5] logistic(x)
   ROOT o = (f32[5], f32[5], f32[6,5], f32[6,5], f32[6,5], f32[6,5]) tuple(a, b, t, r, e, l)
 }"""
+
+
+# --- vmapped slicing (gathers / scatters with batching dims), and further jnp forms ----------------
+
+@piece(f32(4, 10), np.array([0, 3, 9, 7], np.int32), f32(4, 3))
+def vmapped_dynamic_slice_and_update(xs, idx, us):
+    ds = jax.vmap(lambda x, i: lax.dynamic_slice(x, (i,), (3,)))(xs, idx)
+    dus = jax.vmap(lambda x, i, u: lax.dynamic_update_slice(x, u, (i,)))(xs, idx, us)
+    return ds, dus, jax.vmap(lambda x, i: x[i])(xs, idx)
+
+
+@piece(f32(3, 6, 5), np.array([[1, 0], [5, 2], [3, 3]], np.int32))
+def vmapped_take_and_index_add(x, i):
+    take = jax.vmap(lambda r, j: jnp.take(r, j, axis=0))(x, i)
+    add = jax.vmap(lambda r, j: r.at[j].add(1.0))(x, i)
+    mx = jax.vmap(lambda r, j: r.at[j, 0].max(2.0))(x, i)
+    return take, add, mx
+
+
+@piece(np.array([3, 1, 2, 3, 3, 0, 1, 7, 2, 2], np.int32))
+def unique_with_size_and_counts(x):
+    u, c = jnp.unique(x, size=6, fill_value=-1, return_counts=True)
+    return u, c, jnp.argsort(x, stable=True), jnp.sort(x)[::-1]
+
+
+@piece(f32(6, 8))
+def cumlogsumexp_and_reverse_cumsum(x):
+    return (lax.cumlogsumexp(x, axis=1), jnp.flip(jnp.cumsum(jnp.flip(x, 1), 1), 1),
+            lax.cumsum(x, axis=0, reverse=True), jax.nn.logsumexp(x, axis=0, keepdims=True))
+
+
+@piece(f32(4, 7))
+def top_k_one_and_sorted_rows(x):
+    v1, i1 = lax.top_k(x, 1)
+    v3, i3 = lax.top_k(-x, 3)
+    return v1, i1, v3, i3, jnp.argsort(x, axis=0), jnp.sort(x, axis=0, descending=True)
+
+
+@piece(f32(5, 12, scale=3.0))
+def special_functions(x):
+    from jax.scipy import special
+    y = jnp.abs(x) + 0.1
+    return (special.erfinv(jnp.tanh(x) * 0.99), special.gammaln(y), special.digamma(y), special.expit(x),
+            special.logit(jax.nn.sigmoid(x) * 0.98 + 0.01), special.xlogy(y, y), special.ndtri(jax.nn.sigmoid(x) * 0.9 + 0.05))
+
+
+@piece(f32(2, 4, 6, 6))
+def maxpool_minpool_padded_nchw(x):
+    mx = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    mn = lax.reduce_window(x, jnp.inf, lax.min, (1, 2, 2, 2), (1, 2, 1, 1), "VALID")
+    av = lax.reduce_window(x, 0.0, lax.add, (1, 1, 2, 2), (1, 1, 2, 2), "SAME") / 4.0
+    return mx, mn, av
+
+
+@piece(f32(4, 5), f32(4, 5))
+def boolean_masks_and_counts(a, b):
+    m = (a > 0) & ~(b > 0.5) | (a < -1)
+    return (m, jnp.sum(m), jnp.count_nonzero(m, axis=1), jnp.any(m, axis=0), jnp.all(m), jnp.where(m, a, b),
+            m.astype(jnp.int8), jnp.logical_xor(a > 0, b > 0), jnp.argmax(m, axis=1))
+
+
+# --- HLO text in torch-xla's forms: layouts, metadata, s64 indices, rng ---------------------------
+
+@text(f32(2, 3), f32(3, 4))
+def torch_xla_layouts_metadata_and_attrs():
+    return """HloModule IrToHlo.14, entry_computation_layout={(f32[2,3]{1,0}, f32[3,4]{1,0})->(f32[2,4]{1,0}, f32[4,2]{0,1})}
+
+ENTRY %IrToHlo.14 (p0.1: f32[2,3], p1.2: f32[3,4]) -> (f32[2,4], f32[4,2]) {
+  %p0.1 = f32[2,3]{1,0} parameter(0), metadata={op_type="xla__device_data" op_name="xla__device_data" source_file="/usr/lib/python3/site-packages/torch/_ops.py" source_line=854}
+  %p1.2 = f32[3,4]{1,0} parameter(1), metadata={op_type="xla__device_data" op_name="xla__device_data"}
+  %dot.3 = f32[2,4]{1,0} dot(f32[2,3]{1,0} %p0.1, f32[3,4]{1,0} %p1.2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_type="aten__mm" op_name="aten__mm"}
+  %constant.4 = f32[] constant(0.5), metadata={op_type="prim__Constant"}
+  %broadcast.5 = f32[2,4]{1,0} broadcast(f32[] %constant.4), dimensions={}
+  %multiply.6 = f32[2,4]{1,0} multiply(f32[2,4]{1,0} %dot.3, f32[2,4]{1,0} %broadcast.5), frontend_attributes={_xla_stream_annotation="1"}
+  %transpose.7 = f32[4,2]{0,1} transpose(f32[2,4]{1,0} %multiply.6), dimensions={1,0}
+  ROOT %tuple.8 = (f32[2,4]{1,0}, f32[4,2]{0,1}) tuple(f32[2,4]{1,0} %multiply.6, f32[4,2]{0,1} %transpose.7), sharding={{replicated}, {replicated}}
+}"""
+
+
+@text(f32(4, 6), np.array([[1, 0], [3, 2], [0, 5]], np.int64))
+def torch_xla_index_s64_pairs():
+    # x[rows, cols] with s64 index tensors stacked on a trailing index_vector_dim
+    return """HloModule g
+ENTRY main {
+  x = f32[4,6] parameter(0)
+  i = s64[3,2] parameter(1)
+  ROOT g = f32[3] gather(x, i), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1}
+}"""
+
+
+@text(np.array([42, 7], np.uint64), f32(4, 8))
+def torch_xla_rng_bit_generator_u64_state_dropout():
+    # torch-xla's dropout: u32 bits from an RngBitGenerator whose state is u64[2]; only the bits
+    # are compared (the new state is 64-bit)
+    return """HloModule r
+ENTRY main {
+  s = u64[2] parameter(0)
+  x = f32[4,8] parameter(1)
+  r = (u64[2], u32[4,8]) rng-bit-generator(s), algorithm=rng_default
+  b = u32[4,8] get-tuple-element(r), index=1
+  nine = u32[] constant(9)
+  sh = u32[4,8] broadcast(nine), dimensions={}
+  m = u32[4,8] shift-right-logical(b, sh)
+  one = u32[] constant(1)
+  ob = u32[4,8] broadcast(one), dimensions={}
+  k = u32[4,8] and(m, ob)
+  keep = pred[4,8] convert(k)
+  z = f32[] constant(0)
+  zb = f32[4,8] broadcast(z), dimensions={}
+  two = f32[] constant(2)
+  tb = f32[4,8] broadcast(two), dimensions={}
+  xs = f32[4,8] multiply(x, tb)
+  y = f32[4,8] select(keep, xs, zb)
+  ROOT t = (u32[4,8], f32[4,8]) tuple(b, y)
+}"""
