@@ -195,3 +195,21 @@ def test_split_projection_stored_in_the_layout_its_matmuls_read():
     assert _pe_cycles(m) < _pe_cycles(old)
     for a, e in zip(run_bir(old, args), jax_outputs(_qkv_attention, *args)):
         assert_close(a, e, "out", row="compiled")
+
+
+def test_attention_result_handed_to_the_output_projection_on_chip():
+    """The block's attention half, x + attention(layernorm(x) @ wqkv) @ wo: the attention's result
+    tiles stay in SBUF for the output projection's row tiles (the residual add fused there), so
+    neither the QKV projection nor the attention's result goes through HBM. Matches jax."""
+    def f(x, g, wqkv, wo):
+        s, d = x.shape
+        return x + _qkv_attention(x, g, wqkv).transpose(1, 0, 2).reshape(s, d) @ wo
+    rng = np.random.default_rng(8)
+    S, D = 260, 256
+    args = [rng.standard_normal((S, D)).astype(np.float32), (rng.standard_normal(D) * 0.1 + 1).astype(np.float32),
+            (rng.standard_normal((D, 3 * D)) * D ** -0.5).astype(np.float32),
+            (rng.standard_normal((D, D)) * D ** -0.5).astype(np.float32)]
+    m = check(f, *args)
+    assert not _scratch(m), _scratch(m)
+    old = _lower_layout(f, args, False)
+    assert _scratch(old)

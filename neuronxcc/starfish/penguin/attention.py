@@ -498,7 +498,8 @@ def lower(kern, plan):
     A few batch elements (heads) of one query step and one key block each (at most WAVE_TILES query
     tiles in all) are unrolled: every head's K^T, V and Q^T first, then all their query tiles as one
     wavefront. Operands that the kernel computing them left in SBUF (penguin/mmlayout.py: the
-    fused QKV projection of a transformer block) are read there, and their HBM copies dropped."""
+    fused QKV projection of a transformer block) are read there, and their HBM copies dropped;
+    the result tiles stay there too, for a row-tile matmul that reads them (penguin/mmfuse.py)."""
     cg, em, P = kern.cg, kern.em, kern.P
     offs = kern.offsets()
     _k_tile = kern.k_tile
@@ -632,7 +633,8 @@ def lower(kern, plan):
         so_m, so_d = OX.strides[n - 2], OX.strides[n - 1]
         base = offs(OX, list(starts) + [P.const(0)])
         if not (so_m == 1 and so_d != 1 and Dv > 1 and mn > 1):
-            em.dma(em.hbm(OX.base, base, [[so_m, mn], [so_d, Dv]]), o)
+            ins = em.dma(em.hbm(OX.base, base, [[so_m, mn], [so_d, Dv]]), o)
+            mmlayout.keep(cg, OX.base, odt, base, so_m, so_d, mn, Dv, o.target, ins)    # for the next kernel
             return
         # the result lies d-major (queries contiguous): transpose on the PE so each partition
         # stores one contiguous run of queries instead of one element per descriptor
@@ -778,7 +780,6 @@ def lower(kern, plan):
         epilogue(allh)
     else:
         em.nest([Axis(plan.xshape[i], 1, "b") for i in range(nb)], body_b)
-    hand.finish()
     for op in plan.ops[1:]:
         cg.fused.add(id(op))
     cg.env[plan.dot2.outputs[0]] = out

@@ -95,6 +95,8 @@ class Codegen:
         if self.lnc is not None:
             self.lnc.finish()
         self.finish_tables()
+        from neuronxcc.starfish.penguin.mmlayout import drop_dead
+        drop_dead(self)                 # HBM copies of values their readers took from SBUF
         from neuronxcc.starfish.penguin.prefetch import held_first, hoist
         hoist(self.m, self.streams)
         held_first(self.m, getattr(self, "stream_held", None), getattr(self, "mm_streamed", 0))

@@ -497,12 +497,15 @@ def _pe_transposed(scope, info, row0, pn):
     kern = scope.ctx.kern
     em = kern.em
     K, cdt = info.K, info.cdt
-    sub = scope.space(row0, pn, K)
-    lt = sub.materialise(sub.value(info.L))
-    if lt.dtype != cdt:
-        lt = sub.cast(lt, cdt)
     TK = kern.k_tile(K)
     nk = -(-K // TK)
+    src = _onchip_rows(kern, info, row0, pn, TK, nk)
+    if src is None:
+        sub = scope.space(row0, pn, K)
+        lt = sub.materialise(sub.value(info.L))
+        if lt.dtype != cdt:
+            lt = sub.cast(lt, cdt)
+        src = [_sub(em, lt.ap, cdt, pn, t * TK, min(TK, K - t * TK)) for t in range(nk)]
     lhsT = em.sbuf("lhsT", TK, nk * pn, cdt)
     per = max(1, (em.tm.psum_bank_bytes // 4) // pn)
     for j0 in range(0, nk, per):
@@ -511,8 +514,7 @@ def _pe_transposed(scope, info, row0, pn):
         for j in range(c):
             t = j0 + j
             kn = min(TK, K - t * TK)
-            em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, pn]], offset=j * pn)],
-                    [_sub(em, lt.ap, cdt, pn, t * TK, kn)])
+            em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, pn]], offset=j * pn)], [src[t]])
         last = min(TK, K - (j0 + c - 1) * TK)
         full = c if last == TK else c - 1
         for a, n_, kn in ((0, full, TK), (full, c - full, last)):
@@ -520,6 +522,28 @@ def _pe_transposed(scope, info, row0, pn):
                 kern._evict_copy(em.chip(lhsT, cdt, kn, [[1, n_ * pn]], offset=(j0 + a) * pn),
                                  em.chip(ps, "float32", kn, [[1, n_ * pn]], offset=a * pn))
     return [em.chip(lhsT, cdt, min(TK, K - t * TK), [[1, pn]], offset=t * pn) for t in range(nk)]
+
+
+def _onchip_rows(kern, info, row0, pn, TK, nk):
+    """The K chunks [pn, kn] of L's row tile as APs of the SBUF tiles an earlier kernel left them in
+    (penguin/mmlayout.py: the fused attention's result), when L is a plain view of such a tensor
+    and the tile's rows are a constant; else None (L is loaded)."""
+    L, cg = info.L, kern.cg
+    if not (isinstance(L, View) and getattr(cg, "onchip", None) and L.base in cg.onchip and L.strides[1] == 1):
+        return None
+    try:
+        off = int(L.offset + row0 * L.strides[0])
+    except (TypeError, ValueError):
+        return None
+    hand = mmlayout.Handoff(cg)
+    out = []
+    for t in range(nk):
+        kn = min(TK, info.K - t * TK)
+        hit = hand.get(L.base, info.cdt, off + t * TK, L.strides[0], pn, 1, kn)
+        if hit is None:
+            return None
+        out.append(kern.em.chip(hit[0], info.cdt, pn, [[1, kn]], offset=hit[1]))
+    return out
 
 
 def _chain_source(scope, info):

@@ -23,8 +23,9 @@ otherwise mmfuse's row-major path runs unchanged. This module decides (``plan``)
 
 The parts also stay in SBUF (``OnChip``): a consumer that reads them with constant offsets (the
 fused attention over a few unrolled heads, penguin/attention.py) takes them from there
-(``Handoff``), and when every read of a part was served on chip its HBM store and tensor are
-dropped: the projection's result never goes through HBM. ``consumer_layout`` is the same idea
+(``Handoff``), and when no instruction reads a part's HBM copy after all, its store and tensor are
+dropped (``drop_dead``): the projection's result never goes through HBM. The fused attention's
+own result is handed on to the row-tile matmul that reads it the same way. ``consumer_layout`` is the same idea
 for the attention's own result (stored in the layout of the transposes/reshapes that read it).
 """
 from neuronxcc.starfish.penguin.tiles import onchip_dtype
@@ -126,17 +127,17 @@ def plan(kern, op, M, N, dtype, max_tiles):
 # -- on-chip hand-off ------------------------------------------------------------------------
 class OnChip:
     """A 2-D scratch tensor [rows, row] whose value the kernel that computed it also leaves in SBUF:
-    pieces (first row, rows, memloc) each holding rows first .. first+rows-1 on its partitions, a
-    row per partition. ``stores`` are the DMAs that write the HBM copy, dropped (``Handoff``) when
-    every read of the tensor was served from the pieces."""
+    pieces (first row, rows, first column, columns, memloc), each holding that block with a row per
+    partition, its first column at free offset 0. ``stores`` are the DMAs that write the HBM copy;
+    ``drop_dead`` removes them (and the tensor) when no instruction reads the tensor."""
 
     def __init__(self, tensor, dtype, row):
         self.tensor, self.dtype, self.row = tensor, dtype, row
         self.pieces = []
         self.stores = []
 
-    def add(self, first, rows, memloc, store, body):
-        self.pieces.append((first, rows, memloc))
+    def add(self, first, rows, memloc, store, body, col=0, cols=None):
+        self.pieces.append((first, rows, col, self.row - col if cols is None else cols, memloc))
         self.stores.append((body, store))
 
 
@@ -146,38 +147,64 @@ def register(cg, oc):
     cg.onchip[oc.tensor] = oc
 
 
+def drop_dead(cg):
+    """After codegen: the HBM copy of an ``OnChip`` tensor that no instruction reads (every reader
+    took the SBUF pieces) is not stored, and the tensor goes."""
+    ocs = getattr(cg, "onchip", {})
+    if not ocs:
+        return
+    instrs = cg.m.instructions()
+    read = {a.target for i in instrs for a in i.srcs}
+    writes = {}
+    for i in instrs:
+        for a in i.dsts:
+            writes[a.target] = writes.get(a.target, 0) + 1
+    for base, oc in list(ocs.items()):
+        if base not in read:
+            for body, ins in oc.stores:
+                body.remove(ins)
+            if writes.get(base, 0) == len(oc.stores):
+                cg.m.tensors.pop(base, None)
+    ocs.clear()
+
+
+def keep(cg, tensor, dtype, off, row, fstride, rows, cols, memloc, store):
+    """Record that MEMLOC holds rows x cols of 2-D scratch TENSOR [*, row] from element offset OFF
+    (a constant; a row per partition), written to HBM by the DMA STORE just emitted."""
+    t = cg.m.tensors.get(tensor)
+    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or fstride != 1:
+        return
+    try:
+        r0, c0 = divmod(int(off), row)
+    except (TypeError, ValueError):
+        return
+    if c0 + cols > row:
+        return
+    oc = getattr(cg, "onchip", {}).get(tensor)
+    if oc is None:
+        oc = OnChip(tensor, dtype, row)
+        register(cg, oc)
+    oc.add(r0, rows, memloc, store, cg.em.b.body, col=c0, cols=cols)
+
+
 class Handoff:
-    """A consuming kernel's reads of tensors that are still in SBUF (``OnChip``): ``get`` gives the
-    piece holding a [pn partitions, fn contiguous] block, or None (the caller loads from HBM).
-    ``finish`` drops the HBM stores (and the tensor) of every tensor all of whose reads were served
-    on chip."""
+    """A consuming kernel's reads of tensors that are still in SBUF (``OnChip``): ``get`` gives
+    (memloc, free offset) of the piece holding a [pn partitions (rows), fn contiguous columns]
+    block at element offset OFF (a constant), or None (the caller reads HBM)."""
 
     def __init__(self, cg):
         self.cg = cg
-        self.hits, self.misses = set(), set()
 
     def get(self, base, dtype, off, pstride, pn, fstride, fn):
         oc = getattr(self.cg, "onchip", {}).get(base)
-        if oc is None:
+        if oc is None or dtype != oc.dtype or pstride != oc.row or not (fstride == 1 or fn == 1):
             return None
         try:
-            off = int(off)
+            r0, c0 = divmod(int(off), oc.row)
         except (TypeError, ValueError):
-            off = None
-        hit = None
-        if off is not None and dtype == oc.dtype and pstride == oc.row and (fstride == 1 or fn == 1):
-            r0, c0 = divmod(off, oc.row)
-            if c0 + fn <= oc.row:
-                hit = next(((ml, c0) for a, rows, ml in oc.pieces if a == r0 and pn <= rows), None)
-        (self.hits if hit is not None else self.misses).add(base)
-        return hit
-
-    def finish(self):
-        for base in self.hits - self.misses:
-            oc = self.cg.onchip.pop(base)
-            for body, ins in oc.stores:
-                body.remove(ins)
-            self.cg.m.tensors.pop(base, None)       # nothing reads or writes it any more
+            return None                     # a loop variable: which piece is not known statically
+        return next(((ml, c0 - pc) for a, rows, pc, cols, ml in oc.pieces
+                     if a == r0 and pn <= rows and pc <= c0 and c0 + fn <= pc + cols), None)
 
 
 def resident_kv(hand, offs, P, KX, VX, nb, bs, dims, one_block, kdt, vdt):
@@ -187,8 +214,7 @@ def resident_kv(hand, offs, P, KX, VX, nb, bs, dims, one_block, kdt, vdt):
     z = P.const(0)
     kr = hand.get(KX.base, kdt, offs(KX, bs + [z, z]), KX.strides[nb], K, KX.strides[nb + 1], N) if K <= PMAX else None
     if kr is not None and kr[1] != 0:
-        hand.misses.add(KX.base)            # in SBUF but not from column 0: loaded (keep the store)
-        kr = None
+        kr = None                           # in SBUF but not from column 0: loaded
     vr = [hand.get(VX.base, vdt, offs(VX, bs + [P.const(j), z]), VX.strides[nb], min(PMAX, N - j),
                    VX.strides[nb + 1], Dv) for j in range(0, N, PMAX)] if one_block else [None]
     return (kr[0] if kr else None), (vr if all(v is not None for v in vr) else None)
