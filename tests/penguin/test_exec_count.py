@@ -9,7 +9,7 @@ import pytest
 from jax import lax
 
 from neuronxcc.starfish.birsim import simulate
-from neuronxcc.starfish.penguin.kernels import PMAX, flat_rows
+from neuronxcc.starfish.penguin.flatrun import PMAX, flat_rows
 from penguin_helpers import assert_close, bir_of, jax_outputs
 
 
@@ -57,3 +57,119 @@ def test_long_run_without_a_divisor_is_a_full_head_and_a_short_tail():
     parts = sorted(i.dsts[0].num_partitions for i in _compute(mod))
     assert parts[-1] == PMAX and parts[0] >= 1
     assert res.instructions <= 24, res.instructions
+
+
+# -- shifts --------------------------------------------------------------------------------------
+
+SHIFTS = (lax.shift_left, lax.shift_right_logical, lax.shift_right_arithmetic)
+DTYPES = (np.int32, np.uint32, np.int8, np.uint8, np.int16, np.uint16)
+
+
+def _amounts(dt):
+    w = np.iinfo(dt).bits
+    vals = [0, 1, w // 2, w - 1, w, w + 1, 2 * w, np.iinfo(dt).max, np.iinfo(dt).min]
+    if np.iinfo(dt).min < 0:
+        vals += [-1, -w, -(w - 1)]
+    return np.array(vals, np.int64).astype(dt)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_shifts_by_amounts_in_and_out_of_range_match_jax(dt):
+    s = _amounts(dt)
+    info = np.iinfo(dt)
+    xs = np.array([0, 1, -1, info.max, info.min, 5, -77, info.max // 3], np.int64).astype(dt)
+    x = np.repeat(xs, len(s)).astype(dt)                  # every value against every amount
+    a = np.tile(s, len(xs)).astype(dt)
+    _run(lambda x, a: tuple(f(x, a) for f in SHIFTS), x, a)
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.uint32, np.uint8], ids=lambda d: np.dtype(d).name)
+def test_shifts_by_scalar_constants_in_and_out_of_range_match_jax(dt):
+    w = np.iinfo(dt).bits
+    x = np.array([0, 1, 3, 77, np.iinfo(dt).max, np.iinfo(dt).min, 12, 100], np.int64).astype(dt)
+    ks = [0, 3, w - 1, w, w + 5]
+    _run(lambda x: tuple(f(x, jnp.asarray(k, dt)) for f in SHIFTS for k in ks), x)
+
+
+def _rotl_loop(x, rot):
+    """Rotate x left by amounts read from a loop-carried array (threefry's shape of loop)."""
+    def body(c):
+        i, x, r0, r1 = c
+        k = lax.dynamic_index_in_dim(r0, i % 4, keepdims=False)
+        x = lax.shift_left(x, k) | lax.shift_right_logical(x, jnp.uint32(32) - k)
+        return i + 1, x, r1, r0
+    return lax.while_loop(lambda c: c[0] < 5, body, (0, x, rot[0], rot[1]))[1]
+
+
+def _range_checks(mod, w=32):
+    """The instructions of a shift's range check: min(amount, w - 1) and amount < w."""
+    return [i for i in mod.instructions() if i.opcode == "tensor_scalar" and
+            (i.attrs.get("op0"), i.attrs.get("operand0")) in (("min", w - 1), ("lt", w))]
+
+
+def test_loop_carried_amounts_in_range_lower_to_plain_shifts():
+    x = np.arange(1, 261 * 300 + 1, dtype=np.uint32).reshape(261, 300) * np.uint32(2654435761)
+    rot = jnp.array([[13, 15, 26, 6], [17, 29, 16, 24]], jnp.uint32)
+    mod, res = _run(lambda x: _rotl_loop(x, rot), x)
+    assert not _range_checks(mod)                 # amounts in [6, 29] and 32 - them in [3, 26]
+    assert res.instructions <= 5 * 60, res.instructions
+
+
+def test_loop_carried_amount_that_can_leave_the_range_keeps_xla_semantics():
+    # the amounts grow by 9 every trip (0, 9, 18, 27, 36): the last trip shifts everything out
+    x = np.arange(1, 301, dtype=np.uint32) * np.uint32(2654435761)
+
+    def f(x):
+        def body(c):
+            i, x, k = c
+            return i + 1, lax.shift_left(x, k) ^ lax.shift_right_logical(x, k), k + jnp.uint32(9)
+        return lax.while_loop(lambda c: c[0] < 5, body, (0, x, jnp.uint32(0)))[1]
+    mod, _ = _run(f, x)
+    assert _range_checks(mod)                 # the range check stayed (one compare, shared by both shifts)
+
+
+def test_masked_and_remainder_amounts_are_proven_in_range():
+    r = np.random.default_rng(3)
+    x = r.integers(-2 ** 31, 2 ** 31, (128, 64)).astype(np.int32)
+    s = r.integers(-2 ** 31, 2 ** 31, (128, 64)).astype(np.int32)
+    mod, _ = _run(lambda x, s: (lax.shift_left(x, s & 31), lax.shift_right_arithmetic(x, lax.rem(s, 32) & 31),
+                                lax.shift_right_logical(x, jnp.clip(s, 1, 30))), x, s)
+    assert not _range_checks(mod)
+
+
+def test_unproven_amount_costs_one_unsigned_compare():
+    r = np.random.default_rng(4)
+    x = r.integers(-2 ** 31, 2 ** 31, (128, 64)).astype(np.int32)
+    s = r.integers(-40, 40, (128, 64)).astype(np.int32)
+    mod, _ = _run(lambda x, s: lax.shift_left(x, s), x, s)
+    assert len(_range_checks(mod)) == 2
+    ops = [i.opcode for i in mod.instructions() if not i.opcode.startswith("dma_")]
+    # min(amount, 31), shift, amount < 32 (unsigned), select with a zero tile
+    assert len(ops) <= 5, ops
+
+
+def test_threefry_rotation_amounts_are_proven_in_range():
+    # jax.random's threefry rotates by slices of two loop-carried u32[4] constants that swap every
+    # trip; intrange proves every amount (and 32 minus it) inside [0, 32)
+    from neuronxcc.hlo import load_module
+    from neuronxcc.starfish.penguin import intrange
+    from support import corpus
+    p = corpus.get("random_normal")
+    m = load_module(corpus.lower(p, p.make_args(0, "tiled"))[0])
+    shifts = [i for c in m.computations.values() for i in c.instructions if i.opcode.startswith("shift")
+              and i.operands[1].opcode != "constant" and c.name.startswith("closed_call")]
+    assert len(shifts) >= 16
+    for i in shifts:
+        lo, hi = intrange.of(m, i.operands[1])
+        assert 0 <= lo <= hi < 32, (i.name, lo, hi)
+
+
+def test_random_normal_executes_few_instructions():
+    # 361,960 executed instructions before the flat-tiling and shift fixes (312 one-partition tiles
+    # per threefry step, eight ops per rotation); about 4,700 of Penguin's BIR now
+    from support import corpus
+    p = corpus.get("random_normal")
+    args = p.make_args(0, "tiled")
+    mod, res = _run(p.fn, *args)
+    assert not _range_checks(mod)
+    assert res.instructions <= 6000, res.instructions

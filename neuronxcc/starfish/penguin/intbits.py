@@ -7,9 +7,15 @@ XLA defines every shift amount (its HLO tests check the edges):
 * shift-right-logical of a signed narrow type brings in zeros at the type's width (s8 -1 >>> 1 = 127).
 
 The engines shift 32-bit words, so the value is widened to the int32 that holds its bits (sign-
-extended for an arithmetic shift, masked to the width for a logical one), shifted by an amount
-clamped into range, the out-of-range lanes replaced, and the word narrowed back (convert wraps).
-A shift of a signed / unsigned 32-bit value by a constant amount in range is one op, as before.
+extended for an arithmetic shift, masked to the width for a logical one), shifted, and the word
+narrowed back (convert wraps). The amount's range (a constant, else ``intrange``'s interval of the
+HLO value: a loop carry of constants, an ``and`` with width - 1, a ``rem``, a clamp ...) decides what
+is emitted around the shift:
+* inside [0, width): the plain shift (a 32-bit value: the one op, nothing else);
+* wholly outside (every value >= width, or negative): 0, or the sign fill for an arithmetic shift;
+* else: the engine shifts by min(amount, width - 1) with the amount read unsigned at its width, and
+  a logical shift's lanes with amount >= width (one unsigned compare) are replaced by 0; an
+  arithmetic shift by width - 1 already is the sign fill.
 
 popcnt / count-leading-zeros of a narrow type count the type's own bits (an s8 -1 has 8 bits set
 and no leading zero; a u8 7 has 5 leading zeros): the engines count a 32-bit word, so the value is
@@ -17,7 +23,7 @@ masked to its width first and clz subtracts the 32 - width leading zeros the wor
 type, held in its low word, they add what the high word (the sign fill) holds: exact for every
 value that fits 32 bits.
 """
-from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin import intrange, ir
 from neuronxcc.starfish.penguin.hloinst import penguin_dtype
 
 WIDTH = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s4": 4, "u4": 4, "s2": 2, "u2": 2}
@@ -28,6 +34,15 @@ COUNTS = ("popcnt", "count-leading-zeros")
 def _const_amount(conv, g, v):
     c = conv._const_of(g, v)
     return int(c[1]) if c is not None and c[0] == "splat" else None
+
+
+def amount_range(conv, g, inst, ins):
+    """(lo, hi) of the shift amount's values (a splat constant, else ``intrange`` on the HLO), or None."""
+    k = _const_amount(conv, g, ins[1])
+    if k is not None:
+        return (k, k)
+    module = getattr(conv, "module", None)
+    return intrange.of(module, inst.operands[1]) if module is not None else None
 
 
 def lower(conv, g, inst, ins, loc):
@@ -41,8 +56,11 @@ def lower(conv, g, inst, ins, loc):
     sh = tuple(inst.shape.dims)
     dt = penguin_dtype(inst.shape)
     signed = et.startswith("s")
-    k = _const_amount(conv, g, ins[1])
-    if w == 32 and k is not None and 0 <= k < 32 and (op != "shift-right-arithmetic" or signed):
+    rng = amount_range(conv, g, inst, ins)
+    # the amount read unsigned: a negative one is >= 2^(w-1) >= w, so out of range like one >= w
+    inside = rng is not None and 0 <= rng[0] and rng[1] < w
+    outside = rng is not None and (rng[0] >= w or rng[1] < 0)
+    if w == 32 and inside and (op != "shift-right-arithmetic" or signed):
         return None
     name = inst.name
 
@@ -60,33 +78,45 @@ def lower(conv, g, inst, ins, loc):
         return add("convert", [v], "int32", suffix="i32")
 
     x = word(ins[0], dt)
-    s = word(ins[1], penguin_dtype(inst.operands[1].shape))
     if op == "shift-right-arithmetic" and w < 32 or op == "shift-right-arithmetic" and not signed:
         if w < 32:      # sign-extend from the type's top bit
             e = const(32 - w)
             x = add("shift-right-arithmetic", [add("shift-left", [x, e]), e], suffix="sext")
     elif op == "shift-right-logical" and w < 32:
         x = add("and", [x, const((1 << w) - 1)], suffix="mask")
-    if k is not None:
-        inside = 0 <= k < w
-        amt = const(k if inside else (w - 1 if op == "shift-right-arithmetic" else 0))
-        r = add(op, [x, amt], suffix="shift")
-        if not inside and op != "shift-right-arithmetic":
-            r = const(0)
+    if inside:
+        r = add(op, [x, word(ins[1], penguin_dtype(inst.operands[1].shape))], suffix="shift")
+    elif outside:
+        r = add(op, [x, const(w - 1)], suffix="shift") if op == "shift-right-arithmetic" else const(0)
     else:
-        ge = add("compare", [s, const(0)], "bool", {"direction": "GE", "type": ""}, "ge")
-        lt = add("compare", [s, const(w)], "bool", {"direction": "LT", "type": ""}, "lt")
-        inside = add("and", [ge, lt], "bool", suffix="inside")
-        fill = const(w - 1 if op == "shift-right-arithmetic" else 0)
-        amt = add("select", [inside, s, fill], suffix="amount")
+        # one unsigned compare of the amount against the width; the engine shifts by min(amount, w - 1)
+        u = _unsigned_amount(add, const, ins[1], penguin_dtype(inst.operands[1].shape), w)
+        udt = g.values[u].dtype
+        amt = add("minimum", [u, const(w - 1, udt)], udt, suffix="amount")
+        if udt != "int32":
+            amt = add("bitcast-convert", [amt], "int32", suffix="amount_bits")
         r = add(op, [x, amt], suffix="shift")
         if op != "shift-right-arithmetic":
-            r = add("select", [inside, r, const(0)], suffix="out")
+            lt = add("compare", [u, const(w, udt)], "bool", {"direction": "LT", "type": "UNSIGNED"}, "inside")
+            r = add("select", [lt, r, const(0)], suffix="out")
     if dt == "int32":
         return g.add_op("copy", [r], [(name, sh, dt)], {}, loc)[0]
     if dt == "uint32":
         return g.add_op("bitcast-convert", [r], [(name, sh, dt)], {}, loc)[0]
     return g.add_op("convert", [r], [(name, sh, dt)], {}, loc)[0]
+
+
+def _unsigned_amount(add, const, v, dtype, w):
+    """The amount as a word holding its value read unsigned at its own width: a uint32 (as is, or the
+    bits of an int32) or a non-negative int32 (narrow types: widened, signed ones masked to w bits)."""
+    if dtype == "uint32":
+        return v
+    if dtype == "int32":
+        return add("bitcast-convert", [v], "uint32", suffix="amount_u32")
+    a = add("convert", [v], "int32", suffix="amount_i32")
+    if dtype.startswith("int"):
+        a = add("and", [a, const((1 << w) - 1)], suffix="amount_mask")
+    return a
 
 
 def lower_count(g, inst, ins, loc):

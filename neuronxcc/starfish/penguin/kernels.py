@@ -21,7 +21,8 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import concat, gemm, hbmcopy, lhs_pre, matvec, mmfuse, reschunk, resident, splitk
+from neuronxcc.starfish.penguin import (concat, flatrun, gemm, hbmcopy, lhs_pre, matvec, mmfuse, reschunk, resident,
+                                        splitk)
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -39,18 +40,6 @@ RED_FREE = 1024
 PMAX = 128
 
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0, "and": 1, "or": 0}
-
-
-def flat_rows(n):
-    """Partitions a flat run of n elements is spread over: 128 when it divides n, else the largest
-    divisor of n from 64 to 128 (78000 = 125 x 624: one tile step, not 312 one-partition steps), else 1
-    (``elementwise`` then splits a long run into a 128-partition head and a short tail)."""
-    if n <= PMAX:
-        return 1
-    for d in range(PMAX, PMAX // 2 - 1, -1):
-        if n % d == 0:
-            return d
-    return 1
 
 
 class Kernels:
@@ -101,25 +90,13 @@ class Kernels:
             return                          # a plain copy with long runs: HBM -> HBM, no SBUF trip
         if len(shape) == 1:
             n = shape[0]
-            rows_ = flat_rows(n)
-            if rows_ == 1 and n > EW_FREE and not rows.row_leaves(x) and not mmfuse.reachable(self.cg, x):
-                # no divisor spreads it: the first n - n % 128 elements on 128 partitions, the rest after
-                m = n - n % PMAX
-                head = apply_view(x, lambda v: v.slice((0,), (m,), (1,)))
-                tail = apply_view(x, lambda v: v.slice((m,), (n,), (1,)))
-                if head is not None and tail is not None:
-                    self.elementwise(head, out.slice((0,), (m,), (1,)))
-                    self.elementwise(tail, out.slice((m,), (n,), (1,)))
-                    return
-            if rows_ > 1:
-                inner = n // rows_
-                x = apply_view(x, lambda v: v.split_axis(0, inner))
-                out = out.split_axis(0, inner)
-                shape = (rows_, inner)
-            else:
-                x = apply_view(x, lambda v: v.reshape((1, n)))
-                out = out.reshape((1, n))
-                shape = (1, n)
+            split = flatrun.head_tail(x, out, n, EW_FREE) \
+                if not rows.row_leaves(x) and not mmfuse.reachable(self.cg, x) else None
+            if split:
+                for xs, os_ in split:
+                    self.elementwise(xs, os_)
+                return
+            x, out, shape = flatrun.spread(x, out, n)
         r = len(shape)
         f = r - 1
         cands = list(range(r - 1))

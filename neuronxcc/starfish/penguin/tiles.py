@@ -422,10 +422,10 @@ class TileEval(TileMath):
     def binary_col(self, alu, a, b, out_dtype):
         """Ops with a [P,1] column operand: column op column/scalar stays a column; a tile op column
         is a tensor_scalar with the column as the per-partition operand."""
-        if bdt.is_int(onchip_dtype(out_dtype)) and alu not in ("eq", "ne", "lt", "le", "gt", "ge"):
-            return self.binary(alu, self.materialise(a), self.materialise(b), out_dtype)
         # integer operands on POOL (exact integer ALU); DVE compares and arithmetic go through fp32
         ints = bdt.is_int(a.dtype) and bdt.is_int(b.dtype)
+        if bdt.is_int(onchip_dtype(out_dtype)) and not ints and alu not in ("eq", "ne", "lt", "le", "gt", "ge"):
+            return self.binary(alu, self.materialise(a), self.materialise(b), out_dtype)
         eng, sdt = ("POOL", a.dtype) if ints else ("DVE", "float32")
         if a.kind == "col" and b.kind in ("col", "splat"):
             out = self.new_col(out_dtype)
