@@ -21,8 +21,8 @@ live range is one tile step (the resident matmul operand: one N step, whose
 body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
-from neuronxcc.starfish.penguin import (concat, flatrun, gemm, hbmcopy, lhs_pre, matvec, mmfuse, reschunk, resident,
-                                        splitk)
+from neuronxcc.starfish.penguin import (concat, flatrun, gemm, hbmcopy, lhs_pre, matvec, mmfuse, pad, reschunk,
+                                        resident, splitk)
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -728,40 +728,7 @@ class Kernels:
         return [out]
 
     def op_pad(self, op, args, outs):
-        x, pv = args
-        out = self.cg.target_for(outs[0].name)
-        cfg = op.attrs["padding"]
-        if isinstance(pv, Splat):
-            fill = Splat(pv.value, outs[0].dtype, out.shape)
-        else:  # a computed scalar (a reduction's init value): broadcast over the result
-            fill = apply_view(pv, lambda v: v.broadcast(out.shape, []))
-            if fill is None:
-                fill = self.cg.materialise(pv, allow_views=False).broadcast(out.shape, [])
-        self.elementwise(fill, out)
-        # operand slice (negative padding) and destination sub-view
-        s_st, s_li, s_sd = [], [], []
-        o_st, o_li, o_sd = [], [], []
-        for k, (lo, hi, it) in enumerate(cfg):
-            n = x.shape[k]
-            # element j of x lands at lo + j*(it+1)
-            j0 = 0
-            while j0 < n and lo + j0 * (it + 1) < 0:
-                j0 += 1
-            j1 = n
-            while j1 > j0 and lo + (j1 - 1) * (it + 1) >= out.shape[k]:
-                j1 -= 1
-            s_st.append(j0)
-            s_li.append(max(j0, j1))
-            s_sd.append(1)
-            o_st.append(lo + j0 * (it + 1))
-            o_li.append(lo + j0 * (it + 1) + max(0, j1 - j0 - 1) * (it + 1) + (1 if j1 > j0 else 0))
-            o_sd.append(it + 1)
-        if all(b > a for a, b in zip(s_st, s_li)):
-            xs = apply_view(x, lambda v: v.slice(s_st, s_li, s_sd))
-            if xs is None:
-                xs = self.cg.materialise(x, allow_views=False).slice(s_st, s_li, s_sd)
-            self.elementwise(xs, out.slice(o_st, o_li, o_sd))
-        return [out]
+        return pad.op_pad(self, op, args, outs)
 
 
 def _offs(P):
