@@ -12,6 +12,10 @@
 * ``require_file(path, what)``: the InputFileError for a missing or empty input, naming it.
 * ``load_npz(path, what)``: the arrays of an .npz; an empty, truncated or non-npz file is one
   InputFileError naming it.
+* ``exit_now(status)``: end a command-line process with ``status`` after what the interpreter's own
+  exit does for the program (threads joined, atexit hooks, stdio flushed), without tearing down
+  every module and object one by one; ``exit_script(status, names)``: that when the caller's caller
+  is the process's own top level (a console script), else ``sys.exit(status)`` as before.
 
 Invariant: every line a tool prints for an error starts with its code and then the tool's own
 name, never another tool's; no traceback reaches the console.
@@ -26,7 +30,7 @@ import sys
 from neuronxcc import errors
 
 __all__ = ["ToolParser", "run_main", "named", "internal", "atomic_write", "atomic_output", "require_file",
-           "console_logging", "load_npz"]
+           "console_logging", "load_npz", "exit_now", "exit_script"]
 
 _log = logging.getLogger("neuronxcc.tools")
 
@@ -139,6 +143,8 @@ def atomic_output(path, suffix=".tmp", user_error=True):
     done = False
     try:
         yield tmp
+        if not os.path.exists(tmp):     # the block wrote nothing: publish an empty file, as before
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -154,9 +160,17 @@ def atomic_output(path, suffix=".tmp", user_error=True):
 
 
 def _temp_beside(path, suffix):
-    """A new empty file ``.<name>.<pid>.<n><suffix>`` in ``path``'s directory, created exclusively
-    (mode 0600, as tempfile.mkstemp makes it; not tempfile itself, whose imports -- shutil, random,
-    bz2, lzma -- cost every tool's start-up)."""
+    """A free temporary name ``.<name>.<pid>.<n><suffix>`` in ``path``'s directory (not tempfile,
+    whose imports -- shutil, random, bz2, lzma -- cost every tool's start-up).
+
+    The name is checked free by creating the file exclusively, and the file is removed again before
+    the caller writes it: the caller's ``open(tmp, "wb")`` then creates a new file instead of
+    truncating an existing empty one. On ext4 a write after a truncate to zero is flushed to disk
+    when the file is closed (its "auto_da_alloc" replace-by-truncate heuristic), and unlinking the
+    flushed file later waits for its blocks: 4-8 ms per work-dir file when a compile removes its
+    work directory, and a disk write of every intermediate file. The name carries this process's
+    id, so no other process picks it in between. The directory being unwritable is the OSError of
+    the exclusive create."""
     d, base = os.path.split(path)
     for n in range(1000):
         tmp = os.path.join(d, ".%s.%d.%d%s" % (base, os.getpid(), n, suffix))
@@ -165,6 +179,7 @@ def _temp_beside(path, suffix):
         except FileExistsError:
             continue
         os.close(fd)
+        os.unlink(tmp)
         return tmp
     raise FileExistsError("no free temporary name beside %s" % path)
 
@@ -228,3 +243,57 @@ def load_npz(path, what="inputs file"):
 
 def _why(e):
     return str(e).split("\n")[0] or type(e).__name__
+
+
+def exit_now(status):
+    """End this process with exit status ``status`` (an int, or None for 0) the way ``sys.exit``
+    does at the top of a program, minus the interpreter's teardown of every module and object.
+
+    What a normal exit does that a program can observe is done here, in the interpreter's order:
+    non-daemon threads are joined (``threading._shutdown``), the atexit hooks run (logging's
+    ``shutdown`` closes and flushes the log files, ``weakref.finalize`` hooks such as temporary
+    directories' cleanup), stdout and stderr are flushed; then ``os._exit``. The teardown skipped
+    is the deallocation of the whole heap (tens of milliseconds after a compile, every time), which
+    the OS does at once. A status that is not an int (``sys.exit("message")``) takes the normal
+    path. Only for a process's own top level (console scripts, launchers): never call it where
+    a caller may continue (an in-process ``CommandDriver().run``)."""
+    if status is None:
+        status = 0
+    if not isinstance(status, int) or isinstance(status, bool):
+        sys.exit(status)
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except Exception:
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status & 0xFF)
+
+
+def exit_script(status, names=None):
+    """``sys.exit(status)`` from a ``main()`` that a program may also call in-process (nkipy sets
+    sys.argv and calls ``CommandDriver.main()``, then catches the SystemExit), except when that main
+    was called by the process's own top level: the first caller outside this package is the
+    module-level code of ``__main__`` (a console script, ``python -c``, ``python -m``) and, with
+    ``names``, a script file of one of those names. Then the process ends through ``exit_now``.
+    (Frames are looked up by module, not counted: the driver's modules are compiled by Cython at
+    install and have no Python frames.)"""
+    frame = sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("neuronxcc."):
+        frame = frame.f_back
+    top = (frame is not None and frame.f_code.co_name == "<module>"
+           and frame.f_globals.get("__name__") == "__main__")
+    if top and names is not None:
+        top = os.path.basename(frame.f_globals.get("__file__") or "") in names
+    if top:
+        exit_now(status)
+    sys.exit(status)

@@ -115,6 +115,18 @@ class Job:
     def log(self, msg, *a, level=logging.DEBUG):
         self.logger.log(level, msg, *a)
 
+    def prefetchModules(self, state):
+        """Modules this job's process imports for any program (a native job: its forked tool's).
+        The driver imports them while an earlier job's forked tool runs (``ToolProcess.prefetch``),
+        so neither this job nor its tool spends that time. Default: none."""
+        return ()
+
+    @staticmethod
+    def forkedToolModules(modules):
+        """``modules`` when the package's tools run as forks of the driver (they inherit what the
+        driver imported), else none: an exec'd tool imports everything itself."""
+        return () if os.environ.get(ToolProcess.EXEC_ENV) else tuple(modules)
+
     # -- paths --------------------------------------------------------------------
     @staticmethod
     def getPackageDir():

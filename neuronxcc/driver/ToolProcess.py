@@ -21,6 +21,14 @@ here, per command:
 
 ``NEURONXCC_TOOL_EXEC=1`` in the environment makes every tool exec'd (for comparing the two).
 
+While a forked tool runs, the driver only waits on its pipes. ``prefetch`` uses that time: the
+modules the compile's later jobs import (their tools' modules, which forked children then inherit,
+and the driver's own in-process jobs') are imported by a thread of the driver while the child runs,
+on the core the child leaves free. The thread runs only then: it is paused (it finishes the module
+it is importing and stops) before any fork, so no child is forked while an import is half done, and
+when the child ends, so no in-process job runs beside it. Every module is imported once in the
+compile either way; what moves is when.
+
 Both kinds are driven through the same small interface (``communicate()``, line iteration over
 ``stdout`` in merged mode, ``wait()``, ``returncode`` negative for a signal death).
 """
@@ -33,7 +41,7 @@ import sys
 _LAUNCHER_LINE = 'exec /bin/sh "$(dirname -- "$0")/../launch.sh" %s "$@"'
 # A driver whose resident set is over this does not fork (see the module docstring).
 FORK_RSS_LIMIT = 1 << 30
-_EXEC_ENV = "NEURONXCC_TOOL_EXEC"
+EXEC_ENV = _EXEC_ENV = "NEURONXCC_TOOL_EXEC"
 # Modules more than one process of a compile imports, read from -X importtime of the corpus's
 # compiles: two tools (hlo2penguin and xla_infergoldens: the HLO op table and attribute readers,
 # rank spaces, collectives; every forked child: faulthandler), or a tool and the driver's own later
@@ -136,6 +144,52 @@ def importSharedModules():
             importlib.import_module(name)
 
 
+class _Prefetch:
+    """The driver's background imports while a forked tool runs (see the module docstring)."""
+
+    def __init__(self):
+        self.pending = []
+        self.thread = None
+        self.stop = False
+
+    def set(self, modules):
+        """The modules to import (in order) while the next forked tools run; replaces the list."""
+        self.pause()
+        seen = set()
+        self.pending = [m for m in modules if m not in sys.modules and not (m in seen or seen.add(m))]
+
+    def _run(self):
+        while self.pending and not self.stop:
+            name = self.pending.pop(0)
+            if name in sys.modules:
+                continue
+            try:
+                __import__(name)      # the import statement's path, which -X importtime reports
+            except BaseException:  # the job that needs it imports it again and reports the error
+                pass
+
+    def resume(self):
+        """Start importing the pending modules (the driver just forked a tool)."""
+        if self.pending and self.thread is None:
+            import threading
+
+            self.stop = False
+            self.thread = threading.Thread(target=self._run, name="neuronx-cc-prefetch", daemon=True)
+            self.thread.start()
+
+    def pause(self):
+        """Let the thread finish the module it is importing and stop; returns when it has."""
+        t = self.thread
+        if t is not None:
+            self.stop = True
+            t.join()
+            self.thread = None
+            self.stop = False
+
+
+prefetch = _Prefetch()
+
+
 def start(argv, packageDir, merged, env=None):
     """Start ``argv`` (a list) with stdin on /dev/null and stdout/stderr piped (merged into one
     pipe when ``merged``), in text mode; returns a Popen or a ForkedTool."""
@@ -164,16 +218,21 @@ class ForkedTool:
     def __init__(self, tool, args, merged):
         self.args = [tool] + list(args)
         self.returncode = None
+        import locale  # noqa: F401  (what reading the child's pipes imports, not left to the prefetch's time)
+        import selectors  # noqa: F401
+
         out_r, out_w = os.pipe()
         err_r, err_w = (None, None) if merged else os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
+        prefetch.pause()
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(out_r)
             if err_r is not None:
                 os.close(err_r)
             _runChild(tool, list(args), out_w, err_w if err_w is not None else out_w)
+        prefetch.resume()
         self.pid = pid
         os.close(out_w)
         if err_w is not None:
@@ -183,12 +242,15 @@ class ForkedTool:
 
     def wait(self):
         if self.returncode is None:
-            while True:
-                try:
-                    _, status = os.waitpid(self.pid, 0)
-                    break
-                except InterruptedError:
-                    continue
+            try:
+                while True:
+                    try:
+                        _, status = os.waitpid(self.pid, 0)
+                        break
+                    except InterruptedError:
+                        continue
+            finally:
+                prefetch.pause()
             self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
@@ -282,6 +344,11 @@ def _freshInterpreter(tool, args, out_fd, err_fd):
     # tool configures), registered when a new interpreter imports logging, is.
     atexit._clear()
     atexit.register(logging.shutdown)
+    prefetch.pending = []
+    # What the child inherited stays where it is: the collector (on, as in a new interpreter)
+    # leaves those objects out of its scans, which would otherwise walk the driver's whole heap
+    # (and copy every page they touch) for objects the tool never frees.
+    gc.freeze()
     gc.enable()
 
 

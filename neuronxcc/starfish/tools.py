@@ -34,7 +34,7 @@ def run_tool(name, argv):
 
 def _entry(name):
     def main():
-        sys.exit(run_tool(name, sys.argv[1:]))
+        _exit(run_tool(name, sys.argv[1:]), (name,))
     main.__name__ = name.replace("-", "_") + "_main"
     return main
 
@@ -57,7 +57,15 @@ def launcher_main():
         sys.stderr.write("[NCC_EARG002] usage: python -m neuronxcc.starfish.tools TOOL [ARGS...]\n")
         sys.exit(70)
     sys.argv = [sys.argv[1]] + sys.argv[2:]
-    sys.exit(run_tool(sys.argv[0], sys.argv[1:]))
+    _exit(run_tool(sys.argv[0], sys.argv[1:]))
+
+
+def _exit(status, names=None):
+    """A tool's end: called by the process's top level (its console script, launch.sh's ``-c``,
+    ``python -m``), without the interpreter's teardown; else SystemExit (toolshell.exit_script)."""
+    from neuronxcc.common.toolshell import exit_script
+
+    exit_script(status, names)
 
 
 if __name__ == "__main__":

@@ -80,3 +80,41 @@ def test_every_compiled_module_is_an_extension_when_installed(package, at_least)
             base = os.path.splitext(path)[0]
             assert not any(f.startswith(os.path.basename(base) + ".") and f.endswith(".so")
                            for f in os.listdir(os.path.dirname(base))), path
+
+
+def test_an_installed_package_has_the_bytecode_of_every_python_module():
+    """Every plain-Python module of an installed package has current bytecode beside it (pip
+    compiles it at install): without it every process of every compile compiles the modules it
+    imports from source again when PYTHONDONTWRITEBYTECODE is set or site-packages is read-only."""
+    import importlib.util
+
+    import neuronxcc
+
+    installed = os.path.dirname(os.path.abspath(neuronxcc.__file__))
+    if os.path.realpath(installed) == os.path.realpath(os.path.join(ROOT, "neuronxcc")):
+        pytest.skip("a checkout, not an installed package")
+    stale = []
+    n = 0
+    for d, dirs, fs in os.walk(installed):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        for f in fs:
+            if not f.endswith(".py"):
+                continue
+            n += 1
+            src = os.path.join(d, f)
+            pyc = importlib.util.cache_from_source(src)
+            try:
+                with open(pyc, "rb") as fh:
+                    head = fh.read(16)
+            except OSError:
+                stale.append(os.path.relpath(src, installed))
+                continue
+            st = os.stat(src)
+            flags = int.from_bytes(head[4:8], "little")
+            ok = head[:4] == importlib.util.MAGIC_NUMBER and (
+                flags != 0 or (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                               and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF))
+            if not ok:
+                stale.append(os.path.relpath(src, installed))
+    assert n > 50
+    assert stale == [], stale[:10]

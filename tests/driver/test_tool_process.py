@@ -170,6 +170,56 @@ def test_merged_output_interleaves_in_one_pipe(fakepkg):
     assert _state(text)["args"] == ["0"]
 
 
+def test_the_driver_imports_later_jobs_modules_while_a_forked_tool_runs(fakepkg, tmp_path, monkeypatch):
+    """ToolProcess.prefetch: the modules handed to it are imported by the driver after the fork (the
+    child does not have them), while the child runs (the child waits for the module's import to
+    write its marker file), and the thread is gone when the child has been waited for. The child
+    starts with what it inherited frozen out of the collector's scans."""
+    mark = tmp_path / "imported.mark"
+    (tmp_path / "ncc_prefetch_probe_mod.py").write_text(
+        "import os\nwith open(%r, 'w') as f:\n    f.write('x')\n" % str(mark))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ToolProcess.prefetch.set(["ncc_prefetch_probe_mod", "json"])   # json: loaded already, skipped
+    assert ToolProcess.prefetch.pending == ["ncc_prefetch_probe_mod"]
+    try:
+        rc, out, err = _fork_probe(fakepkg, ["await", str(mark), "ncc_prefetch_probe_mod"])
+        assert rc == 0, err
+        assert json.loads(out) == {"had_module": False, "frozen": json.loads(out)["frozen"], "file_seen": True}
+        assert json.loads(out)["frozen"] > 0
+        assert "ncc_prefetch_probe_mod" in sys.modules
+        assert ToolProcess.prefetch.thread is None and ToolProcess.prefetch.pending == []
+    finally:
+        ToolProcess.prefetch.set(())
+        sys.modules.pop("ncc_prefetch_probe_mod", None)
+
+
+def test_the_pipeline_hands_each_job_the_modules_of_the_jobs_after_it():
+    from neuronxcc.driver.Pipeline import Pipeline
+
+    seen = []
+
+    class J(Job):
+        def __init__(self, name, mods):
+            self.name, self.mods = name, mods
+            super().__init__()
+
+        def getName(self):
+            return self.name
+
+        def prefetchModules(self, state):
+            return self.mods
+
+        def runSingleInput(self, state):
+            seen.append((self.name, list(ToolProcess.prefetch.pending)))
+
+    p = Pipeline()
+    for name, mods in (("A", ("ncc_nosuch_a",)), ("B", ("ncc_nosuch_b", "json")), ("C", ("ncc_nosuch_c",))):
+        p.addJob(J(name, mods))
+    p.runSingleInput(None)
+    assert seen == [("A", ["ncc_nosuch_b", "ncc_nosuch_c"]), ("B", ["ncc_nosuch_c"]), ("C", [])]
+    assert ToolProcess.prefetch.pending == []
+
+
 def test_forked_child_killed_by_a_signal_reports_it(fakepkg):
     proc = ToolProcess.start([str(fakepkg / "starfish" / "bin" / "fork_probe"), "abort"], str(fakepkg), merged=False)
     assert isinstance(proc, ToolProcess.ForkedTool)

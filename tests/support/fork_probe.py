@@ -21,7 +21,21 @@ def _disp(sig):
     return repr(h)
 
 
+def _await(path, module):
+    """``await FILE MODULE``: wait (up to a minute) for FILE to appear, then report whether MODULE was
+    in sys.modules when the tool started and how many objects the collector had frozen."""
+    had = module in sys.modules
+    frozen = gc.get_freeze_count()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(json.dumps({"had_module": had, "frozen": frozen, "file_seen": os.path.exists(path)}))
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "await":
+        return _await(argv[1], argv[2])
     root = logging.getLogger()
     named = logging.getLogger("neuronxcc.driver.jobs.Probe")
     state = {

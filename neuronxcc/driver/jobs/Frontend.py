@@ -26,6 +26,10 @@ def stageBuiltinCustomOps():
 
 
 class Frontend(Job):
+    def prefetchModules(self, state):
+        return ("neuronxcc.starfish.penguin.frontend", "neuronxcc.driver.jobs.support.FindCustomOpData",
+                "neuronxcc.neff.customop")
+
     def runSingleInput(self, state):
 
         self.requireFile(files.PENGUIN, "HLOToTensorizer")

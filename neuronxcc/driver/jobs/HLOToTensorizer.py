@@ -14,6 +14,9 @@ class HLOToTensorizer(Job):
     executableLocation = "hlo2penguin"
     replayScript = "replay_hlo2penguin.sh"
 
+    def prefetchModules(self, state):
+        return self.forkedToolModules(("neuronxcc.starfish.penguin.hlo2penguin",))
+
     def command(self, state):
         args = state.args
         cmd = [self.getFullyQualifiedLocation(self.executableLocation), files.MODEL,

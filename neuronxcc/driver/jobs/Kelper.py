@@ -14,6 +14,9 @@ from neuronxcc.driver.Job import Job
 
 
 class Kelper(Job):
+    def prefetchModules(self, state):
+        return ("neuronxcc.starfish.birpy", "neuronxcc.neff.writer")
+
     def neffName(self, state):
         if state.module_name:
             return state.module_name

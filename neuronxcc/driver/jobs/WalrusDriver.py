@@ -120,6 +120,14 @@ class WalrusDriver(Job):
         h("--internal-experimental-loop-lsa", action="store_true")
         h("--internal-enable-shift-left", action="store_true")
 
+    def prefetchModules(self, state):
+        mods = ["neuronxcc.walrus.driver", "neuronxcc.walrus.bir", "neuronxcc.walrus.registry",
+                "neuronxcc.walrus.passes"]
+        # the bir_sim check's simulator, unless no goldens can come (a zero golden budget)
+        if "bir_sim" in state.walrus_passes and getattr(state.args, "internal_golden_size_budget", 1) > 0:
+            mods += ["neuronxcc.starfish.birsim", "neuronxcc.common.tolerances"]
+        return self.forkedToolModules(mods)
+
     def passesForRun(self, state):
         from neuronxcc.walrus.pass_names import bir_sim_skip
 

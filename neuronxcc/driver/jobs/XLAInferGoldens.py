@@ -28,6 +28,10 @@ class InferGoldens(Job):
         parser.add_hidden("--internal-golden-size-budget", type=int, default=DEFAULT_GOLDEN_SIZE_BUDGET,
                           metavar="BYTES", help="skip goldens (and the bir_sim check) above this many bytes")
 
+    def prefetchModules(self, state):
+        # the tool, the interpreter behind it and numpy.random (its seeded inputs)
+        return self.forkedToolModules(("neuronxcc.hlo.infergoldens", "neuronxcc.hlo.interpreter", "numpy.random"))
+
     def runSingleInput(self, state):
         budget = getattr(state.args, "internal_golden_size_budget", DEFAULT_GOLDEN_SIZE_BUDGET)
         cmd = [self.getFullyQualifiedLocation(self.executableLocation), files.MODEL,
