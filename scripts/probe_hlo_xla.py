@@ -612,3 +612,51 @@ ENTRY main {
   y = f32[4,8] select(keep, xs, zb)
   ROOT t = (u32[4,8], f32[4,8]) tuple(b, y)
 }"""
+
+
+# --- sizes off the tile grid, and integer arithmetic that float32 cannot hold exactly -------------
+
+@piece(ints(-2 ** 30, 2 ** 30, 3, 5000), ints(0, 2 ** 31 - 1, 7000, dtype=np.int32))
+def int32_reductions_beyond_float_precision(a, b):
+    return (jnp.sum(a, axis=1), jnp.max(a, axis=1), jnp.min(a, axis=0), jnp.cumsum(b % 100000),
+            jnp.argmax(a, axis=1), jnp.prod(a[:, :3] % 7 + 1, axis=1), jnp.sum(b.astype(jnp.uint32)))
+
+
+@piece(ints(-2 ** 15, 2 ** 15, 6, 300), ints(-2 ** 15, 2 ** 15, 300, 5))
+def int32_matmul_exact(a, b):
+    return jnp.matmul(a, b), jnp.einsum("ij,jk->ik", a % 1000, b % 1000)
+
+
+@piece(f32(129, 1000, scale=3.0), f32(3000, 7))
+def off_grid_softmax_and_major_reductions(x, y):
+    return jax.nn.softmax(x, axis=-1), jnp.sum(y, axis=0), jnp.max(y, axis=0), jnp.mean(x, axis=0)
+
+
+@piece(f32(129, 513), f32(7, 3, 130, 5))
+def off_grid_transposes(a, b):
+    return a.T, jnp.transpose(b, (2, 0, 3, 1)), jnp.transpose(b, (3, 2, 1, 0)) * 2.0
+
+
+@piece(f32(2, 50257, scale=4.0))
+def gpt2_vocab_argmax_topk(logits):
+    v, i = lax.top_k(logits, 40)
+    return jnp.argmax(logits, axis=-1), v, i, jax.nn.logsumexp(logits, axis=-1)
+
+
+@piece(f32(17, 33, 65), f32(17, 65, 9), f32(1, 4096), f32(4096, 1))
+def odd_batched_and_long_k_dots(a, b, u, v):
+    return jnp.einsum("bij,bjk->bik", a, b), u @ v, jnp.einsum("bij,bkj->bik", a, a)
+
+
+@piece(f32(2, 3, 4, 5, 6), f32(3, 1, 5, 1))
+def rank5_broadcast_and_reduce(x, y):
+    z = x * y[None] + 1.0
+    return jnp.sum(z, axis=(1, 3)), jnp.max(z, axis=-1), jnp.moveaxis(z, 4, 1)
+
+
+@piece(f32(1, 64, 28, 28, scale=0.5), f32(64, 64, 3, 3, scale=0.05))
+def conv_stride2_dilated_64ch(x, w):
+    a = lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    b = lax.conv_general_dilated(x, w, (1, 1), ((2, 2), (2, 2)), rhs_dilation=(2, 2),
+                                 dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return a, b

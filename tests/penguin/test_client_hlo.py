@@ -264,3 +264,19 @@ def test_64_bit_bit_counts_of_values_that_fit_the_word():
         check(lambda s, u: (lax.clz(s), lax.population_count(s), lax.clz(u), lax.population_count(u)), s, u)
     finally:
         jax.config.update("jax_enable_x64", False)
+
+
+def test_integer_dots_are_exact_beyond_fp32s_24_bits():
+    """An int8 matmul with K = 4100 (partial sums up to 128 * 128 * 4100 = 6.7e7 > 2^24), an int32
+    one that wraps, u8 x u8, s16 with batch dims: exact, as XLA's integer dot is. The PE
+    accumulates in fp32, so each used to come back rounded."""
+    a8 = R.randint(-128, 128, (4, 4100)).astype(np.int8)
+    b8 = R.randint(-128, 128, (4100, 6)).astype(np.int8)
+    a32 = R.randint(-2 ** 31, 2 ** 31 - 1, (3, 70)).astype(np.int32)
+    b32 = R.randint(-2 ** 31, 2 ** 31 - 1, (70, 5)).astype(np.int32)
+    u8 = R.randint(0, 256, (5, 300)).astype(np.uint8)
+    s16 = R.randint(-2 ** 15, 2 ** 15, (2, 3, 200)).astype(np.int16)
+    check(lambda a8, b8, a32, b32, u8, s16: (
+        lax.dot(a8, b8, preferred_element_type=jnp.int32), a32 @ b32,
+        lax.dot(u8, u8.T, preferred_element_type=jnp.int32),
+        jnp.einsum("bmk,bnk->bmn", s16, s16, preferred_element_type=jnp.int32)), a8, b8, a32, b32, u8, s16)
