@@ -88,3 +88,40 @@ def test_resident_moving_side_loads_in_chunks_and_matches_jax():
     assert reschunk.plan(8192 * 4, 128, 2, 512, 2, 1) is None
     assert reschunk.plan(4096, 128, 16, 2, 2, 1) is None
     assert reschunk.plan(4096, 128, 16, 512, 2, 1) == 4
+
+
+def _in_loop(mod, pred):
+    """Instructions satisfying pred, each with the number of Loops around it."""
+    out = []
+
+    def walk(body, depth):
+        for n in body:
+            if n.kind == "inst":
+                if pred(n):
+                    out.append((n, depth))
+            elif hasattr(n, "body"):
+                walk(n.body, depth + (n.kind == "loop"))
+    walk(mod.body, 0)
+    return out
+
+
+def test_next_resident_tile_loads_inside_the_m_loop_and_matches_jax():
+    """penguin/respipe.py: two N tiles of 1024 with L^T pre-transposed go as one pair, each with a
+    resident buffer of its own; the first tile's R is loaded up front, and every M step of one
+    tile loads its share of the other buffer's K tiles (for the pair's second tile, then the next
+    pair's first). K = 3584 in 7 L^T groups rotates over three buffers (one peeled lead group)."""
+    rng = np.random.default_rng(3)
+    bf = ml_dtypes.bfloat16
+    M, K, N = 512, 3584, 2048
+    x = rng.standard_normal((M, K)).astype(bf)
+    w = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(bf)
+    mod = check(_proj, x, w)
+    res = _in_loop(mod, lambda i: i.opcode == "dma_copy" and i.dsts[0].target.startswith("rhs_res"))
+    assert len({i.dsts[0].target for i, _ in res}) == 2, res
+    # the first tile's, then one in each M loop (one pair: the pair axis is no loop here)
+    assert sorted(d for _, d in res) == [0, 1, 1], res
+    assert {i.dsts[0].num_elements for i, d in res if d} == {128 * (28 // 2) * 1024}   # 14 K tiles a step
+    lt = {i.dsts[0].target for i in mod.instructions() if i.opcode == "dma_copy" and i.dsts[0].target.startswith("lhsT")
+          and not i.dsts[0].target.startswith("lhsT_pre")}
+    assert len(lt) == 2 * 2 * 3, lt                           # 2 M loops x 2 halves x 3 L^T buffers
+    assert {i.srcs[1].free_size for i in mod.instructions() if i.opcode == "matmul"} == {512}

@@ -22,7 +22,7 @@ body holds the M loop); each is written whole by its first access, so walrus
 can double-buffer it; sizes stay within the SBUF budget.
 """
 from neuronxcc.starfish.penguin import (concat, flatrun, gemm, hbmcopy, lhs_pre, matvec, mmfuse, pad, reschunk,
-                                        resident, splitk)
+                                        resident, respipe, splitk)
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import REDUCE_ALU, Space, TV, TileEval, cannot_lower, onchip_dtype
@@ -550,12 +550,16 @@ class Kernels:
                     for q in range(ngroups):     # L^T groups alternate between two buffers
                         kstep(L, rr, P.const(q * G * TK), P.const(q * G), TK, G, lt, bufs[q % 2])
                     continue
-                if ngroups >= 1:
-                    kstep(L, rr, P.const(0), P.const(0), TK, G, lt)
-                if ngroups >= 2:
-                    kv = em.fresh("k")
-                    with em.b.loop(kv, 1, ngroups, 1) as iv:
-                        kstep(L, rr, iv * (G * TK), iv * G, TK, G, lt)
+                if lt is not None and ngroups >= 2:      # L^T groups over rotating buffers (lhs_pre.py)
+                    lhs_pre.stream(self, lambda k0, t0, buf: kstep(L, rr, k0, t0, TK, G, lt, buf), TK, G, ngroups,
+                                   mn, cdt)
+                else:
+                    if ngroups >= 1:
+                        kstep(L, rr, P.const(0), P.const(0), TK, G, lt)
+                    if ngroups >= 2:
+                        kv = em.fresh("k")
+                        with em.b.loop(kv, 1, ngroups, 1) as iv:
+                            kstep(L, rr, iv * (G * TK), iv * G, TK, G, lt)
                 for j in range(left):
                     t = ngroups * G + j
                     kstep(L, rr, P.const(t * TK), P.const(t), TK, 1, lt)
@@ -563,6 +567,10 @@ class Kernels:
                     kstep(L, rr, P.const(nfull * TK), P.const(nfull), rem)
             self._mm_evict(O, nb, bs, m0, n0, mn, nn, banks[0][0] if len(banks) == 1 else banks, epilogue)
 
+        per_step = respipe.plan(self, terms, pre, nb, M, N, TM, TN, isz)
+        if per_step is not None:     # N tiles in pairs, the next R loaded inside the M loop (respipe.py)
+            respipe.lower(self, terms[0][1], terms[0][2], N, TN, M, TM, cdt, per_step, body_m)
+            return
         axes = [Axis(O.shape[k], 1, "b") for k in range(nb)] + [Axis(N, TN, "n")]
         em.nest(axes, body_n)
 

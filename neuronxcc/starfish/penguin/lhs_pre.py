@@ -15,7 +15,7 @@ of g * mb elements per partition, and the N-tile loop does no transposes. Severa
 of the same L (the FFN's w1 and w3) share the scratch (a cache on the codegen keyed by the view).
 """
 from neuronxcc.starfish.birpy import dtypes as bdt
-from neuronxcc.starfish.penguin.emit import Axis
+from neuronxcc.starfish.penguin.emit import Axis, pel
 from neuronxcc.starfish.penguin.views import View
 
 PMAX = 128
@@ -105,3 +105,27 @@ def load(kern, pre, m0, t0, kn, g, mn, cdt, st=None):
     em.dma(em.chip(st, cdt, kn, [[1, g * mn]]),
            em.hbm(name, m0 * (kn * nkt) + t0 * mn, [[nkt * mn, kn], [1, g * mn]]))
     return st
+
+
+def stream(kern, kstep, TK, G, ngroups, mn, cdt):
+    """The K loop of one M tile over NGROUPS groups of G K tiles read from the scratch: the groups
+    rotate over two SBUF buffers (three for an odd count: the peeled lead is shorter), that many
+    groups per K-loop step, so the next groups' DMAs run while this group's matmuls do (walrus's
+    rotation would do it, where it rotates at all). kstep(k0, t0, buf) emits one group; the first
+    step is peeled, since its first matmul zeroes the PSUM tile."""
+    em = kern.em
+    P = pel()
+    nbuf = 2 if ngroups % 2 == 0 or ngroups < 3 else 3
+    bufs = [em.sbuf("lhsT", TK, G * mn, cdt) for _ in range(nbuf)]
+    lead = ngroups % nbuf
+
+    def some(q):
+        for j in range(nbuf):
+            kstep((q + j) * (G * TK), (q + j) * G, bufs[j])
+    for j in range(lead):
+        kstep(P.const(j * G * TK), P.const(j * G), bufs[nbuf - lead + j])
+    some(P.const(lead))
+    if ngroups // nbuf >= 2:
+        kv = em.fresh("k")
+        with em.b.loop(kv, 1, ngroups // nbuf, 1) as iv:
+            some(iv * nbuf + lead)
