@@ -660,3 +660,64 @@ def conv_stride2_dilated_64ch(x, w):
     b = lax.conv_general_dilated(x, w, (1, 1), ((2, 2), (2, 2)), rhs_dilation=(2, 2),
                                  dimension_numbers=("NCHW", "OIHW", "NCHW"))
     return a, b
+
+
+@piece(ints(-128, 128, 1, 64, 10, 10, dtype=np.int8), ints(-128, 128, 32, 64, 3, 3, dtype=np.int8))
+def int8_convolution_s32_accumulate(x, w):
+    # 64 * 9 = 576 products of up to 2^14 per output: past fp32's 2^24
+    return lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                    preferred_element_type=jnp.int32)
+
+
+@piece(np.array([2 ** 24 + 1, 2 ** 25 + 3, -(2 ** 26) - 5, 2 ** 31 - 1, -2 ** 31, 16777217, 123456789, 7],
+                np.int32), ints(-2 ** 20, 2 ** 20, 4, 3000))
+def int_to_float_rounding_and_window_sums(a, b):
+    return (a.astype(jnp.float32), a.astype(jnp.bfloat16), a.astype(jnp.float16),
+            lax.reduce_window(b, 0, lax.add, (1, 500), (1, 250), "VALID"),
+            lax.reduce_window(b, jnp.iinfo(jnp.int32).min, lax.max, (2, 7), (1, 3), "SAME"))
+
+
+@piece(f32(3, 7, 9), np.array([[0, 2], [1, 1], [2, 6]], np.int32), f32(3, 2, 9))
+def gather_scatter_rows_of_rank3(x, i, u):
+    rows = x[jnp.arange(3)[:, None], i]                    # [3, 2, 9]
+    sc = x.at[jnp.arange(3)[:, None], i].add(u)
+    mn = x.at[jnp.arange(3)[:, None], i].min(u)
+    st = x.at[:, ::2].set(0.0)
+    return rows, sc, mn, st
+
+
+@piece(f32(2, 5, 4), f32(2, 5, 4))
+def complex_free_fft_substitutes(a, b):
+    # what models write instead of complex rotary: interleaved pairs rotated in real arithmetic
+    ar, ai = a[..., ::2], a[..., 1::2]
+    br, bi = b[..., ::2], b[..., 1::2]
+    re = ar * br - ai * bi
+    im = ar * bi + ai * br
+    return jnp.stack([re, im], axis=-1).reshape(a.shape), jnp.concatenate([re, im], axis=-1)
+
+
+@piece(f32(4, 16), np.array([3, 0, 15, 8], np.int32))
+def sampling_masks_top_p_style(logits, k):
+    s = jnp.sort(logits, axis=-1)[:, ::-1]
+    p = jax.nn.softmax(s, axis=-1)
+    c = jnp.cumsum(p, axis=-1)
+    keep = c - p < 0.9
+    thr = jnp.min(jnp.where(keep, s, jnp.inf), axis=-1, keepdims=True)
+    masked = jnp.where(logits >= thr, logits, -jnp.inf)
+    kth = jnp.take_along_axis(s, k[:, None], axis=1)
+    return masked, kth, jnp.argmax(masked, axis=-1)
+
+
+@piece(f32(6, 6), f32(6))
+def while_loop_power_iteration(a, v):
+    m = a @ a.T
+    def cond(s):
+        i, x, lam = s
+        return i < 30
+    def body(s):
+        i, x, lam = s
+        y = m @ x
+        n = jnp.linalg.norm(y)
+        return i + 1, y / n, n
+    _, x, lam = lax.while_loop(cond, body, (0, v / jnp.linalg.norm(v), 0.0))
+    return x, lam

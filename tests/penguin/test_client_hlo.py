@@ -280,3 +280,17 @@ def test_integer_dots_are_exact_beyond_fp32s_24_bits():
         lax.dot(a8, b8, preferred_element_type=jnp.int32), a32 @ b32,
         lax.dot(u8, u8.T, preferred_element_type=jnp.int32),
         jnp.einsum("bmk,bnk->bmn", s16, s16, preferred_element_type=jnp.int32)), a8, b8, a32, b32, u8, s16)
+
+
+def test_reduce_windows_of_more_positions_than_the_kernel_unrolls():
+    """Windows of 500, 100 (dilated, padded) and 10 x 10 positions, over ints and floats, with an
+    init that is not the reducer's identity: split into windows the kernel unrolls (at most 64
+    positions). They used to be refused."""
+    b = R.randint(-2 ** 20, 2 ** 20, (4, 3000)).astype(np.int32)
+    x = R.randn(2, 700).astype(np.float32)
+    y = R.randn(1, 3, 40, 40).astype(np.float32)
+    check(lambda b, x, y: (
+        lax.reduce_window(b, 0, lax.add, (1, 500), (1, 250), "VALID"),
+        lax.reduce_window(x, -jnp.inf, lax.max, (1, 100), (1, 3), ((0, 0), (20, 7)), window_dilation=(1, 2)),
+        lax.reduce_window(x, 2.5, lax.min, (2, 77), (1, 5), "VALID"),
+        lax.reduce_window(y, 1.0, lax.add, (1, 1, 10, 10), (1, 1, 6, 6), "SAME") / 100.0), b, x, y)

@@ -14,7 +14,9 @@ constant init. Everything else is lowered here by lowering the reducer itself:
   reducer's identity and then combines the init once.
 * reduce-window: the operand is padded with the init (padding and base dilation
   as interior padding), and the window positions are folded one strided slice at a
-  time, in window order.
+  time, in window order. An ALU reduce-window of more positions than the window
+  kernel unrolls (MAX_TAPS) is split into ones it does: one axis at a time, and a long
+  axis as windows of about sqrt(size) taps, then windows of those (``_split_window``).
 * select-and-scatter: each window's selected position is found by folding its
   taps in window order with the select computation (padding never selected, as in
   XLA); each tap's share of the source is placed on the operand by a pad with
@@ -172,6 +174,8 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
     w = A.window(inst, rank)
     if n == 1 and kind in ALU_KINDS and _splat(conv, g, inits[0]) is not None and \
             all(v == 1 for v in w["base_dilation"]):
+        if _taps(w) > MAX_TAPS and not _is_prefix(w, g.values[xs[0]].shape, kind):
+            return _split_window(conv, g, inst, xs[0], inits[0], w, kind, loc)
         return None
     comp = _called(inst)
     _check_taps(inst, w)
@@ -196,10 +200,90 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
     return _one_or_all(inst, apply_computation(conv, g, comp, init_b + acc, out_shape, loc, inst.name + ".init"))
 
 
-def _check_taps(inst, w):
+def _taps(w):
     taps = 1
     for s in w["size"]:
         taps *= s
+    return taps
+
+
+def _is_prefix(w, shape, kind):
+    """A prefix (or suffix) window along one axis: the kernel's scan, at any length."""
+    from neuronxcc.starfish.penguin.windows import WindowMixin
+    return WindowMixin._cumsum_axis(None, w, shape, kind) is not None
+
+
+def _window_op(b, x, kind, size, stride, dilation, axis, out_len, dt, ident):
+    """One reduce-window of ``x`` along ``axis`` only (no padding): the window kernel's form."""
+    shape = list(b.shape(x))
+    r = len(shape)
+    win = {"size": [1] * r, "stride": [1] * r, "pad_lo": [0] * r, "pad_hi": [0] * r,
+           "base_dilation": [1] * r, "window_dilation": [1] * r}
+    win["size"][axis], win["stride"][axis], win["window_dilation"][axis] = size, stride, dilation
+    shape[axis] = out_len
+    return b.op("reduce-window", [x, ident], shape, dt, {"window": win, "reducer": kind}, ".w%d" % axis)
+
+
+def _window_1d(b, x, kind, size, stride, dilation, axis, dt, ident, out_len=None):
+    """x reduced over windows of ``size`` taps ``dilation`` apart, every ``stride``, along ``axis``,
+    in steps of at most MAX_TAPS taps: windows of a ~ sqrt(size) taps first (stride 1), then q of
+    those a * dilation apart (the window's first q * a taps), then the r = size - q * a left."""
+    n = b.shape(x)[axis]
+    span = (size - 1) * dilation + 1
+    if out_len is None:
+        out_len = (n - span) // stride + 1
+    elif (out_len - 1) * stride + span < n:     # only the windows asked for: x cut to what they read
+        lim = list(b.shape(x))
+        lim[axis] = (out_len - 1) * stride + span
+        x = b.slice(x, [0] * len(lim), lim)
+        n = lim[axis]
+    if size <= MAX_TAPS:
+        return _window_op(b, x, kind, size, stride, dilation, axis, out_len, dt, ident)
+    a = int(np.ceil(np.sqrt(size)))
+    q, rem = size // a, size % a
+    ya = _window_op(b, x, kind, a, 1, dilation, axis, n - (a - 1) * dilation, dt, ident)
+    res = _window_1d(b, ya, kind, q, stride, a * dilation, axis, dt, ident, out_len)
+    if rem:
+        yr = _window_op(b, x, kind, rem, 1, dilation, axis, n - (rem - 1) * dilation, dt, ident)
+        st = [0] * len(b.shape(x))
+        st[axis] = q * a * dilation
+        lim = list(b.shape(yr))
+        lim[axis] = st[axis] + (out_len - 1) * stride + 1
+        strides = [1] * len(st)
+        strides[axis] = stride
+        tail = b.slice(yr, st, lim, strides)
+        res = b.op({"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}[kind], [res, tail],
+                   b.shape(res), dt, suffix=".tail")
+    return res
+
+
+def _split_window(conv, g, inst, x, init, w, kind, loc):
+    """An ALU reduce-window of more than MAX_TAPS positions as reduce-windows of at most MAX_TAPS:
+    padded once with what cannot change the result (the identity; init itself for max / min), one
+    axis at a time (add, max, min and mul are associative and commutative), a long axis in steps
+    (``_window_1d``), and the init combined once, as the window kernel does."""
+    b = _B(g, loc, inst.name)
+    dt = b.dtype(x)
+    ident_v = identity(kind, dt)
+    init_v = _splat(conv, g, init)
+    fill = init_v if kind in ("max", "min") else ident_v
+    ident = b.const(ident_v, (), dt)
+    if any(w["pad_lo"]) or any(w["pad_hi"]):
+        cfg = [(lo, hi, 0) for lo, hi in zip(w["pad_lo"], w["pad_hi"])]
+        pshape = tuple(lo + hi + nn for (lo, hi, _), nn in zip(cfg, b.shape(x)))
+        x = b.pad(x, b.const(fill, (), dt), cfg, pshape)
+    for axis, size in enumerate(w["size"]):
+        if size > 1 or w["stride"][axis] > 1:
+            x = _window_1d(b, x, kind, size, w["stride"][axis], w["window_dilation"][axis], axis, dt, ident)
+    if init_v != ident_v:
+        x = b.op({"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}[kind],
+                 [x, b.bcast(b.const(init_v, (), dt), b.shape(x))], b.shape(x), dt, suffix=".init")
+    out = tuple(inst.shape.dims)
+    return g.add_op("copy", [x], [(inst.name, out, dt)], {}, loc)[0]
+
+
+def _check_taps(inst, w):
+    taps = _taps(w)
     if taps > MAX_TAPS:
         raise unsupported(inst, "%s with %d window positions (at most %d are unrolled)"
                           % (inst.opcode, taps, MAX_TAPS))
