@@ -173,3 +173,45 @@ def test_random_normal_executes_few_instructions():
     mod, res = _run(p.fn, *args)
     assert not _range_checks(mod)
     assert res.instructions <= 6000, res.instructions
+
+
+# -- grouped convolutions with one output feature per group --------------------------------------
+
+def _dw_weight_grad(stride, dil, pad):
+    def f(x, dy):
+        c = x.shape[-1]
+        w = jnp.zeros((3, 3, 1, c), x.dtype)          # the gradient does not depend on w's values
+
+        def conv(w):
+            return lax.conv_general_dilated(x, w, stride, pad, rhs_dilation=dil,
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=c)
+        return jax.vjp(conv, w)[1](dy)[0]
+    return f
+
+
+@pytest.mark.parametrize("stride,dil,pad", [((1, 1), (1, 1), "SAME"), ((2, 1), (1, 2), "VALID"),
+                                            ((1, 2), (2, 1), ((2, 1), (0, 3)))])
+def test_depthwise_weight_gradient_is_a_reduction_not_tiny_matmuls(stride, dil, pad):
+    # the weight gradient of a depthwise conv is a convolution with batch_group_count = channels:
+    # one [Cg x M] x [Cg x 1] matmul per group and output row before; now a reduction over the
+    # window with the channels on the partitions
+    r = np.random.default_rng(5)
+    x = r.standard_normal((2, 9, 8, 130)).astype(np.float32)
+    w = (r.standard_normal((3, 3, 1, 130)) * 0.3).astype(np.float32)
+    y = jax.eval_shape(lambda x, w: lax.conv_general_dilated(
+        x, w, stride, pad, rhs_dilation=dil, dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        feature_group_count=130), x, w)
+    dy = r.standard_normal(y.shape).astype(np.float32)
+    mod, res = _run(_dw_weight_grad(stride, dil, pad), x, dy)
+    assert not [i for i in mod.instructions() if i.opcode == "matmul"]
+    assert res.instructions <= 5000, res.instructions       # 141,470 / 19,500 / 79,070 as matmuls
+
+
+def test_batch_grouped_convolution_with_two_batches_per_group():
+    r = np.random.default_rng(6)
+    x = r.standard_normal((6, 7, 4)).astype(np.float32)          # N = 6 = 3 groups x 2, W, C
+    k = r.standard_normal((3, 4, 3)).astype(np.float32)          # W, I, O = 3 groups x 1
+    f = lambda x, k: lax.conv_general_dilated(x, k, (1,), "VALID", dimension_numbers=("NWC", "WIO", "NWC"),
+                                              batch_group_count=3)
+    mod, _ = _run(f, x, k)
+    assert not [i for i in mod.instructions() if i.opcode == "matmul"]

@@ -21,6 +21,7 @@ from neuronxcc.starfish.penguin.tiles import IOTA_BASE, cannot_lower, onchip_dty
 from neuronxcc.starfish.penguin.views import Splat, View
 
 MAX_WINDOW_POSITIONS = 64
+GROUP_REDUCE_MAX = 8192       # window positions x group inputs reduced per output element by _conv_group_reduce
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0}
 REDUCER_OP = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
 SORT_MAX_ROW = 8192           # three [P, n] fp32/int32 buffers stay well inside one SBUF partition
@@ -256,6 +257,8 @@ class WindowMixin:
             XG = Xp.split_axis(0, B // G)                       # (G, B/G, sp.., Cin)
         OG = Op.split_axis(ns + 1, cog)                       # (B/G, o.., G, Cog)
         OG = OG.transpose([ns + 1, 0] + list(range(1, ns + 1)) + [ns + 2])
+        if cog == 1 and G > 1 and cin * len(positions) <= GROUP_REDUCE_MAX:
+            return self._conv_group_reduce(op, XG, Kp, OG, w, cin, out, o)
         terms = []
         for pos in positions:
             starts = [0, 0] + [p * wd for p, wd in zip(pos, w["window_dilation"])] + [0]
@@ -270,6 +273,37 @@ class WindowMixin:
                       (R.strides[1],) + (0,) * (nbt - 1) + (R.strides[0], R.strides[2]), R.offset)
             terms.append((L, Rb, cin))
         self.matmul_terms(terms, OG, ns + 1, OG.shape[ns + 1], cog)
+        return [View.contiguous(out.base, o.dtype, o.shape)]
+
+    def _conv_group_reduce(self, op, XG, Kp, OG, w, cin, out, o):
+        """A grouped convolution with one output feature per group (a depthwise conv's weight
+        gradient: batch_group_count = channels) as one reduction: out[g, b, o..] = sum over window
+        positions p.. and the group's input features ci of XG[g, b, o*s + p*dil, ci] * K[p.., ci, g],
+        groups on the partitions and the G x B x out-spatial matmuls of K = Cg, N = 1 (each with a
+        PE transpose and a PSUM eviction) gone."""
+        ns = len(w["size"])
+        xs = XG.strides
+        lshape = XG.shape[:2] + tuple(OG.shape[2:2 + ns]) + tuple(w["size"]) + (cin,)
+        lstr = xs[:2] + tuple(xs[2 + j] * w["stride"][j] for j in range(ns)) + \
+            tuple(xs[2 + j] * w["window_dilation"][j] for j in range(ns)) + (xs[-1],)
+        L = View(XG.base, XG.dtype, lshape, lstr, XG.offset)
+        koff, kpos = Kp.offset, []
+        for j in range(ns):             # a reversed window dim reads the kernel backwards
+            rv = w["reversal"][j]
+            kpos.append(-Kp.strides[j] if rv else Kp.strides[j])
+            if rv:
+                koff += (w["size"][j] - 1) * Kp.strides[j]
+        # the kernel copied group-major, (G, p.., ci) contiguous, so each group's window row is one run
+        kshape = (XG.shape[0],) + tuple(w["size"]) + (cin,)
+        kv = View(Kp.base, Kp.dtype, kshape, (Kp.strides[-1],) + tuple(kpos) + (Kp.strides[-2],), koff)
+        kt = View.contiguous(self.em.tensor("convk", "scratch", Kp.dtype, kshape), Kp.dtype, kshape)
+        self.elementwise(kv, kt)
+        kstr = (kt.strides[0],) + (0,) * (1 + ns) + kt.strides[1:]
+        Kb = View(kt.base, kt.dtype, lshape, kstr, 0)
+        prod = Node("multiply", [L, Kb], {}, o.dtype, lshape, op.loc)
+        target = View(OG.base, OG.dtype, OG.shape[:-1], OG.strides[:-1], OG.offset)   # Cog = 1 dropped
+        dims = list(range(2 + ns, 3 + 2 * ns))
+        self.reduce_into([prod], [Splat(0.0, o.dtype, ())], dims, "add", [target], op)
         return [View.contiguous(out.base, o.dtype, o.shape)]
 
     def op_select_and_scatter(self, op, args, outs):
