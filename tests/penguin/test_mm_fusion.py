@@ -213,3 +213,24 @@ def test_attention_result_handed_to_the_output_projection_on_chip():
     assert not _scratch(m), _scratch(m)
     old = _lower_layout(f, args, False)
     assert _scratch(old)
+
+
+def test_layernorm_before_a_matmul_takes_three_row_instructions():
+    """The layernorm feeding a row-tile matmul: x - mean is never computed as a tile (the variance
+    is ACT's square(x + (-mean)) with its row sum, the normalisation ACT's x * rstd + (-mean * rstd)),
+    and the scale g is applied by the PE transposes' PSUM evictions (per partition after the
+    transpose), not as a [rows, D] multiply. Numerics match jax."""
+    args = _args(np.random.default_rng(9))
+    m = check(_mlp_block, *args)
+    D = args[0].shape[1]
+    acts = [i for i in m.instructions() if i.opcode == "activation"]
+    assert any(i.attrs.get("func") == "square" and i.attrs.get("bias_ap") and i.attrs.get("reduce") for i in acts)
+    assert any(i.attrs.get("func") == "identity" and i.attrs.get("bias_ap") and i.attrs.get("scale_ap") for i in acts)
+    # no full-row subtract / multiply on DVE or POOL before the first transpose (the layernorm part)
+    first_t = next(k for k, i in enumerate(m.instructions()) if i.opcode == "transpose")
+    wide = [i for i in m.instructions()[:first_t] if i.engine in ("DVE", "POOL") and i.dsts
+            and i.dsts[0].free_size == D and i.opcode in ("tensor_tensor", "tensor_scalar")]
+    assert not wide, wide
+    evs = [i for i in m.instructions() if i.opcode in ("activation", "tensor_scalar") and i.srcs
+           and m.memory_of(i.srcs[0]) == "PSUM" and (i.attrs.get("scale_ap") or i.attrs.get("operand0_ap"))]
+    assert len(evs) >= 2 * 3               # 2 K chunks x 3 row tiles, each scaled by its chunk of g

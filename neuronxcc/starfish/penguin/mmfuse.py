@@ -308,7 +308,8 @@ def _all_aligned(cg, x, shape, p, f, depth=0):
 class Context:
     """The matmuls one kernel evaluates inline: their resident weights (loaded before the loop),
     and, when the row tiles are emitted one by one (no loop), the loads of program inputs that
-    several tiles read alike (a layernorm's scale broadcast over the rows: loaded once)."""
+    several tiles read alike (a layernorm's scale broadcast over the rows: loaded once), shared
+    with the later such kernels of the program (``cg.input_tiles``)."""
 
     def __init__(self, kern, infos):
         self.kern = kern
@@ -330,7 +331,10 @@ class Context:
             return None
         pat = te.leaf_pattern(v)
         key = (v.base, v.dtype, int(off), pat[0][0], tuple(pat[1]))
-        hit = self.loads.get(key)
+        # an earlier fused kernel's tile of the same rows of a program input is still in SBUF (the
+        # block's x: its first layernorm, later the residual add): read there, not loaded again
+        across = te.cg.__dict__.setdefault("input_tiles", {})
+        hit = self.loads.get(key) or across.get(key)
         if hit is not None and hit[1] >= te.s.pn:
             tv = hit[0]
             from neuronxcc.starfish.penguin.tiles import TV
@@ -343,11 +347,11 @@ class Context:
             sizes = list(te.s.sizes)
             sizes[te.s.p] = self.max_pn
             wide = TileEval(te.cg, Space(te.s.p, te.s.f, te.s.starts, sizes)).load(v)
-            self.loads[key] = (wide, self.max_pn)
+            self.loads[key] = across[key] = (wide, self.max_pn)
             return self.shared_load(te, v)
         tv = te.load(v)
         if hit is None or hit[1] < pn:
-            self.loads[key] = (tv, pn)
+            self.loads[key] = across[key] = (tv, pn)
         return tv
 
     def load_weights(self):
@@ -500,9 +504,11 @@ def _pe_transposed(scope, info, row0, pn):
     TK = kern.k_tile(K)
     nk = -(-K // TK)
     src = _onchip_rows(kern, info, row0, pn, TK, nk)
+    cols = None
     if src is None:
         sub = scope.space(row0, pn, K)
-        lt = sub.materialise(sub.value(info.L))
+        L, cols = _column_scaled(scope, info, TK, nk)
+        lt = sub.materialise(sub.value(L))
         if lt.dtype != cdt:
             lt = sub.cast(lt, cdt)
         src = [_sub(em, lt.ap, cdt, pn, t * TK, min(TK, K - t * TK)) for t in range(nk)]
@@ -518,10 +524,53 @@ def _pe_transposed(scope, info, row0, pn):
         last = min(TK, K - (j0 + c - 1) * TK)
         full = c if last == TK else c - 1
         for a, n_, kn in ((0, full, TK), (full, c - full, last)):
-            if n_ > 0:
+            if n_ <= 0:
+                continue
+            if cols is None:
                 kern._evict_copy(em.chip(lhsT, cdt, kn, [[1, n_ * pn]], offset=(j0 + a) * pn),
                                  em.chip(ps, "float32", kn, [[1, n_ * pn]], offset=a * pn))
+                continue
+            for j in range(a, a + n_):      # each K chunk its own per-partition scale (gamma)
+                dst = em.chip(lhsT, cdt, kn, [[1, pn]], offset=(j0 + j) * pn)
+                ps_ap = em.chip(ps, "float32", kn, [[1, pn]], offset=j * pn)
+                g = cols[j0 + j]
+                load = em.engine_load
+                if load["ACT"] <= load["DVE"] * em.ghz("DVE") / em.ghz("ACT"):
+                    em.inst("activation", "ACT", [dst], [ps_ap, g], func="identity", scale_ap=True)
+                else:
+                    em.inst("tensor_scalar", "DVE", [dst], [ps_ap, g], op0="mult", operand0_ap=True)
     return [em.chip(lhsT, cdt, min(TK, K - t * TK), [[1, pn]], offset=t * pn) for t in range(nk)]
+
+
+def _column_scaled(scope, info, TK, nk):
+    """(B, per-chunk [kn, 1] SBUF columns of g) when L = B * g with g a float32 vector along K
+    broadcast over the rows (a layernorm's scale): after the PE transposes g is per partition, so
+    the transposes' PSUM eviction multiplies by it and the [rows, K] multiply goes. Else (L, None).
+    The columns are loaded once per kernel, in one DMA when TK divides K (an element per partition)."""
+    L = info.L
+    if not (isinstance(L, Node) and L.op == "multiply" and len(L.args) == 2 and L.dtype == "float32"):
+        return L, None
+    ctx = scope.ctx
+    em = ctx.kern.em
+    for b, g in (L.args, L.args[::-1]):
+        if not (isinstance(g, View) and g.dtype == "float32" and len(g.shape) == 2 and g.strides[0] == 0
+                and g.base in em.m.tensors and em.m.tensors[g.base].kind in ("input", "const")
+                and isinstance(g.offset, int)):
+            continue
+        key = ("gcols", g.base, g.offset, g.strides[1], TK)
+        cols = ctx.loads.get(key)
+        if cols is None:
+            sk, full = g.strides[1], info.K // TK
+            m = em.sbuf("gcol", TK, nk, "float32")      # column t: g[t*TK : (t+1)*TK]
+            cols = [em.chip(m, "float32", min(TK, info.K - t * TK), [[1, 1]], offset=t) for t in range(nk)]
+            if full:
+                em.dma(em.chip(m, "float32", TK, [[1, full]]),
+                       em.hbm(g.base, g.offset, [[sk, TK], [TK * sk, full], [1, 1]]))
+            if full < nk:
+                em.dma(cols[full], em.hbm(g.base, g.offset + full * TK * sk, [[sk, info.K - full * TK], [1, 1]]))
+            ctx.loads[key] = cols
+        return b, cols
+    return L, None
 
 
 def _onchip_rows(kern, info, row0, pn, TK, nk):

@@ -123,12 +123,21 @@ class TileEval(TileMath):
         xin = rows.reindexed_input(self.cg, v, self.s.f)
         sq = _square_of(xin) if info.red == "add" else None
         if sq is not None and self.key(xin) not in self.memo:
-            # sum of squares (a variance): ACT squares the tile and accumulates the row sum at once
-            y = self.materialise(self.value(sq))
+            # sum of squares (a variance): ACT squares the tile and accumulates the row sum at once;
+            # of y - c (c a [P,1] column: x - mean) it takes -c as its bias (y - c is not computed)
+            cen = self._centred(sq)
             t = self.new_tile("float32")
             col = self.new_col("float32", "rowred")
-            self.em.inst("activation", "ACT", [t.ap, col.ap], [y.ap], func="square", scale=1.0, bias=0.0,
-                         reduce="add")
+            if cen is not None:
+                y, c = cen
+                nc = self.new_col("float32", "negc")
+                self.em.inst("tensor_scalar", "DVE", [nc.ap], [c.ap], op0="mult", operand0=-1.0)
+                self.em.inst("activation", "ACT", [t.ap, col.ap], [y.ap, nc.ap], func="square", scale=1.0,
+                             bias_ap=True, reduce="add")
+            else:
+                y = self.materialise(self.value(sq))
+                self.em.inst("activation", "ACT", [t.ap, col.ap], [y.ap], func="square", scale=1.0, bias=0.0,
+                             reduce="add")
             self.memo[self.key(xin)] = t
         else:
             t = self.materialise(self.value(xin))
@@ -142,6 +151,35 @@ class TileEval(TileMath):
         if onchip_dtype(info.dtype) != "float32":
             col = self.cast(col, info.dtype)
         return col
+
+    def _centred(self, x):
+        """(tile y, column c) for x = y - c with c a [P,1] column and y an fp32 tile; else None."""
+        if not (isinstance(x, Node) and x.op == "subtract" and x.dtype == "float32" and self.s.p is not None):
+            return None
+        y, c = self.value(x.args[0]), self.value(x.args[1])
+        if c.kind != "col" or y.kind != "tile" or y.dtype != "float32" or c.dtype != "float32":
+            return None
+        return y, c
+
+    def _centred_scaled(self, x):
+        """(y - c1) * c2 (a layernorm's normalisation: c1 the mean, c2 the rstd) as one ACT instruction,
+        y * c2 + (-c1 * c2), with the bias column from one DVE op on [P,1]; else None."""
+        if not (isinstance(x, Node) and x.op == "multiply" and len(x.args) == 2) or self.key(x.args[0]) in self.memo:
+            return None                      # (y - c1) already computed: multiply it
+        cen = self._centred(x.args[0])
+        if cen is None:
+            return None
+        c2 = self.value(x.args[1])
+        if c2.kind != "col" or c2.dtype != "float32":
+            return None
+        y, c1 = cen
+        nb = self.new_col("float32", "negcs")
+        self.em.inst("tensor_scalar", "DVE", [nb.ap], [c1.ap, c2.ap], op0="mult", operand0_ap=True,
+                     op1="mult", operand1=-1.0)
+        out = self.new_tile("float32")
+        self.em.inst("activation", "ACT", [out.ap], [y.ap, nb.ap, c2.ap], func="identity", bias_ap=True,
+                     scale_ap=True)
+        return out
 
     def new_col(self, dtype, prefix="col"):
         dtype = onchip_dtype(dtype)
@@ -315,11 +353,12 @@ class TileEval(TileMath):
                 r = self.act(m[0], self.value(m[1]), dt)
             else:
                 aff = _act_affine(x)
+                r = None if aff is not None else self._centred_scaled(x)
                 if aff is not None:
                     # f(z * scale + bias): one ACT instruction (rsqrt(var / n + eps) of a layernorm)
                     func, z, scale, bias = aff
                     r = self.act(func, self.value(z), onchip_dtype(x.dtype), scale=scale, bias=bias)
-                else:
+                elif r is None:
                     args = [self.value(a) for a in x.args]
                     r = self.op(x, args)
         self.memo[k] = r
