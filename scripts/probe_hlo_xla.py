@@ -721,3 +721,9 @@ def while_loop_power_iteration(a, v):
         return i + 1, y / n, n
     _, x, lam = lax.while_loop(cond, body, (0, v / jnp.linalg.norm(v), 0.0))
     return x, lam
+
+
+@piece(f32(64, 16384, scale=0.1), np.array([[3, 63, 0], [7, 7, 1]], np.int32), f32(2, 3, 16384))
+def wide_rows_gather_and_scatter_16k(table, ids, g):
+    # a 405B-class embedding width: rows of 16384 elements (64 KiB in fp32)
+    return jnp.take(table, ids, axis=0), table.at[ids].add(g)

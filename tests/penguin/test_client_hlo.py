@@ -294,3 +294,13 @@ def test_reduce_windows_of_more_positions_than_the_kernel_unrolls():
         lax.reduce_window(x, -jnp.inf, lax.max, (1, 100), (1, 3), ((0, 0), (20, 7)), window_dilation=(1, 2)),
         lax.reduce_window(x, 2.5, lax.min, (2, 77), (1, 5), "VALID"),
         lax.reduce_window(y, 1.0, lax.add, (1, 1, 10, 10), (1, 1, 6, 6), "SAME") / 100.0), b, x, y)
+
+
+def test_scatters_of_rows_wider_than_the_scatter_window():
+    """Embedding-gradient scatters into rows of 16384 elements (a 405B-class width; the kernel's
+    window holds 8192), with add and max combiners and an out-of-range row that XLA drops: split
+    into column chunks. They used to be refused."""
+    table = R.randn(40, 16384).astype(np.float32)
+    ids = np.array([[3, 39, 0], [7, 7, 45]], np.int32)
+    g = R.randn(2, 3, 16384).astype(np.float32)
+    check(lambda t, i, g: (t.at[i].add(g, mode="drop"), t.at[i[0]].max(g[0])), table, ids, g)

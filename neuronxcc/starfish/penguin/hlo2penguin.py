@@ -217,6 +217,11 @@ class Converter:
             res = self._convert_reduction(g, inst, ins, loc)
             if res is not None:
                 return res
+        if op == "scatter":
+            from neuronxcc.starfish.penguin import scattersplit
+            res = scattersplit.split(self, g, inst, ins, loc)
+            if res is not None:
+                return res
         if op == "dot":
             from neuronxcc.starfish.penguin import intdot
             res = intdot.lower(g, inst, ins, loc)
