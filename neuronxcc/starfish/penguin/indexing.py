@@ -25,8 +25,8 @@ from neuronxcc.starfish.penguin.expr import Node, apply_view
 from neuronxcc.errors import cannot_lower as _cannot_lower
 from neuronxcc.starfish.penguin.tiles import cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
+from neuronxcc.starfish.penguin.scattersplit import MAX_WINDOW   # elements of one scatter window
 
-MAX_WINDOW = 8192           # elements of one scatter window (four on-chip buffers of it)
 COMBINE = {"add": "add", "mul": "mult", "max": "max", "min": "min"}
 
 

@@ -207,10 +207,31 @@ def _taps(w):
     return taps
 
 
+def prefix_axis(w, shape, red):
+    """(axis, reverse) when the window is a prefix (or suffix) along one axis, else None."""
+    if red not in ALU_KINDS:
+        return None
+    axis = None
+    for k, n in enumerate(shape):
+        if w["size"][k] == 1 and w["pad_lo"][k] == 0 and w["pad_hi"][k] == 0:
+            continue
+        if axis is not None or w["size"][k] != n or n < 2:
+            return None
+        axis = k
+    if axis is None or any(s != 1 for s in w["stride"]) or any(d != 1 for d in w["window_dilation"]) \
+            or any(d != 1 for d in w["base_dilation"]):
+        return None
+    n = shape[axis]
+    if (w["pad_lo"][axis], w["pad_hi"][axis]) == (n - 1, 0):
+        return axis, False
+    if (w["pad_lo"][axis], w["pad_hi"][axis]) == (0, n - 1):
+        return axis, True
+    return None
+
+
 def _is_prefix(w, shape, kind):
     """A prefix (or suffix) window along one axis: the kernel's scan, at any length."""
-    from neuronxcc.starfish.penguin.windows import WindowMixin
-    return WindowMixin._cumsum_axis(None, w, shape, kind) is not None
+    return prefix_axis(w, shape, kind) is not None
 
 
 def _window_op(b, x, kind, size, stride, dilation, axis, out_len, dt, ident):

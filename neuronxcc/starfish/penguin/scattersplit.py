@@ -1,20 +1,24 @@
 """Scatters whose window is wider than the scatter kernel takes, as scatters of column chunks.
 
-The scatter kernel holds a window in four on-chip buffers, at most ``indexing.MAX_WINDOW`` elements
+The scatter kernel holds a window in four on-chip buffers, at most ``MAX_WINDOW`` elements
 (an embedding gradient's rows of a 16384-wide model are twice that). A window dimension that the
 indices do not address (the whole operand dimension, every window starting at 0 in it: an
 embedding row) splits the scatter into independent ones: each chunk of that dimension of the
 operand gets the same chunk of every update window at the same indices, whatever the combiner,
 and whether a window is out of bounds (XLA then skips all of it) depends only on the addressed
 dimensions, which every chunk shares. The chunks are concatenated back.
+
+``MAX_WINDOW`` is defined here and read by the kernel (indexing.py): this module, below the codegen,
+must not import it.
 """
+
+MAX_WINDOW = 8192           # elements of one scatter window (four on-chip buffers of it)
 
 
 def split(conv, g, inst, ins, loc):
     """The Penguin value of a single-operand scatter with a too-wide window, in chunks; None when
     it fits the kernel or no window dimension can be split."""
     from neuronxcc.hlo import interp_attrs as A
-    from neuronxcc.starfish.penguin.indexing import MAX_WINDOW
     if len(inst.operands) != 3 or not inst.shape.is_array:
         return None
     d = A.scatter_dims(inst)
