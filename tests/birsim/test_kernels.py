@@ -136,3 +136,20 @@ def test_small_matmul_sums_fp32_products_over_k_in_order():
         got = K.small_matmul(s, w)
         assert got.dtype == np.float32 and got.shape == (m, n)
         np.testing.assert_array_equal(got, want)
+
+
+def test_gelu_passes_match_the_numpy_float64_expression():
+    """alu's GELU (the typed passes around numpy's float64 exp) gives the bits of the numpy expression
+    it replaces, (0.5 * x64 * (1 + erf64(x / sqrt 2))).astype(float32), on finite values of every
+    magnitude, infinities, zeros and subnormals; NaN stays NaN."""
+    from neuronxcc.starfish.birsim import alu
+    rng = np.random.default_rng(5)
+    x = np.concatenate([(rng.standard_normal(20000) * s).astype(np.float32) for s in (1e-40, 1e-3, 1, 4, 30, 1e30)]
+                       + [np.array([0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32)])
+    with np.errstate(all="ignore"):
+        want = (0.5 * x.astype(np.float64) * (1.0 + alu._erf64(x / np.sqrt(2.0)))).astype(np.float32)
+        got = alu.act("gelu", x.reshape(-1, 8))
+    assert got.shape == (x.size // 8, 8)
+    assert got.reshape(-1).tobytes() == want.tobytes()
+    with np.errstate(all="ignore"):
+        assert np.isnan(alu.act("gelu", np.array([np.nan, -np.nan], np.float32))).all()

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from neuronxcc.errors import BirSimError
 from neuronxcc.starfish import birpy as B
@@ -484,3 +485,37 @@ def test_hbm_bandwidth_caps_all_engines_together():
         hbm_bytes = 8 * n * 4 * (2 if src_hbm_to_hbm else 1)
         rate = hbm_bytes / (res.total_s - tm.dma_fixed_latency_s)
         assert 0.9 * tm.hbm_bytes_per_sec < rate <= tm.hbm_bytes_per_sec * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(1, 200))
+def test_access_tracker_matches_a_plain_scan_of_its_last_64_accesses(seed, count):
+    """The tracker (which skips blocks of its ring that ended before the asking time) gives what a plain
+    scan of the last 64 accesses of a storage gives: the latest conflicting end of another track, the
+    id of the first access in ring order reaching it, the same track's latest overlapping end."""
+    from neuronxcc.starfish.birsim._tracker import AccessTracker
+    rng = np.random.default_rng(seed)
+    acc = AccessTracker()
+    ring = []                       # (slot order) [(r0, r1, b0, b1, write, end, track, iid)]
+    head = 0
+    for iid in range(count):
+        r0 = int(rng.integers(0, 8))
+        b0 = int(rng.integers(0, 64))
+        reg = ("s", r0, r0 + int(rng.integers(1, 4)), b0, b0 + int(rng.integers(1, 16)), bool(rng.integers(0, 2)))
+        track = int(rng.integers(0, 3))
+        floor = float(iid // 4 + rng.integers(0, 10))         # the asking time, as a timeline's rises
+        dep = acc.conflict_time(track, [reg], floor)
+        want, who = floor, -1
+        for (a0, a1, c0, c1, w, e, tr, i) in ring:
+            if tr != track and (w or reg[5]) and e > want and reg[1] < a1 and a0 < reg[2] and reg[3] < c1 \
+                    and c0 < reg[4]:
+                want, who = e, i
+        assert dep == want and acc.last_conflict_id == who
+        end = floor + float(rng.integers(1, 30))
+        acc.record(track, [reg], end, iid)
+        entry = (reg[1], reg[2], reg[3], reg[4], reg[5], end, track, iid)
+        if len(ring) < 64:
+            ring.append(entry)
+        else:
+            ring[head] = entry
+        head = (head + 1) % 64

@@ -354,3 +354,77 @@ cdef class ElementWise(Plan):
             if self.ufn != 0:
                 ncc_ew_func(self.ufn, z, n5)
         return 0
+
+
+# -- GELU (birsim.alu._gelu) in two typed passes around numpy's float64 exp ------------
+
+import numpy as np
+
+cdef extern from *:
+    """
+    /* alu._gelu's float64 arithmetic element by element, in numpy's order: xs = x / sqrt(2),
+       z = |xs|, t = 1 / (1 + 0.5 z), poly = (-z z - c0) + t (c1 + t (...)); then (after
+       e = exp(poly), numpy's) erfc = t e, erf = xs >= 0 ? 1 - erfc : erfc - 1, and the fp32
+       rounding of (0.5 x) (1 + erf). No contraction into fused multiply-adds. */
+    #include <math.h>
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define NCC_GELU_FP __attribute__((optimize("O3", "fp-contract=off"), target_clones("avx512f", "avx2", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__)
+    #define NCC_GELU_FP __attribute__((optimize("O3", "fp-contract=off")))
+    #else
+    #define NCC_GELU_FP
+    #endif
+    static NCC_GELU_FP void ncc_gelu_poly(const float *x, Py_ssize_t n, double *t, double *poly) {
+        const double r2 = sqrt(2.0);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double xs = (double)x[i] / r2;
+            double z = fabs(xs);
+            double u = 1.0 / (1.0 + 0.5 * z);
+            t[i] = u;
+            poly[i] = -z * z - 1.26551223 + u * (1.00002368 + u * (0.37409196 + u * (0.09678418 + u * (
+                -0.18628806 + u * (0.27886807 + u * (-1.13520398 + u * (1.48851587 + u * (-0.82215223 +
+                u * 0.17087277))))))));
+        }
+    }
+    static NCC_GELU_FP void ncc_gelu_out(const float *x, Py_ssize_t n, const double *t, const double *e, float *y) {
+        const double r2 = sqrt(2.0);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double x64 = (double)x[i];
+            double xs = x64 / r2;
+            double erfc = t[i] * e[i];
+            double pos = 1.0 - erfc, neg = erfc - 1.0, erf;
+            uint64_t up, un, m = (uint64_t)0 - (uint64_t)(xs >= 0), ue;
+            memcpy(&up, &pos, 8); memcpy(&un, &neg, 8);
+            ue = (up & m) | (un & ~m);          /* branch-free: the signs are random */
+            memcpy(&erf, &ue, 8);
+            y[i] = (float)(0.5 * x64 * (1.0 + erf));
+        }
+    }
+    """
+    void ncc_gelu_poly(const float* x, Py_ssize_t n, double* t, double* poly) noexcept nogil
+    void ncc_gelu_out(const float* x, Py_ssize_t n, const double* t, const double* e, float* y) noexcept nogil
+
+
+cdef object _exp = np.exp
+
+
+def gelu_f32(x):
+    """alu._gelu of a float32 array (any shape): 0.5 x (1 + erf(x / sqrt 2)) in float64, erf by
+    alu._erf64's fit, rounded to fp32 -- the same float64 operations in the same order, the exp
+    numpy's own (np.exp on float64), without numpy's temporaries."""
+    cdef const float[::1] xv = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
+    cdef Py_ssize_t n = xv.shape[0]
+    out = np.empty(np.shape(x), np.float32)
+    if n == 0:
+        return out
+    tp = np.empty((2, n), np.float64)
+    cdef double[:, ::1] tv = tp
+    cdef float[::1] yv = out.reshape(-1)
+    with nogil:
+        ncc_gelu_poly(&xv[0], n, &tv[0, 0], &tv[1, 0])
+    _exp(tp[1], out=tp[1])
+    with nogil:
+        ncc_gelu_out(&xv[0], n, &tv[0, 0], &tv[1, 0], &yv[0])
+    return out

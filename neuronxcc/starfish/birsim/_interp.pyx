@@ -37,15 +37,19 @@ cdef class _Body:
     cdef list plans            # instruction: plan tuple or None (not yet run)
     cdef list runs             # instruction: its typed Plan (run by a C call), or None (a Python callable)
     cdef list recs             # instruction: Rec or None
+    cdef list infos            # instruction: its [(APInfo, is_write)] (None: an indirect DMA's regions)
+    cdef unsigned char* ready  # instruction: plan, infos and record cached (the node itself is not read again)
     cdef list subs             # loop / while: _Body of the body; if: (then, else) _Bodies
     cdef list names            # loop: its variable, while / if: its register, interned (env lookups by identity)
     cdef Py_ssize_t n
 
     def __cinit__(self):
         self.kinds = NULL
+        self.ready = NULL
 
     def __dealloc__(self):
         free(self.kinds)
+        free(self.ready)
 
 
 cdef _Body _body_of(object ex, list body):
@@ -58,14 +62,17 @@ cdef _Body _body_of(object ex, list body):
     b.nodes = body
     b.n = len(body)
     b.kinds = <int*>malloc(max(1, b.n) * sizeof(int))
-    if b.kinds == NULL:
+    b.ready = <unsigned char*>malloc(max(1, b.n))
+    if b.kinds == NULL or b.ready == NULL:
         raise MemoryError()
     b.plans = [None] * b.n
     b.runs = [None] * b.n
     b.recs = [None] * b.n
+    b.infos = [None] * b.n
     b.subs = [None] * b.n
     b.names = [None] * b.n
     for i in range(b.n):
+        b.ready[i] = 0
         k = body[i].kind
         b.kinds[i] = 0 if k == "inst" else 1 if k == "loop" else 2 if k == "while" else 3
         if k == "loop":
@@ -90,35 +97,43 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
     cdef Py_ssize_t i
     cdef int kind
     cdef _Body inner
+    cdef object infos
     for i in range(b.n):
-        n = b.nodes[i]
         kind = b.kinds[i]
         if kind == 0:
-            p = <tuple>b.plans[i] if b.plans[i] is not None else None
-            if p is None:
+            if not b.ready[i]:
+                # the first execution: plan and record cached by position; later ones never read the
+                # node (or the plan tuple) again, only what they need of it
+                n = b.nodes[i]
                 p = ex._plans.get(id(n))
                 if p is None or p[0] is not n:
                     p = ex._prepare(n)
                 b.plans[i] = p
                 b.runs[i] = p[1] if isinstance(p[1], Plan) else None
+                b.infos[i] = p[2]
             run = b.runs[i]
             try:
                 if run is not None:
                     (<Plan>run).run(env)
                 else:
-                    p[1](env)
+                    (<tuple>b.plans[i])[1](env)
             except BirSimError as e:
+                n = b.nodes[i]
                 raise BirSimError("instruction #%s %s@%s: %s" % (n.id, n.opcode, n.engine, e.message))
-            if b.recs[i] is None:
-                b.recs[i] = tl.rec(n)
+            if not b.ready[i]:
+                b.recs[i] = tl.rec(b.nodes[i])
+                b.ready[i] = 1
             r = <Rec>b.recs[i]
-            if p[2] is None:
-                se = core.step(r, env, ex._indirect_regions(n, p[3]))
+            infos = b.infos[i]
+            if infos is None:
+                n = b.nodes[i]
+                se = core.step(r, env, ex._indirect_regions(n, (<tuple>b.plans[i])[3]))
             else:
-                se = core.step_infos(r, env, p[2])
+                se = core.step_infos(r, env, <list>infos)
             if se is None or core.raced or trace:
-                tl.after(n, r, se)
+                tl.after(b.nodes[i], r, se)
         elif kind == 1:
+            n = b.nodes[i]
             var = b.names[i]
             saved = env.get(var)
             if b.subs[i] is None:
@@ -132,6 +147,7 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
             else:
                 env[var] = saved
         elif kind == 2:
+            n = b.nodes[i]
             limit = n.max_trips if n.max_trips is not None else default_max_trips
             trips = 0
             if b.subs[i] is None:
@@ -143,6 +159,7 @@ cdef _run(object ex, _Body b, dict env, dict regs, object tl, Core core, bint tr
                     raise BirSimError("While #%s on %s ran more than %d trips" % (n.id, n.cond, limit))
                 _run(ex, inner, env, regs, tl, core, trace, default_max_trips)
         else:
+            n = b.nodes[i]
             if b.subs[i] is None:
                 b.subs[i] = (_body_of(ex, n.then_body), _body_of(ex, n.else_body))
             inner = <_Body>(b.subs[i][0] if _reg(regs, b.names[i], n) != 0 else b.subs[i][1])

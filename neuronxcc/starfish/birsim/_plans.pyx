@@ -382,6 +382,58 @@ cdef class IntSelect(Plan):
         return 0
 
 
+cdef class AffineSelect(Plan):
+    """out = x where cond else fill, COND fixed (affine_select's iota grid compared once by the
+    caller, one flag per element in row-major order): through fp32 (FILL cast to fp32, the cast
+    on store as write_f32 does) or, with IS_INT, exact int64 (wrapped on store as write_i64
+    does), as Executor.op_affine_select's np.where. The source is read completely first."""
+    cdef _Operand out, src
+    cdef object cond                # keeps the flags alive
+    cdef const uint8_t* c
+    cdef bint is_int
+    cdef float ffill
+    cdef int64_t ifill
+    cdef Py_ssize_t n
+
+    def __init__(self, APInfo out, APInfo src, cond, fill, bint is_int):
+        cdef const uint8_t[::1] cv
+        if out.n != src.n or cond.shape[0] != out.n or out.n == 0:
+            raise ValueError("AffineSelect needs one flag per element")
+        self.out = _Operand(out)
+        self.src = _Operand(src)
+        self.cond = cond
+        cv = cond
+        self.c = &cv[0]
+        self.is_int = is_int
+        if is_int:
+            self.ifill = fill
+        else:
+            self.ffill = fill
+        self.n = out.n
+
+    cdef int run(self, dict env) except -1:
+        cdef Py_ssize_t sb = self.src.info.base(env)
+        cdef Py_ssize_t ob = self.out.info.base(env)
+        cdef Py_ssize_t i, n = self.n
+        cdef float* x
+        cdef int64_t* q
+        if self.is_int:
+            q = _iscratch_for(n)
+            read_i64_ptr(self.src.p, self.src.code, sb, self.src.strides, self.src.nums, q)
+            for i in range(n):
+                if not self.c[i]:
+                    q[i] = self.ifill
+            write_i64_ptr(q, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        else:
+            x = _scratch_for(n)
+            read_f32_ptr(self.src.p, self.src.code, sb, self.src.strides, self.src.nums, x)
+            for i in range(n):
+                if not self.c[i]:
+                    x[i] = self.ffill
+            write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
+        return 0
+
+
 cdef class Fill(Plan):
     """Write fixed values (memset, iota: computed once by the caller) into the AP: fp32 values
     cast on store as write_f32 does, or int64 values wrapped as write_i64 does."""

@@ -3,6 +3,7 @@
 
 cdef enum:
     RING = 64
+    RING_BLOCKS = 8   # RING / 8: blocks of 8 entries
     MAXREG = 16       # operands of one instruction the typed step takes as Region structs
 
 
@@ -18,6 +19,7 @@ cdef class _Ring:
     cdef int n
     cdef int head
     cdef double maxend          # >= every end in the ring (the largest ever recorded)
+    cdef double bmax[RING_BLOCKS] # per block of 8 entries: the largest end in it (a block ending early is skipped)
 
 
 # One operand's access: its storage's ring (borrowed: the tracker keeps every ring alive),
@@ -36,5 +38,5 @@ cdef class AccessTracker:
     cdef int regions_from_list(self, list regions, Region* out) except -1
     cdef double conflict_regs(self, int track, Region* regs, int n, double floor)
     cdef void record_regs(self, int track, Region* regs, int n, double end, long long iid)
-    cpdef double conflict_time(self, int track, list regions)
+    cpdef double conflict_time(self, int track, list regions, double floor=*)
     cpdef record(self, int track, list regions, double end, long long iid)

@@ -65,7 +65,7 @@ cdef class AccessTracker:
         cdef _Ring rg
         cdef long long r0, r1, b0, b1
         cdef bint w
-        cdef int k, i
+        cdef int k, i, blk, k1
         self.last_conflict_id = -1
         for i in range(n):
             rg = <_Ring>regs[i].ring
@@ -76,25 +76,32 @@ cdef class AccessTracker:
             b0 = regs[i].b0
             b1 = regs[i].b1
             w = regs[i].write
-            for k in range(rg.n):
-                e = rg.end[k]
-                if e <= floor or not (w or rg.write[k]):
-                    continue
-                if rg.track[k] == track:
-                    if e > same and r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
-                        same = e
-                    continue
-                if e <= dep:
-                    continue
-                if r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
-                    dep = e
-                    self.last_conflict_id = rg.iid[k]
+            for blk in range((rg.n + 7) >> 3):
+                if rg.bmax[blk] <= floor:
+                    continue            # no entry of the block can be looked at (same order as one scan)
+                k1 = (blk << 3) + 8
+                if k1 > rg.n:
+                    k1 = rg.n
+                for k in range(blk << 3, k1):
+                    e = rg.end[k]
+                    if e <= floor or not (w or rg.write[k]):
+                        continue
+                    if rg.track[k] == track:
+                        if e > same and r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
+                            same = e
+                        continue
+                    if e <= dep:
+                        continue
+                    if r0 < rg.r1[k] and rg.r0[k] < r1 and b0 < rg.b1[k] and rg.b0[k] < b1:
+                        dep = e
+                        self.last_conflict_id = rg.iid[k]
         self.same_dep = same
         return dep
 
     cdef void record_regs(self, int track, Region* regs, int n, double end, long long iid):
         cdef _Ring rg
-        cdef int h, i
+        cdef int h, i, blk, k
+        cdef double bm
         for i in range(n):
             rg = <_Ring>regs[i].ring
             h = rg.head
@@ -111,15 +118,21 @@ cdef class AccessTracker:
             rg.head = (h + 1) % RING
             if rg.n < RING:
                 rg.n += 1
+            blk = h >> 3
+            bm = rg.end[blk << 3]
+            for k in range((blk << 3) + 1, min((blk << 3) + 8, rg.n)):
+                if rg.end[k] > bm:
+                    bm = rg.end[k]
+            rg.bmax[blk] = bm
 
-    cpdef double conflict_time(self, int track, list regions):
-        """regions: [(key, r0, r1, b0, b1, is_write)]; sets last_conflict_id."""
+    cpdef double conflict_time(self, int track, list regions, double floor=0.0):
+        """regions: [(key, r0, r1, b0, b1, is_write)]; sets last_conflict_id (conflict_regs from FLOOR)."""
         cdef double dep
         cdef Region* regs = <Region*>malloc(max(1, len(regions)) * sizeof(Region))
         if regs == NULL:
             raise MemoryError()
         try:
-            dep = self.conflict_regs(track, regs, self.regions_from_list(regions, regs), 0.0)
+            dep = self.conflict_regs(track, regs, self.regions_from_list(regions, regs), floor)
         finally:
             free(regs)
         return dep

@@ -18,6 +18,7 @@ polynomials; the results agree to fp32 rounding, not bit for bit.
 import numpy as np
 
 from neuronxcc.starfish.birsim import _kernels as _K
+from neuronxcc.starfish.birsim._elementwise import gelu_f32 as _gelu_f32
 
 __all__ = ["alu_f", "alu_i", "reduce_f", "reduce_i", "act", "compare_f", "matmul_f"]
 
@@ -40,7 +41,10 @@ def _sigmoid(x):
 
 
 def _gelu(x):
-    return (0.5 * x.astype(np.float64) * (1.0 + _erf64(x / np.sqrt(2.0)))).astype(_F)
+    """0.5 x (1 + erf(x / sqrt 2)) in float64 with _erf64's fit, rounded to fp32: the typed passes of
+    ``_elementwise.gelu_f32`` (the numpy expression ``(0.5 * x64 * (1 + _erf64(x / np.sqrt(2)))).astype(
+    float32)`` operation for operation, exp included, without its temporaries)."""
+    return _gelu_f32(x)
 
 
 def _gelu_dx(x):

@@ -17,8 +17,8 @@ from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
 from neuronxcc.starfish.birsim._elementwise import EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, ElementWise
-from neuronxcc.starfish.birsim._plans import (INT_DIVMOD, INT_OPS, Fill, Gather, IntElementWise, IntSelect, Matmul, RawCopy,
-                                              Select)
+from neuronxcc.starfish.birsim._plans import (INT_DIVMOD, INT_OPS, AffineSelect, Fill, Gather, IntElementWise, IntSelect,
+                                              Matmul, RawCopy, Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -334,6 +334,23 @@ def _activation(ex, instr, attrs):
                         EW_OPS["add"] if bias != 0 else 0, float(bias), False, ufn=EW_FUNCS.get(func, 0))
         if _typed(p, so.n):
             return p
+    if (bias_ap or scale_ap) and (func in ("identity", "copy") or func in EW_FUNCS) and not attrs.get("reduce") \
+            and so.n == ss.n:
+        # f((x * scale) + bias) with [P, 1] scale / bias operands: one value per row, as numpy broadcasts
+        # them in the handler (which runs an execution meeting a NaN scalar)
+        rows = _rows(src)
+        infos = []
+        for flag, k_ in ((scale_ap, 1 + bias_ap), (bias_ap, 1)):
+            info = st._static(instr.srcs[k_]) if flag else None
+            if info is not None and (info.n != rows or _rows(instr.srcs[k_]) != rows):
+                info = False
+            infos.append(info)
+        if False not in infos and ss.n % rows == 0:
+            p = ElementWise(so, ss, None, EW_OPS["mult"] if scale_ap or scale != 1 else 0, float(scale), False,
+                            EW_OPS["add"] if bias_ap or bias != 0 else 0, float(bias), False, infos[0], infos[1], rows,
+                            _handler_run(ex, instr, attrs), ufn=EW_FUNCS.get(func, 0))
+            if _typed(p, so.n):
+                return p
     wred = _writer_f(st, instr.dsts[1]) if attrs.get("reduce") else None
     act = alu.act
     do_scale, do_bias = scale_ap or scale != 1, bias_ap or bias != 0
@@ -442,10 +459,15 @@ def _affine_select(ex, instr, attrs):
     so, ss = st._static(out), st._static(src)
     rows = _rows(src)
     where = np.where
-    if _is_int(out) and _is_int(src) and float(on_false) == int(on_false):
+    ints = _is_int(out) and _is_int(src) and float(on_false) == int(on_false)
+    if ints:
         fill, read, write = int(on_false), st.read_i_at, st.write_i_at
     else:
         fill, read, write = _F(on_false), st.read_f_at, st.write_f_at
+    if so.n == ss.n > 0 and cond.shape == (rows, ss.n // rows) and (not ints or -2 ** 63 <= fill < 2 ** 63):
+        # the typed pass: x where cond else fill, the flags in row-major order
+        flags = np.ascontiguousarray(cond, dtype=np.uint8).reshape(-1)
+        return AffineSelect(so, ss, flags, fill if ints else float(fill), ints)
 
     def run(env):
         x = read(ss, ss.base(env)).reshape(rows, -1)
