@@ -231,6 +231,12 @@ def test_one_causal_block_takes_the_mask_table(h, s):
     assert cg.flash_fused == 1 and cg.flash_causal == 1
     # one per query tile of the one step (the h heads unrolled into one wavefront: per head)
     assert len(_mask_matmuls(mod)) == h * -(-s // 128)
+    # P @ V: with the heads unrolled, a query tile multiplies only the 128-key chunks it sees
+    # (the later ones of its P are exactly 0); in the loop over heads every chunk
+    tiles = [(m0, min(128, s - m0)) for m0 in range(0, s, 128)]
+    seen = sum(-(-(m0 + mn) // 128) for m0, mn in tiles) if h > 1 else len(tiles) * -(-s // 128)
+    pv = [i for i in mod.instructions() if i.opcode == "matmul" and i.srcs[0].target.startswith("fa_pT")]
+    assert len(pv) == h * seen, (len(pv), h * seen)
     assert not [i for i in mod.instructions() if i.opcode in ("select", "iota", "scalar_tensor_tensor")]
     assert not [i for i in mod.instructions() if i.opcode == "memset"
                 and i.dsts[0].target.startswith(("fa_negmax", "fa_sum", "fa_acc"))]

@@ -657,6 +657,10 @@ def lower(kern, plan):
         n0, nk = starts[-1], sizes[-1]
         nch = -(-nk // PMAX)
 
+        def visible(h):         # unrolled heads, causal: the 128-key chunks a query tile sees (P is 0 after)
+            seen = int(h["m0"]) + h["mn"] - int(n0) if mask == "table" and wave else nk
+            return min(nch, max(1, -(-seen // PMAX)))
+
         def scores(i, h):       # scores into PSUM, the mask added there, evicted scaled
             mn = h["mn"]
             h["ps"] = psum("fa_s", i, mn, nk)
@@ -709,8 +713,9 @@ def lower(kern, plan):
             mn = h["mn"]
             per = max(1, (em.tm.psum_bank_bytes // 4) // mn)
             pT = em.sbuf("fa_pT", PMAX, nch * mn, cdt2)
-            for c0 in range(0, nch, per):
-                c = min(per, nch - c0)
+            nv = visible(h)
+            for c0 in range(0, nv, per):
+                c = min(per, nv - c0)
                 # the P^T chunks reuse the score bank when they fit (its eviction has long run:
                 # P came from it), so a query tile holds one bank besides its P @ V tile
                 psT = h["ps"] if (c0 == 0 and mn == PMAX and c * mn <= nk) else psum("fa_psT", (i, c0), PMAX, c * mn)
@@ -735,7 +740,7 @@ def lower(kern, plan):
         def pv(i, h):           # P @ V in PSUM, then acc = acc * corr + P @ V
             mn = h["mn"]
             pv_ap = em.chip(psum("fa_pv", i, mn, Dv), f32, mn, [[1, Dv]])
-            for j in range(nch):
+            for j in range(visible(h)):
                 cn = min(PMAX, nk - j * PMAX)
                 vm, voff = h["vres"][j] if isinstance(h["vres"], list) else (h["vres"], n0 * (W // PMAX) + j * W)
                 em.inst("matmul", "PE", [pv_ap], [em.chip(h["pT"], cdt2, cn, [[1, mn]], offset=j * mn),

@@ -507,7 +507,7 @@ def _pe_transposed(scope, info, row0, pn):
     cols = None
     if src is None:
         sub = scope.space(row0, pn, K)
-        L, cols = _column_scaled(scope, info, TK, nk)
+        L, cols = _column_scaled(scope.ctx, info, TK, nk)
         lt = sub.materialise(sub.value(L))
         if lt.dtype != cdt:
             lt = sub.cast(lt, cdt)
@@ -542,7 +542,7 @@ def _pe_transposed(scope, info, row0, pn):
     return [em.chip(lhsT, cdt, min(TK, K - t * TK), [[1, pn]], offset=t * pn) for t in range(nk)]
 
 
-def _column_scaled(scope, info, TK, nk):
+def _column_scaled(ctx, info, TK, nk):
     """(B, per-chunk [kn, 1] SBUF columns of g) when L = B * g with g a float32 vector along K
     broadcast over the rows (a layernorm's scale): after the PE transposes g is per partition, so
     the transposes' PSUM eviction multiplies by it and the [rows, K] multiply goes. Else (L, None).
@@ -550,7 +550,6 @@ def _column_scaled(scope, info, TK, nk):
     L = info.L
     if not (isinstance(L, Node) and L.op == "multiply" and len(L.args) == 2 and L.dtype == "float32"):
         return L, None
-    ctx = scope.ctx
     em = ctx.kern.em
     for b, g in (L.args, L.args[::-1]):
         if not (isinstance(g, View) and g.dtype == "float32" and len(g.shape) == 2 and g.strides[0] == 0
