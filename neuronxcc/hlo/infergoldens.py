@@ -77,6 +77,9 @@ def _parser():
     p.add_argument("--max-while-trips", type=int, default=DEFAULT_MAX_WHILE_TRIPS, metavar="N",
                    help="fail when the program's while loops run more trips than this in all "
                         "(default %d)" % DEFAULT_MAX_WHILE_TRIPS)
+    p.add_argument("--serial", action="store_true",
+                   help="run the perturbed run (the spreads) after the goldens run in this process, not beside "
+                        "it in a forked one (the default on a machine with more than one core)")
     return p
 
 
@@ -122,11 +125,25 @@ def _run_cast(args):
         inputs = random_inputs(module, args.seed)
     # One evaluator for the goldens and the perturbed run: the module's plans are built once.
     ev = Evaluator(module, max_while_trips=args.max_while_trips)
-    outputs = ev.evaluate_entry(inputs)
-    # the evaluator accepted these (it casts e.g. int64 to an f32 parameter); store what it ran on
-    inputs = [np.asarray(a).astype(s.numpy_dtype(), copy=False) for a, s in zip(inputs, parameter_leaves(module))]
-    spreads = output_spreads(module, inputs, outputs, args.seed, args.max_while_trips, run=_rerun(ev))
-    write_npz(args.output, inputs, outputs, spreads)
+    # the evaluator accepts these (it casts e.g. int64 to an f32 parameter); store what it runs on
+    typed = [np.asarray(a).astype(s.numpy_dtype(), copy=False) for a, s in zip(inputs, parameter_leaves(module))]
+    pert = perturbed_inputs(typed, args.seed)
+    beside = None
+    if pert is not None and not args.serial and _may_fork():
+        ev.prepare()          # the entry's plan is built once, before the fork, for both runs
+        beside = _ForkedRun(_rerun(ev), pert)
+    try:
+        outputs = ev.evaluate_entry(inputs)
+    except BaseException:
+        if beside is not None:
+            beside.cancel()
+        raise
+    if pert is None:
+        spreads = {}
+    else:
+        outs2, failure = beside.result() if beside is not None else _try_run(_rerun(ev), pert)
+        spreads = _spreads(module, outputs, outs2) if failure is None else _no_spreads(failure)
+    write_npz(args.output, typed, outputs, spreads)
     log.info("xla_infergoldens: wrote %d inputs, %d outputs and %d spreads to %s", len(inputs), len(outputs),
              len(spreads), args.output)
     return 0
@@ -254,6 +271,16 @@ def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_
     every float input scaled by 1 + PERTURB_ULPS*eps*N(0,1). Non-finite differences count 0 (they
     cannot widen a tolerance). {} when no input is float or the second run fails (logged)."""
     from neuronxcc.hlo.interpreter import evaluate
+    pert = perturbed_inputs(inputs, seed)
+    if pert is None:
+        return {}
+    outs2, failure = _try_run(run if run is not None else
+                              (lambda xs: evaluate(module, xs, max_while_trips=max_while_trips)), pert)
+    return _spreads(module, outputs, outs2) if failure is None else _no_spreads(failure)
+
+
+def perturbed_inputs(inputs, seed=0):
+    """The inputs of the perturbed run (output_spreads), or None when no input is float."""
     rng = np.random.default_rng([seed, 0x5eed])
     pert, any_float = [], False
     for a in inputs:
@@ -265,13 +292,94 @@ def output_spreads(module, inputs, outputs, seed=0, max_while_trips=DEFAULT_MAX_
         any_float = True
         f = a.astype(np.float64) * (1.0 + PERTURB_ULPS * eps * rng.standard_normal(a.shape))
         pert.append(f.astype(a.dtype))
-    if not any_float:
-        return {}
+    return pert if any_float else None
+
+
+def _try_run(run, pert):
+    """(outputs, None), or (None, "Type: message") when the run raised: a perturbed run may e.g.
+    loop longer; the goldens stand without spreads."""
     try:
-        outs2 = run(pert) if run is not None else evaluate(module, pert, max_while_trips=max_while_trips)
-    except Exception as e:      # a perturbed run may e.g. loop longer; the goldens stand without spreads
-        log.info("xla_infergoldens: no spreads: the perturbed run failed: %s: %s", type(e).__name__, e)
-        return {}
+        return run(pert), None
+    except Exception as e:
+        return None, "%s: %s" % (type(e).__name__, e)
+
+
+def _no_spreads(failure):
+    log.info("xla_infergoldens: no spreads: the perturbed run failed: %s", failure)
+    return {}
+
+
+def _may_fork():
+    """True when the perturbed run can go to a forked process beside the goldens run: fork exists,
+    this process may use more than one core, and it has no other thread (a fork copies only the
+    calling thread; a lock another thread held would stay held in the child)."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    if cores < 2:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        import threading
+        return threading.active_count() == 1
+
+
+class _ForkedRun:
+    """``run(args)`` in a forked child while this process goes on; ``result()`` is what
+    ``_try_run(run, args)`` would have returned here. The child's result comes back pickled through
+    a pipe; it prints nothing and ends with os._exit (no exit hooks, no stdio flushed twice)."""
+
+    def __init__(self, run, args):
+        import pickle
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(r)
+                res = _try_run(run, args)
+                try:
+                    data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception as e:   # an output pickle cannot carry: no spreads, said so
+                    data = pickle.dumps((None, "the perturbed run's outputs cannot be returned: %s" % e))
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        self.pid, self.fd = pid, r
+
+    def result(self):
+        import pickle
+
+        with os.fdopen(self.fd, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(self.pid, 0)
+        if not data or os.waitstatus_to_exitcode(status) != 0:
+            return None, "the forked perturbed run ended with status %d" % os.waitstatus_to_exitcode(status)
+        return pickle.loads(data)
+
+    def cancel(self):
+        import signal
+
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(self.fd)
+        os.waitpid(self.pid, 0)
+
+
+def _spreads(module, outputs, outs2):
+    """{output index: float32 |out - out'|} of the float outputs (output_spreads)."""
     res = [s for s in module.entry.root.shape.leaves() if s.is_array]
     spreads = {}
     for i, (o, o2) in enumerate(zip(outputs, outs2)):

@@ -144,6 +144,13 @@ class Evaluator(object):
 
     # --- entry ------------------------------------------------------------
 
+    def prepare(self):
+        """Build the entry computation's plan now (else the first evaluation builds it)."""
+        entry = self.module.entry
+        if id(entry) not in self._plans:
+            self._plans[id(entry)] = self._build_plan(entry, lifted=False)
+        return self
+
     def evaluate_entry(self, inputs):
         entry = self.module.entry
         params = list(entry.parameters)

@@ -338,3 +338,61 @@ def test_perturbed_run_has_its_own_while_trip_budget(tmp_path):
     assert main(args + ["--max-while-trips", "25"]) == 0
     with np.load(out) as z:
         assert "spread0" in z.files and float(z["spread0"].max()) > 0
+
+
+_FORK_PROBE = """
+import json, sys
+import neuronxcc.hlo.infergoldens as g
+made = []
+class Counted(g._ForkedRun):
+    def __init__(self, *a):
+        made.append(1)
+        super().__init__(*a)
+g._ForkedRun = Counted
+if sys.argv[1] == "fail":
+    def _rerun(ev):
+        def run(inputs):
+            raise RuntimeError("perturbed run refused")
+        return run
+    g._rerun = _rerun
+rc = g.main(sys.argv[2:])
+print(json.dumps({"rc": rc, "forked": len(made)}))
+"""
+
+
+def _fork_probe(mode, argv):
+    import json
+    import subprocess
+    import sys
+
+    from support.cli import _env
+
+    env = dict(_env(), OPENBLAS_NUM_THREADS="1")     # one thread, as in a compile's forked tool
+    r = subprocess.run([sys.executable, "-c", _FORK_PROBE, mode] + argv, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stdout
+
+
+@pytest.mark.parametrize("name", ["layernorm", "loops"])
+def test_the_perturbed_run_beside_the_goldens_run_writes_what_the_serial_one_does(tmp_path, name):
+    """On more than one core the perturbed run (the spreads) runs in a forked process beside the
+    goldens run; the file is byte for byte what --serial (both runs in this process) writes."""
+    import os
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: the tool runs serially")
+    _, _, model = _write(tmp_path, name)
+    par, _ = _fork_probe("ok", [model, "--output", str(tmp_path / "par.npz"), "--seed", "5"])
+    ser, _ = _fork_probe("ok", [model, "--output", str(tmp_path / "ser.npz"), "--seed", "5", "--serial"])
+    assert par == {"rc": 0, "forked": 1} and ser == {"rc": 0, "forked": 0}
+    with np.load(tmp_path / "par.npz") as a, np.load(tmp_path / "ser.npz") as b:
+        assert sorted(a.files) == sorted(b.files) and any(k.startswith("spread") for k in a.files)
+        for k in a.files:
+            assert a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes(), k
+    # a perturbed run that fails in the forked process: the goldens stand, without spreads, said so
+    res, out = _fork_probe("fail", [model, "--output", str(tmp_path / "f.npz"), "--seed", "5"])
+    assert res == {"rc": 0, "forked": 1}
+    assert "no spreads: the perturbed run failed: RuntimeError: perturbed run refused" in out
+    with np.load(tmp_path / "f.npz") as a, np.load(tmp_path / "ser.npz") as b:
+        assert sorted(a.files) == sorted(k for k in b.files if not k.startswith("spread"))
+        for k in a.files:
+            assert a[k].tobytes() == b[k].tobytes(), k
