@@ -11,6 +11,12 @@ object with ``model_files`` is a model directory's metadata.json, anything
 else is a serialized HloModuleProto (or an HloProto wrapping one). Failures
 are InputFileError subclasses (HloParseError) or HloVerifyError, never
 another exception type.
+
+``share_parsed(data, module)``: a process that has parsed the content ``data`` (the compile's
+driver, the staged model.hlo_module.pb) lets ``load_module`` of a file whose bytes are exactly
+``data`` return that module instead of parsing them again: the tools it forks next (hlo2penguin,
+xla_infergoldens) inherit the parsed module, so a compile parses its HLO in one process, not in
+three. The file is still read and compared byte for byte; anything else is parsed as before.
 """
 import os
 import re
@@ -53,6 +59,18 @@ def detect_format(data):
     return "proto"
 
 
+_SHARED = [None]     # (content bytes, module parsed from them with verify=True), see share_parsed
+
+
+def share_parsed(data, module):
+    """From now on ``load_module`` of a file holding exactly ``data`` returns ``module`` (which must
+    be what parsing ``data`` with verification gives: ``module_from_proto_bytes(data)``). The caller
+    and what reads the module must not change it; the compile's driver shares it only with the tools
+    it forks (each works on its own copy) and withdraws it after the pipeline. ``share_parsed(None,
+    None)`` withdraws it."""
+    _SHARED[0] = None if data is None or module is None else (bytes(data), module)
+
+
 def read_input_bytes(path):
     try:
         with open(path, "rb") as f:
@@ -93,6 +111,9 @@ def _load(source, verify):
     if os.path.isdir(path):
         return load_model_dir(path, verify=verify)
     data = read_input_bytes(path)
+    shared = _SHARED[0]
+    if verify and shared is not None and len(shared[0]) == len(data) and shared[0] == data:
+        return shared[1]
     if detect_format(data) == "metadata-json":
         return load_model_dir(os.path.dirname(os.path.abspath(path)), verify=verify)
     return _load_bytes(data, verify=verify, origin=path)

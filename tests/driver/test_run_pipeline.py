@@ -315,3 +315,45 @@ def test_trn2_lnc2_says_once_when_one_core_does_all_the_work(tmp_path):
     said = [l for l in (r.stdout + r.stderr).splitlines() if "--lnc 2" in l]
     assert len(said) == 1 and "does all the work" in said[0], r.stdout + r.stderr     # one kernel
     assert read_neff(str(out)).header.lnc_size == 2
+
+
+def test_a_compile_parses_its_hlo_in_the_driver_only(tmp_path, monkeypatch):
+    """stageInput parses the staged model.hlo_module.pb once and shares it (hlo.loader.share_parsed):
+    the forked hlo2penguin and xla_infergoldens parse nothing; exec'd, each parses it itself. The
+    share is withdrawn after the compile."""
+    import os
+
+    from neuronxcc.driver import ToolProcess
+    from neuronxcc.driver.CommandDriver import CommandDriver
+    from neuronxcc.hlo import loader, proto_io
+
+    monkeypatch.setattr(ToolProcess, "_heap_is_small", lambda: True)   # this test process's heap is not the point
+    calls = tmp_path / "parses.txt"
+    real = proto_io.module_from_proto_bytes
+
+    def counted(data, verify=True):
+        with open(calls, "a") as f:
+            f.write("%d\n" % os.getpid())
+        return real(data, verify=verify)
+
+    monkeypatch.setattr(proto_io, "module_from_proto_bytes", counted)
+    model = tmp_path / "m.hlo"
+    model.write_text("HloModule m\n\nENTRY e {\n  a = f32[4,8]{1,0} parameter(0)\n"
+                     "  b = f32[4,8]{1,0} parameter(1)\n  ROOT c = f32[4,8]{1,0} add(a, b)\n}\n")
+    for exec_tools in (False, True):
+        if exec_tools:
+            monkeypatch.setenv("NEURONXCC_TOOL_EXEC", "1")
+        else:
+            monkeypatch.delenv("NEURONXCC_TOOL_EXEC", raising=False)
+        if calls.exists():
+            calls.unlink()
+        monkeypatch.chdir(tmp_path)
+        rc = CommandDriver().run(["neuronx-cc", "--logfile", str(tmp_path / "log.txt"), "compile", str(model),
+                                  "--framework", "XLA", "--target", "trn1", "--output", str(tmp_path / "o.neff")])
+        assert rc == 0
+        pids = calls.read_text().split() if calls.exists() else []
+        if exec_tools:
+            assert pids == []       # the exec'd tools' own processes parse (the driver read text, staged once)
+        else:
+            assert pids == [str(os.getpid())]          # the staged bytes, parsed once, here
+        assert loader._SHARED[0] is None

@@ -334,7 +334,10 @@ class CompileCommand(CommandInterface):
 
     # -- running -----------------------------------------------------------------------
     def stageInput(self, state):
-        """Write the input as ``model.hlo_module.pb`` (HloModuleProto bytes) into the work dir."""
+        """Write the input as ``model.hlo_module.pb`` (HloModuleProto bytes) into the work dir, and
+        parse what was written once for the tools that read it (``hlo.loader.share_parsed``: the
+        forked hlo2penguin and xla_infergoldens take the parsed module instead of parsing the file
+        again; exec'd tools parse it themselves)."""
 
         from neuronxcc.hlo import load_module, module_to_proto_bytes
         module = load_module(state.input_path)
@@ -346,6 +349,11 @@ class CompileCommand(CommandInterface):
         data = module_to_proto_bytes(module)
         with open(files.MODEL, "wb") as f:
             f.write(data)
+        from neuronxcc.driver import ToolProcess
+        if not os.environ.get(ToolProcess.EXEC_ENV):
+            from neuronxcc.hlo import module_from_proto_bytes
+            from neuronxcc.hlo.loader import share_parsed
+            share_parsed(data, module_from_proto_bytes(data))
 
     def publishOutputs(self, state, pipeline_names):
         """Copy the NEFF (and wrapped_neff.hlo) out of the work dir: temp file + rename."""
@@ -404,6 +412,8 @@ class CompileCommand(CommandInterface):
             raise
         finally:
             os.chdir(launch)
+            from neuronxcc.hlo.loader import share_parsed
+            share_parsed(None, None)         # the staged module was for this compile's tools only
             try:
                 self.logMetrics(pipeline, state, ok, time.perf_counter() - t_start)
             except Exception as e:  # metrics must never mask the compile's own outcome
