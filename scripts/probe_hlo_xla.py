@@ -727,3 +727,12 @@ def while_loop_power_iteration(a, v):
 def wide_rows_gather_and_scatter_16k(table, ids, g):
     # a 405B-class embedding width: rows of 16384 elements (64 KiB in fp32)
     return jnp.take(table, ids, axis=0), table.at[ids].add(g)
+
+
+@piece(np.array([1e30, -1e30, 7.5e9, 123456.7, -5.5, 5.5, 1e-30, 0.0], np.float32),
+       np.array([3.0, 7.0, 0.3, 0.01, 2.0, -2.0, 3.0, 0.0], np.float32))
+def float_remainder_large_ratios_and_ieee_edges(a, b):
+    # (2e-37, not a subnormal: XLA:CPU flushes subnormals to zero)
+    z = jnp.array([0.0, -0.0, -1.0, 2e-37, np.inf, -np.inf, np.nan, 100.0], np.float32)
+    return (jnp.fmod(a, b), jnp.remainder(a, b), jnp.sqrt(z), lax.rsqrt(z), jnp.log(z), jnp.exp(z),
+            jnp.expm1(z), jnp.log1p(-jnp.abs(z)), jnp.tanh(z), 1.0 / z, jnp.power(z, -1.0), jnp.arctan(z))
