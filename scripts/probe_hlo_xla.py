@@ -736,3 +736,49 @@ def float_remainder_large_ratios_and_ieee_edges(a, b):
     z = jnp.array([0.0, -0.0, -1.0, 2e-37, np.inf, -np.inf, np.nan, 100.0], np.float32)
     return (jnp.fmod(a, b), jnp.remainder(a, b), jnp.sqrt(z), lax.rsqrt(z), jnp.log(z), jnp.exp(z),
             jnp.expm1(z), jnp.log1p(-jnp.abs(z)), jnp.tanh(z), 1.0 / z, jnp.power(z, -1.0), jnp.arctan(z))
+
+
+# --- single-device forms of distributed programs: what torch-xla / JAX emit on one core -----------
+
+@text(f32(4, 8))
+def torch_xla_all_reduce_one_replica():
+    # xm.optimizer_step's gradient all-reduce, compiled for one device
+    return """HloModule a
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  g = f32[4,8] parameter(0)
+  r = f32[4,8] all-reduce(g), replica_groups={}, to_apply=add_f
+  c = f32[] constant(1)
+  cb = f32[4,8] broadcast(c), dimensions={}
+  m = f32[4,8] multiply(r, cb)
+  i = u32[] replica-id()
+  p = u32[] partition-id()
+  ROOT t = (f32[4,8], u32[], u32[]) tuple(m, i, p)
+}"""
+
+
+@text(f32(8, 16), f32(16, 4))
+def sharding_custom_calls_on_one_device():
+    # with_sharding_constraint / SPMD annotations as HLO carries them before partitioning
+    return """HloModule s
+ENTRY main {
+  x = f32[8,16] parameter(0), sharding={replicated}
+  w = f32[16,4] parameter(1), sharding={maximal device=0}
+  xs = f32[8,16] custom-call(x), custom_call_target="Sharding", sharding={replicated}
+  d = f32[8,4] dot(xs, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ds = f32[8,4] custom-call(d), custom_call_target="Sharding", sharding={maximal device=0}
+  ROOT t = f32[8,4] tanh(ds)
+}"""
+
+
+@piece(f32(8, 16), f32(16, 4))
+def jax_sharding_constraint_and_named_scope(x, w):
+    from jax.sharding import PartitionSpec as P, NamedSharding, Mesh
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    with jax.named_scope("layer0"):
+        y = jax.lax.with_sharding_constraint(x @ w, NamedSharding(mesh, P("d", None)))
+    return jnp.tanh(y)

@@ -6,7 +6,7 @@ writes into a value in place); iota is computed once per instruction.
 """
 import numpy as np
 
-from neuronxcc.errors import HloVerifyError
+from neuronxcc.errors import HloVerifyError, unsupported_inst
 from neuronxcc.hlo.interp_attrs import int_attr
 from neuronxcc.hlo.interp_base import TOKEN, dims_of, dtype_of, handler, is_float, preparer
 
@@ -44,6 +44,17 @@ def h_token(ev, inst, args):
 def h_first_operand(ev, inst, args):
     if not args:
         raise HloVerifyError("%s %s has no operands" % (inst.opcode, inst.name))
+    return args[0]
+
+
+@handler("custom_identity")
+def h_custom_identity(ev, inst, args):
+    """A partitioning annotation (ops.CUSTOM_CALL_TARGETS): its operand, when the shapes agree."""
+    if len(args) != 1 or tuple(np.shape(args[0])) != tuple(dims_of(inst.shape)):
+        raise unsupported_inst(inst, "custom-call %r from %s to %s: a shard shape of its own (this compiler runs the "
+                                     "whole program on one NeuronCore)"
+                               % (str(inst.attrs.get("custom_call_target")), [tuple(np.shape(a)) for a in args],
+                                  tuple(dims_of(inst.shape))))
     return args[0]
 
 

@@ -171,6 +171,12 @@ CUSTOM_CALL_TARGETS = collections.OrderedDict([
     # an NKI kernel traced by neuronxcc.nki (backend_config: the kernel's BIR; see hlo/nki_call.py)
     ("AwsNeuronCustomNativeKernel", "custom_nki_kernel"),
     ("AwsNeuronNkiKernel", "custom_nki_kernel"),
+    # partitioning annotations (jax.lax.with_sharding_constraint, torch-xla's mark_sharding, shard_map's
+    # shape changes): one NeuronCore runs the whole program, so each is its operand when the shapes
+    # agree (one shard); a shard shape of its own is refused
+    ("Sharding", "custom_identity"),
+    ("SPMDFullToShardShape", "custom_identity"),
+    ("SPMDShardToFullShape", "custom_identity"),
 ])
 
 

@@ -304,3 +304,30 @@ def test_scatters_of_rows_wider_than_the_scatter_window():
     ids = np.array([[3, 39, 0], [7, 7, 45]], np.int32)
     g = R.randn(2, 3, 16384).astype(np.float32)
     check(lambda t, i, g: (t.at[i].add(g, mode="drop"), t.at[i[0]].max(g[0])), table, ids, g)
+
+
+def test_partitioning_annotations_are_their_operand_on_one_core():
+    """jax.lax.with_sharding_constraint emits custom-call "Sharding" (torch-xla's mark_sharding and
+    shard_map emit it and the SPMD shape changes too): on one NeuronCore each is its operand. A
+    shape change to a shard of its own is refused by name. They used to be refused as unknown
+    custom-call targets."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from neuronxcc.errors import UnsupportedOperatorError
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish.penguin import hlo2penguin
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    x, w = R.randn(8, 16).astype(np.float32), R.randn(16, 4).astype(np.float32)
+
+    def f(x, w):
+        return jnp.tanh(jax.lax.with_sharding_constraint(x @ w, NamedSharding(mesh, PartitionSpec("d", None))))
+    assert "Sharding" in jax.jit(f).lower(x, w).compiler_ir("hlo").as_hlo_text()
+    check(f, x, w)
+    text = """HloModule m
+ENTRY e {
+  p = f32[8,4] parameter(0)
+  ROOT s = f32[4,4] custom-call(p), custom_call_target="SPMDFullToShardShape", sharding={manual}
+}
+"""
+    with pytest.raises(UnsupportedOperatorError) as ei:
+        hlo2penguin.hlo_to_penguin(parse_hlo_text(text))
+    assert "SPMDFullToShardShape" in ei.value.one_line() and "shard" in ei.value.one_line()

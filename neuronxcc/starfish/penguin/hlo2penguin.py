@@ -62,7 +62,7 @@ NOT_LOWERED = hlo_ops.NOT_LOWERED
 # What this tool converts: the table's opcodes minus NOT_LOWERED (elementwise ops keep their HLO spelling).
 LOWERED_OPCODES = frozenset(op for op in hlo_ops.OPS if op not in NOT_LOWERED)
 # custom-call targets it converts, by the table's interpreter handler -> the Penguin op kind.
-CUSTOM_CALL_KINDS = {"custom_topk": "topk", "custom_nki_kernel": "nki_kernel"}
+CUSTOM_CALL_KINDS = {"custom_topk": "topk", "custom_nki_kernel": "nki_kernel", "custom_identity": "identity"}
 LOWERED_CUSTOM_CALLS = {t.lower(): CUSTOM_CALL_KINDS[h] for t, h in hlo_ops.CUSTOM_CALL_TARGETS.items()
                         if h in CUSTOM_CALL_KINDS}
 
@@ -184,6 +184,11 @@ class Converter:
         if op == "reduce-precision":
             return self.reduce_precision_value(g, inst, ins[0], loc, inst.name)
         if op in ("opt-barrier", "optimization-barrier", "add-dependency"):
+            return ins[0]
+        if op == "custom-call" and self._kind(inst) == "identity":     # a partitioning annotation
+            if len(ins) != 1 or tuple(g.values[ins[0]].shape) != tuple(inst.shape.dims):
+                raise unsupported(inst, "custom-call %r changes the shape (a shard of its own; this compiler runs "
+                                        "the whole program on one NeuronCore)" % _attr(inst, "custom_call_target"))
             return ins[0]
         if op == "after-all":
             return None
