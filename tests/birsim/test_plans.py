@@ -56,7 +56,7 @@ def _op(draw, b, i, ap):
                op=draw(st.sampled_from(["add", "mult", "max", "min", "subtract", "bitwise_or", "gt", "ne", "le"])))
     elif kind == "act":
         b.inst("activation", "ACT", [t1], [t0], func=draw(st.sampled_from(["exp", "tanh", "relu", "copy", "identity", "abs",
-                                                                         "sqrt", "square", "rsqrt", "reciprocal"])),
+                                                                         "sqrt", "square", "rsqrt", "reciprocal", "sign"])),
                scale=draw(st.sampled_from([1.0, 0.5])), bias=draw(st.sampled_from([0.0, -1.0])))
     elif kind == "act_ap":
         # [P, 1] bias and/or scale operands, the row sum into a [P, 1] accumulator
@@ -603,3 +603,32 @@ def test_row_at_a_time_plans_with_aliased_operands_match_the_handler(layout, op,
     for u, v in zip(fast, ref):
         assert u.tobytes() == v.tobytes()
     assert s1 == s2
+
+
+@pytest.mark.parametrize("op1", ["divide", "mod"])
+@pytest.mark.parametrize("k", [3, 2 ** 22 + 1, 2 ** 31 - 1])
+def test_integer_divide_and_mod_past_the_exact_double_range_match_the_handler(op1, k):
+    """divide / mod in the int64 plan (a double quotient while both operands are below 2**53, the
+    integer division past it) against the handler's numpy: int32 values times K reach up to 2**62,
+    so both sides of the 2**53 boundary, and every sign, are met."""
+    m = B.Module("divmod")
+    m.add_tensor("x", "input", "int32", (P, 2 * F))
+    m.add_tensor("y", "output", "int32", (P, 2 * F))
+    m.add_memloc("a", "SBUF", P, 2 * F * 4)
+    m.add_memloc("o", "SBUF", P, 2 * F * 4)
+    b = B.Builder(m)
+
+    def a(off):
+        return B.AccessPattern("a", "int32", off, [[1, F]], 0, P)
+
+    def o(off):
+        return B.AccessPattern("o", "int32", off, [[1, F]], 0, P)
+    b.inst("dma_copy", "SP", [B.AccessPattern("a", "int32", 0, [[1, 2 * F]], 0, P)], [b.ap("x")], queue="q0")
+    b.inst("tensor_scalar", "POOL", [o(0)], [a(0)], op0="mult", operand0=float(k), op1=op1, operand1=-7.0)
+    b.inst("tensor_scalar", "POOL", [o(F)], [a(0)], op0="mult", operand0=float(k), op1=op1, operand1=float(k - 2),
+           reverse1=True)
+    b.inst("dma_copy", "SP", [b.ap("y")], [B.AccessPattern("o", "int32", 0, [[1, 2 * F]], 0, P)], queue="q1")
+    b.finish()
+    x = np.random.default_rng(k).integers(-2 ** 31, 2 ** 31, (P, 2 * F)).astype(np.int32)
+    x[0, :6] = [-2 ** 31, 2 ** 31 - 1, 0, 1, -1, 2 ** 22]
+    _check((m, x))

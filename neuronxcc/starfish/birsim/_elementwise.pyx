@@ -20,7 +20,8 @@ EW_CMP = {"eq": 6, "ne": 7, "lt": 8, "le": 9, "gt": 10, "ge": 11}
 EW_MAXMIN = {"max": 12, "min": 13}
 # ScalarE functions computed exactly here after x * scale + bias (alu.act: abs, np.sqrt, x * x,
 # 1 / np.sqrt(x), 1 / x: each one IEEE operation or a sign-bit clear)
-EW_FUNCS = {"abs": 1, "sqrt": 2, "square": 3, "rsqrt": 4, "reciprocal": 5}
+# ... and np.sign: 1 / -1 by the sign, +0 for either zero, a NaN as it is (its bits kept)
+EW_FUNCS = {"abs": 1, "sqrt": 2, "square": 3, "rsqrt": 4, "reciprocal": 5, "sign": 6}
 
 
 cdef extern from *:
@@ -118,6 +119,8 @@ cdef extern from *:
         case 3: for (i = 0; i < n; i++) x[i] = x[i] * x[i]; break;
         case 4: for (i = 0; i < n; i++) x[i] = 1.0f / sqrtf(x[i]); break;
         case 5: for (i = 0; i < n; i++) x[i] = 1.0f / x[i]; break;
+        case 6: for (i = 0; i < n; i++) { float a = x[i]; x[i] = a > 0 ? 1.0f : a < 0 ? -1.0f : a == 0 ? 0.0f : a; }
+                break;
         default: break;
         }
     }

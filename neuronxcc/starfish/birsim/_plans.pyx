@@ -5,7 +5,7 @@ pointers, strides and counts are taken once; each execution resolves the two
 base addresses (bounds-checked by ``APInfo.base``) and runs the copy kernel.
 Semantics: ``Executor.op_dma_copy`` / ``op_tensor_copy`` (a bit-exact copy,
 elements paired in row-major order, overlap-safe)."""
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t
 
 from neuronxcc.starfish.birsim._apinfo cimport APInfo
 from neuronxcc.starfish.birsim._kernels cimport copy_raw_ptr
@@ -152,6 +152,37 @@ cdef bint _row_safe(_Operand out, Py_ssize_t ob, _Operand x, Py_ssize_t xb) noex
     return True
 
 
+cdef extern from *:
+    """
+    /* x[i] = c[i] == 0 ? y[i] : x[i], branch-free (random predicates mispredict a branch); a NaN
+       predicate keeps x, as numpy's (pred != 0) does */
+    #include <stdint.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define NCC_SEL_HOT __attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__)
+    #define NCC_SEL_HOT __attribute__((optimize("O3")))
+    #else
+    #define NCC_SEL_HOT
+    #endif
+    static NCC_SEL_HOT void ncc_sel_f32(const float *__restrict c, uint32_t *__restrict x,
+                                        const uint32_t *__restrict y, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t m = (uint32_t)0 - (uint32_t)(c[i] == 0.0f);
+            x[i] = (y[i] & m) | (x[i] & ~m);
+        }
+    }
+    static NCC_SEL_HOT void ncc_sel_i64(const float *__restrict c, int64_t *__restrict x,
+                                        const int64_t *__restrict y, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t m = (uint64_t)0 - (uint64_t)(c[i] == 0.0f);
+            x[i] = (int64_t)(((uint64_t)y[i] & m) | ((uint64_t)x[i] & ~m));
+        }
+    }
+    """
+    void ncc_sel_f32(const float* c, uint32_t* x, const uint32_t* y, Py_ssize_t n) noexcept nogil
+    void ncc_sel_i64(const float* c, int64_t* x, const int64_t* y, Py_ssize_t n) noexcept nogil
+
+
 cdef class Select(Plan):
     """out = t where pred != 0 else f, through fp32 (Executor.op_select's non-integer
     path: a selection, no arithmetic), elements paired row-major. Operands are read
@@ -178,9 +209,8 @@ cdef class Select(Plan):
         read_f32_ptr(self.pred.p, self.pred.code, pb, self.pred.strides, self.pred.nums, c)
         read_f32_ptr(self.t.p, self.t.code, tb, self.t.strides, self.t.nums, x)
         read_f32_ptr(self.f.p, self.f.code, fb, self.f.strides, self.f.nums, y)
-        for i in range(n):
-            if c[i] == 0:           # NaN != 0: a NaN predicate selects t, as numpy's (pred != 0) does
-                x[i] = y[i]
+        # NaN != 0: a NaN predicate selects t, as numpy's (pred != 0) does
+        ncc_sel_f32(c, <uint32_t*>x, <const uint32_t*>y, n)
         write_f32_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
         return 0
 
@@ -220,6 +250,12 @@ cdef extern from *:
     #define NCC_SH(b) ((b) < 0 ? 0 : ((b) > 63 ? 63 : (int)(b)))
     static inline __attribute__((always_inline)) int64_t ncc_iabs(int64_t a) { return a >= 0 ? a : (int64_t)((uint64_t)0 - (uint64_t)a); }
     static inline __attribute__((always_inline)) int64_t ncc_idiv(int64_t a, int64_t b) {
+        /* |a|, |b| < 2**53: the double quotient truncated is exact (its rounding error, below
+           |a| 2**-53 / |b|, cannot reach the next integer, at least 1 / |b| away), and much
+           cheaper than a 64-bit integer division */
+        if ((uint64_t)a + ((uint64_t)1 << 53) < ((uint64_t)1 << 54) &&
+                (uint64_t)b + ((uint64_t)1 << 53) < ((uint64_t)1 << 54))
+            return (int64_t)((double)a / (double)b);
         int64_t q = (int64_t)((uint64_t)ncc_iabs(a) / (uint64_t)ncc_iabs(b));
         return ((a < 0) != (b < 0)) ? (int64_t)((uint64_t)0 - (uint64_t)q) : q;
     }
@@ -375,9 +411,7 @@ cdef class IntSelect(Plan):
         read_f32_ptr(self.pred.p, self.pred.code, pb, self.pred.strides, self.pred.nums, c)
         read_i64_ptr(self.t.p, self.t.code, tb, self.t.strides, self.t.nums, x)
         read_i64_ptr(self.f.p, self.f.code, fb, self.f.strides, self.f.nums, y)
-        for i in range(n):
-            if c[i] == 0:
-                x[i] = y[i]
+        ncc_sel_i64(c, x, y, n)
         write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
         return 0
 
