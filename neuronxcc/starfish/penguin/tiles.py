@@ -129,9 +129,7 @@ class TileEval(TileMath):
             t = self.new_tile("float32")
             col = self.new_col("float32", "rowred")
             if cen is not None:
-                y, c = cen
-                nc = self.new_col("float32", "negc")
-                self.em.inst("tensor_scalar", "DVE", [nc.ap], [c.ap], op0="mult", operand0=-1.0)
+                y, nc = cen
                 self.em.inst("activation", "ACT", [t.ap, col.ap], [y.ap, nc.ap], func="square", scale=1.0,
                              bias_ap=True, reduce="add")
             else:
@@ -153,17 +151,45 @@ class TileEval(TileMath):
         return col
 
     def _centred(self, x):
-        """(tile y, column c) for x = y - c with c a [P,1] column and y an fp32 tile; else None."""
+        """(tile y, column -c) for x = y - c with c a [P,1] column and y an fp32 tile; else None."""
         if not (isinstance(x, Node) and x.op == "subtract" and x.dtype == "float32" and self.s.p is not None):
             return None
-        y, c = self.value(x.args[0]), self.value(x.args[1])
-        if c.kind != "col" or y.kind != "tile" or y.dtype != "float32" or c.dtype != "float32":
+        y = self.value(x.args[0])
+        if y.kind != "tile" or y.dtype != "float32":
             return None
-        return y, c
+        nc = self._negated_col(x.args[1])
+        return None if nc is None else (y, nc)
+
+    def _negated_col(self, c):
+        """-c as a [P,1] column (c an fp32 column expression), once per tile: of c = s / n or s * k (a
+        mean) straight from s, s * (-1 / n) or s * -k, so c itself need not be computed."""
+        k = ("neg", self.key(c))
+        if k in self.memo:
+            return self.memo[k]
+        src, f = None, -1.0
+        if isinstance(c, Node) and c.op in ("divide", "multiply") and c.dtype == "float32" and len(c.args) == 2 \
+                and self.key(c) not in self.memo:
+            a, v = c.args if isinstance(c.args[1], Splat) else (c.args[::-1] if c.op == "multiply" else (None, None))
+            try:
+                v = float(v.value) if isinstance(v, Splat) else 0.0
+            except (TypeError, ValueError):
+                v = 0.0
+            if v != 0.0 and math.isfinite(v):
+                a = self.value(a)
+                if a.kind == "col" and a.dtype == "float32":
+                    src, f = a, (-1.0 / v if c.op == "divide" else -v)
+        if src is None:
+            src = self.value(c)
+            if src.kind != "col" or src.dtype != "float32":
+                return None
+        out = self.new_col("float32", "negc")
+        self.em.inst("tensor_scalar", "DVE", [out.ap], [src.ap], op0="mult", operand0=f)
+        self.memo[k] = out
+        return out
 
     def _centred_scaled(self, x):
         """(y - c1) * c2 (a layernorm's normalisation: c1 the mean, c2 the rstd) as one ACT instruction,
-        y * c2 + (-c1 * c2), with the bias column from one DVE op on [P,1]; else None."""
+        y * c2 + (-c1) * c2, with the bias column from one DVE op on [P,1]; else None."""
         if not (isinstance(x, Node) and x.op == "multiply" and len(x.args) == 2) or self.key(x.args[0]) in self.memo:
             return None                      # (y - c1) already computed: multiply it
         cen = self._centred(x.args[0])
@@ -172,10 +198,9 @@ class TileEval(TileMath):
         c2 = self.value(x.args[1])
         if c2.kind != "col" or c2.dtype != "float32":
             return None
-        y, c1 = cen
+        y, nc1 = cen
         nb = self.new_col("float32", "negcs")
-        self.em.inst("tensor_scalar", "DVE", [nb.ap], [c1.ap, c2.ap], op0="mult", operand0_ap=True,
-                     op1="mult", operand1=-1.0)
+        self.em.inst("tensor_scalar", "DVE", [nb.ap], [nc1.ap, c2.ap], op0="mult", operand0_ap=True)
         out = self.new_tile("float32")
         self.em.inst("activation", "ACT", [out.ap], [y.ap, nb.ap, c2.ap], func="identity", bias_ap=True,
                      scale_ap=True)
