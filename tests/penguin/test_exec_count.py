@@ -215,3 +215,20 @@ def test_batch_grouped_convolution_with_two_batches_per_group():
                                               batch_group_count=3)
     mod, _ = _run(f, x, k)
     assert not [i for i in mod.instructions() if i.opcode == "matmul"]
+
+
+def test_small_loop_state_moves_hbm_to_hbm():
+    # the counter and the swapped u32[4] rotation arrays are copied into the loop state by one
+    # direct DMA each, not a load into SBUF and a store back
+    x = np.arange(1, 301, dtype=np.uint32) * np.uint32(2654435761)
+    rot = jnp.array([[13, 15, 26, 6], [17, 29, 16, 24]], jnp.uint32)
+    mod, _ = _run(lambda x: _rotl_loop(x, rot), x)
+    writers = {}
+    for i in mod.instructions():
+        for d in i.dsts:
+            writers.setdefault(d.target, []).append(i)
+    loaded = {m for m, ws in writers.items() if m in mod.memlocs and
+              all(w.opcode == "dma_copy" and w.srcs[0].target in mod.tensors for w in ws)}
+    bounces = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.dsts[0].target in mod.tensors
+               and i.srcs[0].target in loaded]        # HBM -> SBUF -> HBM with nothing computed
+    assert not bounces, bounces

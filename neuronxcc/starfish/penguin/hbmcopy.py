@@ -14,7 +14,8 @@ least ``MIN_PART_BYTES`` each, on different queues (a queue's transfers run in
 order; several queues keep more transfers in flight). Views whose innermost run
 is shorter than ``MIN_RUN_BYTES`` (or that need more than 4 pattern dims, the
 DMA descriptor limit) keep the tiled path, which can at least gather them into
-whole partitions.
+whole partitions; a block of at most ``MIN_RUN_BYTES`` that is contiguous on both
+sides (a loop's scalar state, a key) is one direct DMA instead of two through SBUF.
 """
 from neuronxcc.starfish.birpy import dtypes as bdt
 
@@ -28,6 +29,8 @@ def copy(cg, x, out, shape):
     """Emit the copy out[...] = x[...] (both Views over SHAPE, collapsed) as HBM->HBM DMAs.
     Returns False, emitting nothing, when it does not apply."""
     from neuronxcc.starfish.penguin.views import View
+    while getattr(x, "op", None) == "copy" and len(x.args) == 1 and x.args[0].dtype == x.dtype:
+        x = x.args[0]       # a pass-through's copy (a loop-carried value the body returns as is)
     if not isinstance(x, View) or x.base.startswith("__") or x.dtype != out.dtype:
         return False
     m = cg.em.m
@@ -36,14 +39,19 @@ def copy(cg, x, out, shape):
         return False
     if len(shape) > MAX_DIMS or any(n == 0 for n in shape):
         return False
+    keep = [k for k, n in enumerate(shape) if n != 1]      # extent-1 axes: any stride
+    shape = tuple(shape[k] for k in keep) or (1,)
+    x, out = (View(v.base, v.dtype, shape, tuple(v.strides[k] for k in keep) or (1,), v.offset) for v in (x, out))
     if x.strides[-1] != 1 or out.strides[-1] != 1 or 0 in x.strides or 0 in out.strides:
         return False
     isz = bdt.itemsize(tx.dtype)
-    if _run(shape, x.strides) * isz < MIN_RUN_BYTES or _run(shape, out.strides) * isz < MIN_RUN_BYTES:
-        return False
     total = isz
     for n in shape:
         total *= n
+    whole = _run(shape, x.strides) * isz == total == _run(shape, out.strides) * isz
+    if not (whole and total <= MIN_RUN_BYTES) and \
+            (_run(shape, x.strides) * isz < MIN_RUN_BYTES or _run(shape, out.strides) * isz < MIN_RUN_BYTES):
+        return False        # short runs gather better through SBUF; a small contiguous block is one DMA
     n0 = shape[0]
     parts = max(1, min(MAX_PARTS, n0, total // MIN_PART_BYTES))
     em = cg.em
