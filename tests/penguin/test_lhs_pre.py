@@ -66,9 +66,10 @@ def _proj(x, w):
 
 def test_resident_moving_side_loads_in_chunks_and_matches_jax():
     """penguin/reschunk.py: with L^T pre-transposed and the resident R tile wider than one chunk,
-    R (all of K for one N tile) is loaded as several whole-K-tile transfers into buffers of their
-    own, on their own queue and triggered from GpSimd, and the K groups read the chunk holding each
-    tile; a K needing more groups than reschunk.MAX_GROUPS keeps the single transfer."""
+    R (all of K for one N tile) is loaded as several whole-K-tile transfers, on their own queue and
+    triggered from GpSimd; with two K groups (bf16 here) each chunk has a buffer of its own and the
+    K groups read the chunk holding each tile; a K needing more groups than reschunk.MAX_GROUPS
+    keeps the single transfer."""
     from neuronxcc.starfish.penguin import reschunk
     rng = np.random.default_rng(2)
     bf = ml_dtypes.bfloat16
@@ -125,3 +126,46 @@ def test_next_resident_tile_loads_inside_the_m_loop_and_matches_jax():
           and not i.dsts[0].target.startswith("lhsT_pre")}
     assert len(lt) == 2 * 2 * 3, lt                           # 2 M loops x 2 halves x 3 L^T buffers
     assert {i.srcs[1].free_size for i in mod.instructions() if i.opcode == "matmul"} == {512}
+
+
+def _loop_of(mod, ins):
+    """The innermost Loop whose body holds ``ins`` directly, or None."""
+    def walk(body, loop):
+        for n in body:
+            if n is ins:
+                return loop
+            if n.kind != "inst":
+                for sub in n.children():
+                    got = walk(sub, n if n.kind == "loop" else loop)
+                    if got is not None:
+                        return got
+        return None
+    return walk(mod.body, None)
+
+
+def _count(body):
+    return sum(1 if n.kind == "inst" else sum(_count(b) for b in n.children()) for n in body)
+
+
+def test_chunked_resident_matmul_is_the_same_code_at_every_k():
+    """The chunk loads and the K groups of a chunked resident tile are loops: the N tile's code
+    is the same at K = 3072 (6 L^T groups of 4 fp32 tiles, 8 chunks of 3) and K = 4096 (8 groups,
+    8 chunks of 4). Unrolled, each group and each chunk was code of its own."""
+    from penguin_helpers import bir_of
+    sizes = {}
+    for K in (3072, 4096):
+        mod = bir_of(_proj, jax.ShapeDtypeStruct((256, K), jnp.float32), jax.ShapeDtypeStruct((K, 1536), jnp.float32))
+        res = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.dsts[0].target.startswith("rhs_res")]
+        assert len(res) == 1 and _loop_of(mod, res[0]).trip_count == 8, K      # a loop of 8 chunks
+        n_loop = next(n for n in mod.walk() if n.kind == "loop" and res[0] in list(_insts(n.body)))
+        sizes[K] = _count(n_loop.body)
+    assert sizes[3072] == sizes[4096], sizes
+
+
+def _insts(body):
+    for n in body:
+        if n.kind == "inst":
+            yield n
+        else:
+            for sub in n.children():
+                yield from _insts(sub)

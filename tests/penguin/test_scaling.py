@@ -2,8 +2,8 @@
 square than at 4096, and no more at 4096 than at 1024 (compile only). At 1024 the operands fit
 SBUF whole and the dots take penguin/gemm.py's kernel, whose program is longer but equally flat
 in size (tests/penguin/test_gemm.py). At 4096 the matmul kernel's resident tile is loaded in
-chunks and its few K groups are unrolled (penguin/reschunk.py, at most MAX_GROUPS of them); at
-16000 K needs more groups and they stay a loop, so the count falls, it never grows with size."""
+chunks (penguin/reschunk.py: a loop of chunk DMAs and a loop of K groups); at 16000 the tile is
+one transfer: the count never grows with size."""
 import jax
 import jax.numpy as jnp
 import pytest

@@ -501,8 +501,9 @@ class Kernels:
             res = []
             for (L, R, K), lt in zip(terms, pre):
                 TK = _k_tile(K)
-                rc = reschunk.plan(K, TK, _k_group(K // TK, cdt, em.tm), nn, isz, len(terms)) if lt else None
-                res.append((rc, reschunk.load(self, R, nb, bs, n0, nn, K, TK, rc, cdt)) if rc else
+                G = _k_group(K // TK, cdt, em.tm)
+                rc = reschunk.plan(K, TK, G, nn, isz, len(terms)) if lt else None
+                res.append(reschunk.load(self, R, nb, bs, n0, nn, K, TK, G, rc, cdt) if rc else
                            self.load_resident(R, nb, bs, n0, nn, K, cdt))
             em.nest([Axis(M, TM, "m")], lambda st, sz: body_m(st, sz, res), starts, sizes)
 
@@ -532,7 +533,7 @@ class Kernels:
                 else:
                     st = self._lhsT(L, nb, offs(L, bs + [m0, k0]), kn, g, mn, cdt)
                 for j in range(g):
-                    mv = (reschunk.operand(em, rr[1], rr[0], int(t0) + j, kn, nn, cdt) if isinstance(rr, tuple)
+                    mv = (reschunk.operand(em, rr, t0 + j, kn, nn, cdt) if isinstance(rr, tuple)
                           else em.chip(rr, cdt, kn, [[1, nn]], offset=(t0 + j) * nn))
                     stj = em.chip(st, cdt, kn, [[1, mn]], offset=j * mn)
                     for ps_ap, c0, cn in banks:      # the same stationary tile for every bank
@@ -545,7 +546,7 @@ class Kernels:
                 nfull, rem = divmod(K, TK)
                 G = _k_group(nfull, cdt, em.tm)
                 ngroups, left = divmod(nfull, G) if nfull else (0, 0)
-                if isinstance(rr, tuple):      # chunked resident tile: the K groups unrolled (reschunk.py)
+                if isinstance(rr, tuple) and not reschunk.looped(nfull, G, cdt):   # a buffer per chunk (reschunk.py)
                     bufs = [em.sbuf("lhsT", TK, G * mn, cdt) for _ in range(min(2, ngroups))]
                     for q in range(ngroups):     # L^T groups alternate between two buffers
                         kstep(L, rr, P.const(q * G * TK), P.const(q * G), TK, G, lt, bufs[q % 2])
