@@ -333,7 +333,7 @@ class Context:
         key = (v.base, v.dtype, int(off), pat[0][0], tuple(pat[1]))
         # an earlier fused kernel's tile of the same rows of a program input is still in SBUF (the
         # block's x: its first layernorm, later the residual add): read there, not loaded again
-        across = te.cg.__dict__.setdefault("input_tiles", {})
+        across = te.cg.__dict__.setdefault("input_tiles", {}) if mmlayout.shareable(te.cg) else {}
         hit = self.loads.get(key) or across.get(key)
         if hit is not None and hit[1] >= te.s.pn:
             tv = hit[0]

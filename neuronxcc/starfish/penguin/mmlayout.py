@@ -141,7 +141,16 @@ class OnChip:
         self.stores.append((body, store))
 
 
+def shareable(cg):
+    """SBUF values may be handed from one kernel to a later one: the top-level graph (not a while
+    body or a branch, whose kernels may not run) of a program on one core (with LNC=2 the kernels
+    are split over two cores, each with its own SBUF)."""
+    return cg.g is getattr(cg, "top", cg.g) and getattr(cg, "lnc", None) is None
+
+
 def register(cg, oc):
+    if not shareable(cg):
+        return
     if not hasattr(cg, "onchip"):
         cg.onchip = {}
     cg.onchip[oc.tensor] = oc
@@ -161,9 +170,13 @@ def drop_dead(cg):
             writes[a.target] = writes.get(a.target, 0) + 1
     for base, oc in list(ocs.items()):
         if base not in read:
+            gone = 0
             for body, ins in oc.stores:
-                body.remove(ins)
-            if writes.get(base, 0) == len(oc.stores):
+                at = next((k for k, x in enumerate(body) if x is ins), None)
+                if at is not None:
+                    del body[at]
+                    gone += 1
+            if gone == len(oc.stores) and writes.get(base, 0) == gone:
                 cg.m.tensors.pop(base, None)
     ocs.clear()
 
@@ -172,7 +185,8 @@ def keep(cg, tensor, dtype, off, row, fstride, rows, cols, memloc, store):
     """Record that MEMLOC holds rows x cols of 2-D scratch TENSOR [*, row] from element offset OFF
     (a constant; a row per partition), written to HBM by the DMA STORE just emitted."""
     t = cg.m.tensors.get(tensor)
-    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or fstride != 1:
+    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or fstride != 1 \
+            or not shareable(cg):
         return
     try:
         r0, c0 = divmod(int(off), row)
@@ -196,7 +210,7 @@ class Handoff:
         self.cg = cg
 
     def get(self, base, dtype, off, pstride, pn, fstride, fn):
-        oc = getattr(self.cg, "onchip", {}).get(base)
+        oc = getattr(self.cg, "onchip", {}).get(base) if shareable(self.cg) else None
         if oc is None or dtype != oc.dtype or pstride != oc.row or not (fstride == 1 or fn == 1):
             return None
         try:
