@@ -68,6 +68,15 @@ class TargetModel:
     # Smallest piece a long contiguous run is split into across the engines. I: [PERF]'s example (a
     # 128x1024 fp32 load is 16 transfers of 32 KiB, one per engine) and the 4 KiB saturation size.
     dma_min_piece_bytes: int = 4 * KiB
+    # Round-robin unit of a DMA engine between its queues. C [DMA]: 16 queues per engine, order kept
+    # within a queue, queues served round-robin; C [ARCH2]: a DMA touching P partitions needs at least P
+    # descriptors (one per partition's contiguous run). So an engine turns to the next queue after a
+    # descriptor, one contiguous run. No public figure caps a descriptor's size; I: 32 KiB, the largest
+    # per-engine unit the public material shows ([PERF]: "transfers should exceed 32 KiB", a 128x1024
+    # fp32 load as 16 transfers of 32 KiB; [DMA]: one engine moving 32 KiB in 1416 ns), so a long
+    # HBM->HBM run still yields the engine every ~1.9 us at 17 B/ns. 0: queues not interleaved (each
+    # booking takes the engine's first free gap, first come first served).
+    dma_queue_chunk_bytes: int = 32 * KiB
     # -- per-instruction costs (engine cycles), ref §3 cost column ([ISA226]) and §2 --
     mm_init_latency: int = 64                    # C [ARCH2], [PERF]: MM II floor (MM_INIT_LATENCY)
     fp32_matmul_slowdown: int = 4                # C [ARCH2], [ISA226]: fp32 is ~4x slower on the PE
@@ -176,6 +185,8 @@ SOURCES = {
     "dma_fixed_latency_s": ("§2 Sequencers, sync engine and fixed overheads", "[DMABW] [PERF]", "C"),
     "dma_descriptor_overhead_s": ("§2 DMA tuning (>= 2 KiB aim, >= 4 KiB saturates)", "[DMABW] [PERF]", "I"),
     "dma_min_piece_bytes": ("§2 DMA tuning (128x1024 fp32 = 16 x 32 KiB)", "[PERF]", "I"),
+    "dma_queue_chunk_bytes": ("§1 DMA queues (round-robin), address map (descriptor per partition run); "
+                              "§2 DMA tuning (32 KiB)", "[DMA] [ARCH2] [PERF]", "I (the cap; the rule is C)"),
     "pe_hz": ("§2 Clocks", "[ARCH2] [ARCH3]", "C"),
     "dve_hz": ("§2 Clocks", "[ARCH2] [ARCH3]", "C"),
     "act_hz": ("§2 Clocks", "[ARCH2] [ARCH3]", "C"),

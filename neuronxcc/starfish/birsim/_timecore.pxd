@@ -49,6 +49,7 @@ cdef class Rec:
     cdef public double nbytes        # DMA: bytes moved
     cdef public int first_engine     # DMA: first engine of a fixed set (-1: the width engines free first)
     cdef double shares[MAXE]         # DMA with first_engine >= 0: engine (first + j)'s fraction of engine_s
+    cdef public double chunk_s       # DMA: engine-seconds of one round-robin chunk (<= 0: not interleaved)
     # the waits in typed form (nw < 0: evaluate through ``waits``)
     cdef int nw
     cdef int wsem[MAXW]
@@ -73,6 +74,12 @@ cdef class Core:
     cdef Py_ssize_t ntracks
     cdef double* ring                # DMA queue rings: ring[track * ne + k] = when engine k has done the queue's work
     cdef int ne                      # DMA engines modelled
+    cdef double* wend                # wend[track * ne + k]: when engine k ends the queue's booked work
+    cdef double* wchunk              # wchunk[track * ne + k]: engine-seconds of a chunk of that work
+    cdef int* dtracks                # the tracks that booked DMA engine time, in first-use order
+    cdef int ndt
+    cdef unsigned char* is_dma
+    cdef public bint round_robin     # queues share each DMA engine round-robin by chunks ([DMA])
     cdef public list sems
     cdef public list ports
     cdef public list dma_engines
@@ -90,6 +97,7 @@ cdef class Core:
     cdef double _issue(self, Rec r, dict env) except -2.0
     cpdef double end_time(self, Rec r, dict env) except -2.0
     cdef double _ports_fit(self, Rec r, double t)
+    cdef double _serve(self, int k, int tr, double s0, double d, double c, double* start)
     cdef tuple _dma(self, Rec r, double ready, int tr)
     cdef tuple _step(self, Rec r, dict env, Region* regs, int nreg)
     cpdef tuple step(self, Rec r, dict env, list regions)

@@ -12,7 +12,11 @@ AccessTracker, start/end on the track, signals.
 engine, not in program order: a booking takes the earliest gap at or after
 its ready time (the DMA engines, the v2 SBUF/PSUM ports). Each DMA queue
 also keeps, per DMA engine, when that engine has done the queue's work so
-far (its ring: a queue is in order on each engine, [DMA]).
+far (its ring: a queue is in order on each engine, [DMA]), and when its
+booked work there ends with the chunk size of that work: the engines serve
+the queues round-robin by chunks ([DMA]), so a transfer that finds an engine
+busy with other queues' work waits for at most its own number of chunks of
+each of them (``Core._serve``).
 """
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove
@@ -196,7 +200,7 @@ cdef class Rec:
 
     def __init__(self, instr, int eng, int track, double busy_s, double latency_s, bint on_engine, tuple waits,
                  tuple signals, cost, tuple ports=(), double engine_s=0.0, int width=0, int kind=0,
-                 double nbytes=0.0, int first_engine=-1, tuple shares=()):
+                 double nbytes=0.0, int first_engine=-1, tuple shares=(), double chunk_s=0.0):
         cdef int j
         self.instr = instr
         self.eng = eng
@@ -214,6 +218,7 @@ cdef class Rec:
         self.kind = kind
         self.nbytes = nbytes
         self.first_engine = first_engine
+        self.chunk_s = chunk_s
         if first_engine >= 0:
             if not 0 < len(shares) <= MAXE or len(shares) != width:
                 raise ValueError("a DMA on fixed engines needs one share per engine (at most %d)" % MAXE)
@@ -295,6 +300,11 @@ cdef class Core:
     def __cinit__(self):
         self.ntracks = 0
         self.ring = NULL
+        self.wend = NULL
+        self.wchunk = NULL
+        self.dtracks = NULL
+        self.is_dma = NULL
+        self.ndt = 0
         self.ne = 1
         self.free_at = NULL
         self.done_at = NULL
@@ -302,9 +312,10 @@ cdef class Core:
         self.has_free = NULL
         self.has_busy = NULL
 
-    def __init__(self, AccessTracker acc, bint sync_deps, int dma_engines=16):
+    def __init__(self, AccessTracker acc, bint sync_deps, int dma_engines=16, bint round_robin=True):
         cdef int k
         self.acc = acc
+        self.round_robin = round_robin
         self.sync_deps = sync_deps
         self.sems = []
         self.ports = []
@@ -321,6 +332,10 @@ cdef class Core:
     def __dealloc__(self):
         free(self.free_at)
         free(self.ring)
+        free(self.wend)
+        free(self.wchunk)
+        free(self.dtracks)
+        free(self.is_dma)
         free(self.done_at)
         free(self.busy)
         free(self.has_free)
@@ -336,12 +351,20 @@ cdef class Core:
         self.has_free = <unsigned char*>realloc(self.has_free, n)
         self.has_busy = <unsigned char*>realloc(self.has_busy, n)
         self.ring = <double*>realloc(self.ring, n * self.ne * sizeof(double))
+        self.wend = <double*>realloc(self.wend, n * self.ne * sizeof(double))
+        self.wchunk = <double*>realloc(self.wchunk, n * self.ne * sizeof(double))
+        self.dtracks = <int*>realloc(self.dtracks, n * sizeof(int))
+        self.is_dma = <unsigned char*>realloc(self.is_dma, n)
         if self.free_at == NULL or self.busy == NULL or self.has_free == NULL or self.has_busy == NULL \
-                or self.done_at == NULL or self.ring == NULL:
+                or self.done_at == NULL or self.ring == NULL or self.wend == NULL or self.wchunk == NULL \
+                or self.dtracks == NULL or self.is_dma == NULL:
             raise MemoryError()
         for k in range(self.ntracks * self.ne, n * self.ne):
             self.ring[k] = 0.0
+            self.wend[k] = 0.0
+            self.wchunk[k] = 0.0
         for k in range(self.ntracks, n):
+            self.is_dma[k] = 0
             self.free_at[k] = 0.0
             self.done_at[k] = 0.0
             self.busy[k] = 0.0
@@ -486,15 +509,92 @@ cdef class Core:
                 break
         return s
 
+    cdef double _serve(self, int k, int tr, double s0, double d, double c, double* start):
+        """Book D engine-seconds of queue TR's work on DMA engine K, from S0 on, in chunks of C
+        engine-seconds (<= 0: one chunk); the time it is done (*START: when it starts).
+
+        The engine's first gap of length D at or after S0 is F (what it has booked so far, in program
+        order). F <= S0: the engine is free, done at S0 + D. Else what is in the way is other queues'
+        work, and the engine serves the queues round-robin by chunks ([DMA]): the transfer waits, for
+        each other queue i with booked work left there (rem_i = its end there - S0 > 0, chunk c_i),
+        min(rem_i, n * c_i) with n = ceil(D / C) its own chunks (c_i: the largest chunk of that queue's
+        work booked there without a gap; rem_i when the work is not interleaved), so it
+        is done at min(F + D, S0 + D + those waits). The engine time it takes is booked at F (the
+        engine's total work grows by D: later bookings see it), and each other queue's booked work
+        there ends later by what the transfer was served before that work ended (D when the transfer
+        ends first, else its chunks in the rounds queue i still had, floor(rem_i / c_i) * C), so the
+        queue's later transfers there start after it. End times already handed out are not revised
+        (one pass in program order): the queue's next transfer carries the delay."""
+        cdef Resource e = self.dma_engines[k]
+        cdef double f = e.fit(s0, d), fin, pen = 0.0, rem, ci, nch, give, lim
+        cdef int j, i, ne = self.ne
+        if not self.is_dma[tr]:
+            self.is_dma[tr] = 1
+            self.dtracks[self.ndt] = tr
+            self.ndt += 1
+        e.book(f, d)
+        if c <= 0 or c > d:
+            c = d
+        if not self.round_robin or f <= s0 * (1 + 1e-12) or d <= 0:
+            fin = f + d
+            start[0] = f
+        else:
+            nch = <double>(<long long>(d / c * (1 - 1e-12)) + 1)     # ceil(d / c)
+            lim = f - s0
+            for j in range(self.ndt):
+                i = self.dtracks[j]
+                if i == tr:
+                    continue
+                rem = self.wend[i * ne + k] - s0
+                if rem <= 0:
+                    continue
+                ci = self.wchunk[i * ne + k]
+                if ci <= 0 or rem <= nch * ci:
+                    pen += rem
+                else:
+                    pen += nch * ci
+                if pen >= lim * (1 - 1e-9):
+                    break
+            if pen >= lim * (1 - 1e-9):      # no earlier than first come first served: that order
+                fin = f + d
+                start[0] = f
+            else:
+                fin = s0 + d + pen
+                start[0] = s0
+                for j in range(self.ndt):      # the service it took from the queues it overtook
+                    i = self.dtracks[j]
+                    if i == tr:
+                        continue
+                    rem = self.wend[i * ne + k] - s0
+                    if rem <= 0:
+                        continue
+                    ci = self.wchunk[i * ne + k]
+                    if ci <= 0:
+                        continue
+                    if rem > nch * ci:
+                        give = d
+                    else:
+                        give = (<double>(<long long>(rem / ci * (1 + 1e-12)))) * c
+                        if give > d:
+                            give = d
+                    self.wend[i * ne + k] += give
+                    if self.ring[i * ne + k] < self.wend[i * ne + k]:
+                        self.ring[i * ne + k] = self.wend[i * ne + k]
+        if s0 > self.wend[tr * ne + k] * (1 + 1e-12) or self.wchunk[tr * ne + k] < c:
+            self.wchunk[tr * ne + k] = c         # the largest chunk of the queue's work without a gap
+        self.wend[tr * ne + k] = fin
+        return fin
+
     cdef tuple _dma(self, Rec r, double ready, int tr):
         """Book a transfer of queue track TR, triggered so that it may start at READY, on its engines:
         the fixed ones (``first_engine``, each for its share of engine_s) or the r.width engines that can
         start their piece earliest (ties: lowest index). On each engine it starts no earlier than the
-        queue's earlier work there (in order per engine); it is done when every engine of the core has
-        passed it in the queue (each writes its completion semaphore update, [DMA]). (start, end)."""
+        queue's earlier work there (in order per engine) and shares the engine with the other queues
+        round-robin (``_serve``); it is done when every engine of the core has passed it in the queue
+        (each writes its completion semaphore update, [DMA]). (start, end)."""
         cdef int ne = self.ne, w = r.width, i, j, k, best
         cdef double* ring = &self.ring[tr * self.ne]
-        cdef double piece = r.busy_s, d, s0
+        cdef double piece = r.busy_s, d, s0, st
         cdef double fits[MAXE]
         cdef unsigned char used[MAXE]
         cdef double start = -1.0, end = ready, f
@@ -510,13 +610,10 @@ cdef class Core:
                 if d <= 0:
                     continue
                 s0 = ring[k] if ring[k] > ready else ready
-                e = self.dma_engines[k]
-                f = e.fit(s0, d)
-                e.book(f, d)
-                ring[k] = f + d
+                ring[k] = self._serve(k, tr, s0, d, r.chunk_s, &st)
                 used[k] = 1
-                if start < 0 or f < start:
-                    start = f
+                if start < 0 or st < start:
+                    start = st
         elif piece > 0:
             if w < 1:
                 w = 1
@@ -531,12 +628,10 @@ cdef class Core:
                     if not used[i] and (best < 0 or fits[i] < fits[best]):
                         best = i
                 used[best] = 1
-                f = fits[best]
-                e = self.dma_engines[best]
-                e.book(f, piece)
-                ring[best] = f + piece
-                if start < 0 or f < start:
-                    start = f
+                s0 = ring[best] if ring[best] > ready else ready
+                ring[best] = self._serve(best, tr, s0, piece, r.chunk_s, &st)
+                if start < 0 or st < start:
+                    start = st
         if start < 0:
             start = ready
         for i in range(ne):

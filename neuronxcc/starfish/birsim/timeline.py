@@ -22,7 +22,15 @@ Model (program order is the order instructions execute in):
     HBM->HBM), each piece taking the earliest gap of its engine at or after
     the queue's earlier work on that engine (a queue is in order on each
     engine; all queues share the engines, whose rate is capped so that all
-    16 together stay within the HBM bandwidth), and it signals when every
+    16 together stay within the HBM bandwidth, and an engine serves the
+    queues that have work on it round-robin, one chunk each in turn, [DMA]:
+    a transfer that finds the engine busy with other queues' work is done
+    after its own time plus, per other queue, the lesser of that queue's
+    work left there and one of its chunks per chunk of its own; a chunk is
+    one descriptor, the transfer's contiguous run, at most
+    ``TargetModel.dma_queue_chunk_bytes``; what it took from the queues it
+    overtook delays their next transfers, as ``_timecore.Core._serve``
+    says), and it signals when every
     engine has passed it in its queue (each engine writes the completion
     semaphore, even one that moved nothing). A queue's busy time is the span
     of its transfers; "DMA" in ``busy_s`` and ``utilisation`` is the
@@ -48,7 +56,7 @@ engine and DMA queue, one "X" event per executed instruction.
 import json
 
 from neuronxcc.errors import BirSimError
-from neuronxcc.starfish.birpy.cost import instruction_cost
+from neuronxcc.starfish.birpy.cost import dma_shape, instruction_cost
 from neuronxcc.starfish.birsim._timecore import Core, Rec
 from neuronxcc.starfish.birsim._tracker import AccessTracker
 
@@ -69,7 +77,7 @@ class Timeline:
         self.strict = strict
         self.races = []
         self._acc = AccessTracker()
-        self._core = Core(self._acc, sync == "dependencies", tm.dma_engines)
+        self._core = Core(self._acc, sync == "dependencies", tm.dma_engines, tm.dma_queue_chunk_bytes > 0)
         self._port_ids = {}
         self._track_ids = {}
         self._track_names = []
@@ -91,7 +99,8 @@ class Timeline:
         self.races = []
         self.events = []
         self._acc = AccessTracker()
-        self._core = Core(self._acc, self.sync == "dependencies", self.tm.dma_engines)
+        self._core = Core(self._acc, self.sync == "dependencies", self.tm.dma_engines,
+                          self.tm.dma_queue_chunk_bytes > 0)
         self._core.ensure_tracks(len(self._track_ids))
         self._core.ensure_sems(len(self._sem_ids))
         self._core.ensure_ports(len(self._port_ids))
@@ -109,14 +118,26 @@ class Timeline:
             track = self._track_id(c.track)
             ports = tuple(self._port_id(p) for p in c.ports)
             nbytes = 0.0
+            chunk_s = 0.0
             if c.kind == "dma":
                 nbytes = float(max(instr.dsts[0].num_elements * instr.dsts[0].itemsize,
                                    instr.srcs[0].num_elements * instr.srcs[0].itemsize))
+                chunk_s = self._chunk_s(instr, c, nbytes)
             r = Rec(instr, self._track_id(instr.engine), track, c.busy_s, c.latency_s, c.track == instr.engine,
                     waits, signals, c, ports, c.engine_s, c.width, _KINDS.get(c.kind, 0), nbytes,
-                    c.first_engine, c.shares)
+                    c.first_engine, c.shares, chunk_s)
             self._recs[id(instr)] = r
         return r
+
+    def _chunk_s(self, instr, c, nbytes):
+        """Engine-seconds of one round-robin chunk of a DMA: one descriptor, the transfer's contiguous
+        run (``birpy.cost.dma_shape``), at most ``dma_queue_chunk_bytes``, at the transfer's own
+        engine-seconds per byte (descriptor overhead included); 0 when queues are not interleaved."""
+        cap = self.tm.dma_queue_chunk_bytes
+        if cap <= 0 or nbytes <= 0:
+            return 0.0
+        _, runs, _, _ = dma_shape(instr, self.module, self.tm)
+        return c.engine_s * min(nbytes / runs, cap) / nbytes
 
     def _track_id(self, track):
         t = self._track_ids.get(track)
