@@ -153,3 +153,17 @@ def test_gelu_passes_match_the_numpy_float64_expression():
     assert got.reshape(-1).tobytes() == want.tobytes()
     with np.errstate(all="ignore"):
         assert np.isnan(alu.act("gelu", np.array([np.nan, -np.nan], np.float32))).all()
+
+
+def test_tanh_gelu_matches_the_float32_expression():
+    """alu's tanh-approximated GELU (two arrays, operations in place) gives the bits of the float32
+    expression it replaces, operation for operation."""
+    from neuronxcc.starfish.birsim import alu
+    f = np.float32
+    rng = np.random.default_rng(6)
+    x = np.concatenate([(rng.standard_normal(20000) * s).astype(f) for s in (1e-3, 1, 4, 30, 1e20)]
+                       + [np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3.4e38, -3.4e38], f)]).reshape(-1, 8)
+    with np.errstate(all="ignore"):
+        want = f(0.5) * x * (f(1) + np.tanh(f(0.7978845608028654) * (x + f(0.044715) * x * x * x)))
+        got = alu.act("gelu_apprx_tanh", x)
+    assert got.dtype == np.float32 and got.tobytes() == want.tobytes()

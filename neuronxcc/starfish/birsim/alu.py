@@ -47,6 +47,22 @@ def _gelu(x):
     return _gelu_f32(x)
 
 
+def _gelu_tanh(x):
+    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in fp32: the float32 operations of
+    ``_F(0.5) * x * (_F(1) + np.tanh(_F(0.7978845608028654) * (x + _F(0.044715) * x * x * x)))``
+    in that order and operand order, in two arrays instead of one temporary per operation."""
+    t = np.multiply(_F(0.044715), x, dtype=_F)
+    np.multiply(t, x, out=t)
+    np.multiply(t, x, out=t)
+    np.add(x, t, out=t)
+    np.multiply(_F(0.7978845608028654), t, out=t)
+    np.tanh(t, out=t)
+    np.add(_F(1), t, out=t)
+    u = np.multiply(_F(0.5), x, dtype=_F)
+    np.multiply(u, t, out=u)
+    return u
+
+
 def _gelu_dx(x):
     xd = x.astype(np.float64)
     return (0.5 * (1.0 + _erf64(xd / np.sqrt(2.0))) + xd * np.exp(-0.5 * xd * xd) / np.sqrt(2 * np.pi)).astype(_F)
@@ -66,7 +82,7 @@ _ACT = {
     "relu": lambda x, a: np.maximum(x, _F(0)),
     "gelu": lambda x, a: _gelu(x),
     "gelu_dx": lambda x, a: _gelu_dx(x),
-    "gelu_apprx_tanh": lambda x, a: _F(0.5) * x * (_F(1) + np.tanh(_F(0.7978845608028654) * (x + _F(0.044715) * x * x * x))),
+    "gelu_apprx_tanh": lambda x, a: _gelu_tanh(x),
     "gelu_apprx_sigmoid": lambda x, a: x * _sigmoid(_F(1.702) * x),
     "silu": lambda x, a: x * _sigmoid(x),
     "silu_dx": lambda x, a: (lambda s: s * (_F(1) + x * (_F(1) - s)))(_sigmoid(x)),
