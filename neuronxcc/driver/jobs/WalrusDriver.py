@@ -124,7 +124,10 @@ class WalrusDriver(Job):
         mods = ["neuronxcc.walrus.driver", "neuronxcc.walrus.bir", "neuronxcc.walrus.registry",
                 "neuronxcc.walrus.passes"]
         # the bir_sim check's simulator, unless no goldens can come (a zero golden budget)
-        if "bir_sim" in state.walrus_passes and getattr(state.args, "internal_golden_size_budget", 1) > 0:
+        from neuronxcc.walrus.pass_names import bir_sim_skip
+
+        goldens = getattr(state.args, "internal_golden_size_budget", 1) > 0
+        if bir_sim_skip(state.walrus_passes, goldens) is None:
             mods += ["neuronxcc.starfish.birsim", "neuronxcc.common.tolerances"]
         return self.forkedToolModules(mods)
 
