@@ -782,3 +782,10 @@ def jax_sharding_constraint_and_named_scope(x, w):
     with jax.named_scope("layer0"):
         y = jax.lax.with_sharding_constraint(x @ w, NamedSharding(mesh, P("d", None)))
     return jnp.tanh(y)
+
+
+@piece(np.array([3, 1, 2, 3, 1, 2, 3, 1], np.int32), np.array([0, 1, 1, 0, 0, 1, 1, 0], np.int32),
+       f32(8))
+def lexsort_three_keys_and_descending_pairs(a, b, x):
+    return (jnp.lexsort((x, b, a)), lax.sort((a, b, x), num_keys=3),
+            lax.sort((-a, -b, x), num_keys=2), jnp.argsort(a * 10 + b, descending=True, stable=True))

@@ -331,3 +331,55 @@ ENTRY e {
     with pytest.raises(UnsupportedOperatorError) as ei:
         hlo2penguin.hlo_to_penguin(parse_hlo_text(text))
     assert "SPMDFullToShardShape" in ei.value.one_line() and "shard" in ei.value.one_line()
+
+
+def test_sorts_on_three_keys_and_stable_descending_with_an_iota_tie_break():
+    """jnp.lexsort's three keys, a two-key descending sort, and torch-xla's stable descending sort
+    (GT on the values, then LT on an iota of positions: a stable tie-break) compile and match JAX /
+    XLA; a comparator ordering its keys in both directions is refused by name. Sorts on more than two
+    keys, and two-key descending ones, used to be refused."""
+    from neuronxcc.errors import CompilerError
+    a = np.array([3, 1, 2, 3, 1, 2, 3, 1], np.int32)
+    b = np.array([0, 1, 1, 0, 0, 1, 1, 0], np.int32)
+    x = R.randn(8).astype(np.float32)
+    check(lambda a, b, x: (jnp.lexsort((x, b, a)), lax.sort((a, b, x), num_keys=3),
+                           lax.sort((-a, -b, x), num_keys=2)), a, b, x)
+    from neuronxcc.hlo import parse_hlo_text
+    from neuronxcc.starfish.penguin.codegen import lower_graph
+    from neuronxcc.starfish.penguin.hlo2penguin import hlo_to_penguin
+    from neuronxcc.common.tolerances import assert_close
+    from penguin_helpers import run_bir
+    from support.corpus import xla_run
+
+    def bir_of_text(t):
+        return lower_graph(hlo_to_penguin(parse_hlo_text(t)))
+    torch_style = """HloModule s
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(i, j), direction=LT
+  t = pred[] and(eq, lt)
+  ROOT r = pred[] or(gt, t)
+}
+ENTRY e {
+  x = f32[9] parameter(0)
+  io = s32[9] iota(), iota_dimension=0
+  s = (f32[9], s32[9]) sort(x, io), dimensions={0}, to_apply=cmp
+  v = f32[9] get-tuple-element(s), index=0
+  k = s32[9] get-tuple-element(s), index=1
+  ROOT t = (f32[9], s32[9]) tuple(v, k)
+}"""
+    xs = np.array([1.0, 3.0, 1.0, 2.0, 3.0, 1.0, 0.5, 2.0, 3.0], np.float32)
+    outs = run_bir(bir_of_text(torch_style), [xs])
+    want = xla_run(torch_style, [xs])
+    for k, (o, w) in enumerate(zip(outs, want)):
+        assert_close(np.asarray(o), np.asarray(w), "output%d" % k, row="compiled")
+    # the same comparator on a second key that is not the positions: descending, then ascending
+    mixed = torch_style.replace("io = s32[9] iota(), iota_dimension=0", "io = s32[9] parameter(1)")
+    with pytest.raises(CompilerError) as ei:
+        bir_of_text(mixed)
+    assert "both directions" in ei.value.one_line()

@@ -369,6 +369,7 @@ class Converter:
             a["dimension"] = A.int_list(inst, "dimensions")[0]
             a["descending"] = _sort_descending(_called(inst))
             a["num_keys"] = _sort_num_keys(_called(inst))
+            a["key_descending"] = _sort_key_directions(_called(inst), a["num_keys"], a["descending"])
             a["stable"] = A.bool_attr(inst, "is_stable", False)
         elif op == "topk":
             a["k"] = A.int_attr(inst, "k")
@@ -528,6 +529,33 @@ def _sort_num_keys(comp):
     used = [p.parameter_number // 2 for p in comp.parameters
             if any(p in i.operands for i in comp.instructions if i.opcode != "parameter")]
     return max(used) + 1 if used else 1
+
+
+def _sort_key_directions(comp, nk, default):
+    """Per key of a sort comparator, whether it orders that key descending (None: no ordering
+    compare of it found): from each GT / GE / LT / LE compare of the key's two parameters (through
+    unary ops: JAX's total-order keys are bitcasts of them), swapped when the second comes first."""
+    dirs = [None] * nk
+    if comp is None:
+        return [default] * nk
+
+    def param(x):
+        while x.opcode != "parameter" and len(x.operands) == 1:
+            x = x.operands[0]
+        return x if x.opcode == "parameter" else None
+    for i in comp.instructions:
+        if i.opcode != "compare" or len(i.operands) != 2:
+            continue
+        d = str(_attr(i, "direction", "comparison_direction")).upper()
+        a, b = (param(o) for o in i.operands)
+        if d not in ("GT", "GE", "LT", "LE") or a is None or b is None or \
+                a.parameter_number // 2 != b.parameter_number // 2 or a.parameter_number == b.parameter_number:
+            continue
+        k = a.parameter_number // 2
+        if k < nk:
+            desc = (d in ("GT", "GE")) != (a.parameter_number % 2 == 1)
+            dirs[k] = desc if dirs[k] is None or dirs[k] == desc else "mixed"
+    return dirs
 
 
 def _sort_descending(comp):

@@ -380,12 +380,20 @@ class WindowMixin:
     def op_sort(self, op, args, outs):
         """Stable sort along one axis; payload operands follow the key's permutation.
 
-        Two keys sort lexicographically by two stable passes (secondary key first)."""
+        Several keys (all in one direction) sort lexicographically by stable passes, the least
+        significant key first."""
         d = op.attrs["dimension"]
         nk = op.attrs.get("num_keys", 1)
         desc = op.attrs.get("descending", False)
-        if nk > 2 or (nk == 2 and desc):
-            raise cannot_lower(op, "sort on %d keys%s" % (nk, " descending" if desc else ""))
+        dirs = list(op.attrs.get("key_descending") or [desc] * nk)
+        # a last key that is the position along the sort (iota), ascending, only breaks ties the way a
+        # stable sort does (torch-xla's stable descending sort): the passes below are stable
+        while nk > 1 and _is_iota_along(args[nk - 1], d) and dirs[nk - 1] in (False, None):
+            nk -= 1
+        known = set(x for x in dirs[:nk] if x is not None)
+        if len(known) > 1 or "mixed" in known:
+            raise cannot_lower(op, "sort on %d keys in both directions" % nk)
+        desc = known.pop() if known else desc
         keys = args[0]
         src, perm, rows, n = self._rows_view(keys, d)
         inv = [perm.index(k) for k in range(len(perm))]
