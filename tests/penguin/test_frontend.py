@@ -42,12 +42,13 @@ def test_lowering_gap_is_a_one_line_error_naming_the_instruction(tmp_path):
     import jax
     from neuronxcc.starfish.penguin.tiles import LoweringError
 
-    def f(x):        # a reduce-window with more window positions than the window kernel unrolls
-        return jax.lax.reduce_window(x, 0.0, jax.lax.add, (9, 9), (1, 1), "VALID")
-    g = penguin_of(f, np.ones((20, 20), np.float32))
+    def f(x, w):     # a depthwise convolution of more window positions than its kernel unrolls (a
+        return jax.lax.conv_general_dilated(     # reduce-window of as many positions is split now)
+            x, w, (1, 1), "VALID", feature_group_count=3, dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    g = penguin_of(f, np.ones((1, 3, 20, 20), np.float32), np.ones((3, 1, 9, 9), np.float32))
     ir.save(g, str(tmp_path / "p.json"))
     with pytest.raises(LoweringError) as ei:
         run_frontend(str(tmp_path / "p.json"), str(tmp_path / "sg00"))
     line = ei.value.one_line()
-    assert line.startswith("[NCC_EPEN001]") and "'reduce-window'" in line and "test_frontend.py:" in line
+    assert line.startswith("[NCC_EPEN001]") and "'convolution'" in line and "test_frontend.py:" in line
     assert not (tmp_path / "sg00" / "bir.json").exists()
