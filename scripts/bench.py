@@ -504,7 +504,7 @@ class Bench:
                "the 16 DMA engines' peak (17 B/ns each), below the core's HBM share of %.0f GB/s, so the bytes leg "
                "is 'DMA'-bound (it would be %.2fx lower at HBM speed). Estimated time and utilisation (busy / total) "
                "are birsim's timeline (`SimResult.total_s`, `.utilisation`) under the cost model of "
-               "`birpy.cost` (DMA engines shared by all queues, each engine serving 8 SBUF partitions, a DMA "
+               "`birpy.cost` (DMA engines shared by all queues round-robin, one descriptor of at most 32 KiB a turn, each engine serving 8 SBUF partitions, a DMA "
                "trigger in its engine's in-order stream, queues in order per engine, per-descriptor overhead, "
                "overlapped fixed latency, ACT/DVE result latency, v2 shared SBUF/PSUM ports, half-rate access "
                "above a 16-byte innermost stride). Matmuls are compiled with goldens off and "

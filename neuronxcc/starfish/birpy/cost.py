@@ -71,7 +71,9 @@ counted together). Which engines move it:
 Alone on the engines it takes ``busy_s`` (the largest engine's share) on its
 queue, starting ``dma_fixed_latency_s`` after it is issued (``latency_s``; the
 latency of transfers issued back to back overlaps, as on the hardware); the
-timeline shares the 16 engines between all queues. The issuing engine spends
+timeline shares the 16 engines between all queues, each engine serving the
+queues round-robin one descriptor (a contiguous run, at most
+``dma_queue_chunk_bytes``) a turn ([DMA]). The issuing engine spends
 no time on it, but its trigger is an instruction of that engine's in-order
 stream (birsim.timeline).
 """
