@@ -55,15 +55,6 @@ class Plan:
         self.__dict__.update(kw)
 
 
-def _uniq(ops):
-    seen, out = set(), []
-    for op in ops:
-        if id(op) not in seen:
-            seen.add(id(op))
-            out.append(op)
-    return out
-
-
 def _dot_dims(op, g):
     """Per output dim of a dot: ('b', lhs dim, rhs dim) | ('l', lhs dim) | ('r', rhs dim)."""
     a = op.attrs
@@ -117,7 +108,7 @@ def _stat_chain(cg, v, shape, users, outs, max_neutral):
     probe = View("__probe__", "float32", stat_shape, row_major_strides(stat_shape), 0)
     cur, ops = v, []
     while True:
-        us = _uniq(users.get(cur, []))
+        us = ir.distinct_ops(users.get(cur, []))
         if len(us) != 1 or cur in outs or len(ops) > 12:
             return None
         u = us[0]
@@ -163,7 +154,7 @@ def match(cg, dot1):
     while True:
         if cur in outs:
             return None
-        us = _uniq(users.get(cur, []))
+        us = ir.distinct_ops(users.get(cur, []))
         kinds = sorted(u.kind for u in us)
         if kinds == ["reduce", "subtract"]:
             break
@@ -193,12 +184,12 @@ def match(cg, dot1):
     if st is None or st[0] is not sub or sub.inputs != [X, st[1]]:
         return None
     stat_ops = list(st[2])
-    eu = _uniq(users.get(sub.outputs[0], []))
+    eu = ir.distinct_ops(users.get(sub.outputs[0], []))
     if len(eu) != 1 or eu[0].kind != "exponential" or sub.outputs[0] in outs:
         return None
     ex = eu[0]
     E = ex.outputs[0]
-    us = _uniq(users.get(E, []))
+    us = ir.distinct_ops(users.get(E, []))
     if E in outs or sorted(u.kind for u in us) != ["divide", "reduce"]:
         return None
     r2 = next(u for u in us if u.kind == "reduce")
@@ -211,7 +202,7 @@ def match(cg, dot1):
     stat_ops += st[2]
     cur, post = div.outputs[0], []
     while True:
-        us = _uniq(users.get(cur, []))
+        us = ir.distinct_ops(users.get(cur, []))
         if len(us) != 1 or cur in outs:
             return None
         u = us[0]

@@ -83,6 +83,17 @@ def is_int(name):
     return name.startswith("int") or name.startswith("uint")
 
 
+def distinct_ops(ops):
+    """``ops`` in first-seen order, each op once (by identity): a graph's users list names an op
+    once per operand it takes."""
+    seen, out = set(), []
+    for op in ops:
+        if id(op) not in seen:
+            seen.add(id(op))
+            out.append(op)
+    return out
+
+
 class Value:
     __slots__ = ("name", "shape", "dtype")
 

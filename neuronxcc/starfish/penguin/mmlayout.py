@@ -28,20 +28,12 @@ dropped (``drop_dead``): the projection's result never goes through HBM. The fus
 own result is handed on to the row-tile matmul that reads it the same way. ``consumer_layout`` is the same idea
 for the attention's own result (stored in the layout of the transposes/reshapes that read it).
 """
+from neuronxcc.starfish.penguin import ir
 from neuronxcc.starfish.penguin.tiles import onchip_dtype
 from neuronxcc.starfish.penguin.views import View, row_major_strides
 
 PMAX = 128
 MAX_CHAIN = 6               # reshapes / transposes followed from a part to its consuming matmul
-
-
-def _uniq(ops):
-    seen, out = set(), []
-    for op in ops:
-        if id(op) not in seen:
-            seen.add(id(op))
-            out.append(op)
-    return out
 
 
 def _consumer(cg, name):
@@ -50,7 +42,7 @@ def _consumer(cg, name):
     outs = set(cg.g.outputs)
     chain, cur = [], name
     while True:
-        us = _uniq(cg.users.get(cur, []))
+        us = ir.distinct_ops(cg.users.get(cur, []))
         if cur in outs or len(us) != 1:
             return None
         u = us[0]
@@ -106,7 +98,7 @@ def plan(kern, op, M, N, dtype, max_tiles):
         return None
     if M * 4 > kern.em.tm.psum_bank_bytes or -(-M // PMAX) > max_tiles:
         return None
-    users = _uniq(cg.users.get(o, []))
+    users = ir.distinct_ops(cg.users.get(o, []))
     parts, cols = [], set()
     for u in users:
         if u.kind != "slice" or len(u.outputs) != 1:
@@ -244,7 +236,7 @@ def consumer_layout(cg, o):
     outs = set(g.outputs)
     chain, cur = [], o
     while cur not in outs:
-        us = _uniq(cg.users.get(cur, []))
+        us = ir.distinct_ops(cg.users.get(cur, []))
         if len(us) != 1 or us[0].kind not in ("transpose", "reshape") or len(chain) >= 6:
             break
         chain.append(us[0])
