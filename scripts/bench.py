@@ -501,7 +501,7 @@ class Bench:
                         False if worst.get("fail") else None)
         s.note("Roofline = max(2*M*N*K / PE peak for the input dtype, bytes of inputs+outputs / the core's memory "
                "rate), `neuronxcc.hwm` trn1: PE peak %.1f TFLOP/s bf16, %.1f TFLOP/s f32; memory rate %.0f GB/s = "
-               "the 16 DMA engines' peak (17 B/ns each), below the core's HBM share of %.0f GB/s, so the bytes leg "
+               "the %d DMA engines' peak (%.0f B/ns each), below the core's HBM share of %.0f GB/s, so the bytes leg "
                "is 'DMA'-bound (it would be %.2fx lower at HBM speed). Estimated time and utilisation (busy / total) "
                "are birsim's timeline (`SimResult.total_s`, `.utilisation`) under the cost model of "
                "`birpy.cost` (DMA engines shared by all queues round-robin, one descriptor of at most 32 KiB a turn, each engine serving 8 SBUF partitions, a DMA "
@@ -510,7 +510,8 @@ class Bench:
                "above a 16-byte innermost stride). Matmuls are compiled with goldens off and "
                "simulated on random inputs."
                % (tm.peak_flops("bfloat16") / 1e12, tm.peak_flops("float32") / 1e12, tm.memory_bytes_per_sec / 1e9,
-                  tm.hbm_bytes_per_sec / 1e9, tm.hbm_bytes_per_sec / tm.memory_bytes_per_sec))
+                  tm.dma_engines, tm.dma_bytes_per_sec_per_engine / 1e9, tm.hbm_bytes_per_sec / 1e9,
+                  tm.hbm_bytes_per_sec / tm.memory_bytes_per_sec))
         self.sections.append(s)
 
     @staticmethod
@@ -616,9 +617,11 @@ class Bench:
         s.row(name, bl.fmt_s(res.total_s), bl.fmt_s(bound), bl.fmt_x(ratio), by, self._util(res),
               "<= %.1fx of the HBM bound (%s): %.2fx, floor %.2fx" % (tgt, bl.fmt_s(hbm), hratio, floor),
               bl.met_text(hratio <= tgt), data=data)
+        reach = "so the target is out of reach" if floor > tgt else "below the target"
         self.target("4 codegen", "%s: estimated / bytes at HBM speed (%s); floor %.2fx = HBM %.0f GB/s over the "
-                    "16 DMA engines' public peak %.0f GB/s ([DMABW]), so the target is out of reach"
-                    % (name, bl.fmt_s(hbm), floor, tm.hbm_bytes_per_sec / 1e9, tm.memory_bytes_per_sec / 1e9),
+                    "%d DMA engines' public peak %.0f GB/s ([DMABW]), %s"
+                    % (name, bl.fmt_s(hbm), floor, tm.hbm_bytes_per_sec / 1e9, tm.dma_engines,
+                       tm.memory_bytes_per_sec / 1e9, reach),
                     bl.fmt_x(hratio), "<= %.1fx" % tgt, hratio <= tgt)
         self.target("4 codegen", "%s: estimated / bytes at the DMA engines' peak (%s-bound roofline, the reachable "
                     "floor)" % (name, by), bl.fmt_x(ratio), "(reported; 1.0x = floor)", None)
