@@ -140,3 +140,7 @@ def test_queues_share_the_engines_never_beyond_their_rate(loads):
             mine = max(mine, piece)
             assert e >= LAT + work[q, k] * (1 - 1e-12)
         assert e >= LAT + mine * (1 - 1e-12)
+    # no engine does more work than its rate allows: the program is not done before every engine has
+    # served all its pieces (end times handed out to overtaken transfers are not revised; the total is)
+    for k in {k for _, k in work}:
+        assert res.total_s >= LAT + sum(w for (_, kk), w in work.items() if kk == k) * (1 - 1e-12)

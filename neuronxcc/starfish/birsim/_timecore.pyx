@@ -533,6 +533,9 @@ cdef class Core:
             self.dtracks[self.ndt] = tr
             self.ndt += 1
         e.book(f, d)
+        if f + d > self.end:    # an engine ends its booked work at the same time in any service order
+            self.end = f + d    # (work-conserving): the core is not done before that, though end times
+                                # handed out for overtaken transfers are not revised
         if c <= 0 or c > d:
             c = d
         if not self.round_robin or f <= s0 * (1 + 1e-12) or d <= 0:
