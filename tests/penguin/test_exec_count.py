@@ -137,6 +137,27 @@ def test_masked_and_remainder_amounts_are_proven_in_range():
     assert not _range_checks(mod)
 
 
+def test_remainder_by_a_divisor_that_can_be_zero_keeps_the_dividends_range():
+    # XLA's x % 0 is x: (s & 63) % clamp(k, 0, 31) can be up to 63, not below 31
+    from neuronxcc.hlo import load_module
+    from neuronxcc.starfish.penguin import intrange
+    m = load_module("""HloModule r
+ENTRY e {
+  s = s32[8] parameter(0)
+  k = s32[8] parameter(1)
+  m = s32[8] constant({63, 63, 63, 63, 63, 63, 63, 63})
+  a = s32[8] and(s, m)
+  lo = s32[] constant(0)
+  hi = s32[] constant(31)
+  d = s32[8] clamp(lo, k, hi)
+  ROOT r = s32[8] remainder(a, d)
+}""")
+    comp = [c for c in m.computations.values() if any(i.opcode == "remainder" for i in c.instructions)][0]
+    rem = [i for i in comp.instructions if i.opcode == "remainder"][0]
+    assert intrange.of(m, rem) == (0, 63)
+    assert intrange.of(m, rem.operands[1]) == (0, 31)
+
+
 def test_unproven_amount_costs_one_unsigned_compare():
     r = np.random.default_rng(4)
     x = r.integers(-2 ** 31, 2 ** 31, (128, 64)).astype(np.int32)

@@ -270,9 +270,9 @@ def _arith(op, args, shape, inst):
         m = max(abs(b0), abs(b1))
         if m == 0:
             return None
-        if a0 >= 0:
-            return (0, min(a1, m - 1))
-        return (max(a0, -(m - 1)), min(max(a1, 0), m - 1))
+        r = (0, min(a1, m - 1)) if a0 >= 0 else (max(a0, -(m - 1)), min(max(a1, 0), m - 1))
+        # XLA: x % 0 = x, so a divisor that can be 0 leaves the dividend's range in play
+        return _join(r, (a0, a1)) if b0 <= 0 <= b1 else r
     if op == "abs":
         (a0, a1), = args
         if a0 >= 0:
