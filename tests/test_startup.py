@@ -148,9 +148,11 @@ handler = logging.FileHandler(sys.argv[1])
 logging.getLogger("probe").addHandler(handler)
 logging.getLogger("probe").warning("logged before the exit")
 atexit.register(lambda: sys.stdout.write("atexit hook ran\\n"))
-t = threading.Thread(target=lambda: (time.sleep(0.2), sys.stdout.write("thread joined\\n")))
+go = threading.Event()
+t = threading.Thread(target=lambda: (go.wait(), time.sleep(0.05), sys.stdout.write("thread joined\\n")))
 t.start()
 sys.stdout.write("buffered, not flushed")   # stdout is a pipe: block-buffered
+go.set()                                    # the thread writes after this line, before the exit ends
 exit_now(int(sys.argv[2]))
 """
 

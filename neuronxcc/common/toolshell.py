@@ -160,7 +160,7 @@ def atomic_output(path, suffix=".tmp", user_error=True):
 
 
 def _temp_beside(path, suffix):
-    """A free temporary name ``.<name>.<pid>.<n><suffix>`` in ``path``'s directory (not tempfile,
+    """A free temporary name ``.<name>.<pid>.<token>.<n><suffix>`` in ``path``'s directory (not tempfile,
     whose imports -- shutil, random, bz2, lzma -- cost every tool's start-up).
 
     The name is checked free by creating the file exclusively, and the file is removed again before
@@ -169,11 +169,13 @@ def _temp_beside(path, suffix):
     when the file is closed (its "auto_da_alloc" replace-by-truncate heuristic), and unlinking the
     flushed file later waits for its blocks: 4-8 ms per work-dir file when a compile removes its
     work directory, and a disk write of every intermediate file. The name carries this process's
-    id, so no other process picks it in between. The directory being unwritable is the OSError of
-    the exclusive create."""
+    id and a random token, so no other process picks it in between (process ids repeat across
+    containers and hosts writing to one shared directory). The directory being unwritable is the
+    OSError of the exclusive create."""
     d, base = os.path.split(path)
+    token = os.urandom(4).hex()
     for n in range(1000):
-        tmp = os.path.join(d, ".%s.%d.%d%s" % (base, os.getpid(), n, suffix))
+        tmp = os.path.join(d, ".%s.%d.%s.%d%s" % (base, os.getpid(), token, n, suffix))
         try:
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
@@ -275,7 +277,8 @@ def exit_now(status):
             if stream is not None:
                 stream.flush()
         except (OSError, ValueError):
-            pass
+            if stream is sys.stdout and status == 0:
+                status = 120        # what the interpreter's own exit gives when stdout cannot be flushed
     os._exit(status & 0xFF)
 
 
