@@ -1,7 +1,8 @@
 """A concatenation along the last axis of elementwise pieces is built on chip (penguin/concat.py):
 the Llama rotary embedding (rotate-half, cos / sin tables from positions) on q-shaped input,
 against jax (bf16 in, fp32 math, compiled tolerance row); one staging tile per 128 rows is stored
-as whole rows instead of one narrow store per head and piece. Untimed."""
+as whole rows instead of one narrow store per head and piece, and each piece is computed for all
+heads at once. Untimed."""
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -32,6 +33,10 @@ def test_rotary_concatenation_is_built_on_chip_and_matches_jax():
     # the result rows leave the chip whole: each store writes H * D contiguous elements per row
     stores = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.srcs[0].target in stages]
     assert stores and all(i.dsts[0].pattern[-1] == [1, 4 * 64] for i in stores), [i.dsts[0].pattern for i in stores]
+    # each piece is computed for all heads at once: what fills the staging tile covers every head's
+    # half-row (4 heads x 32 columns), not one head's 32 columns per instruction
+    fills = [i for i in mod.instructions() if i.opcode != "dma_copy" and i.dsts and i.dsts[0].target in stages]
+    assert fills and all(i.dsts[0].free_size == 4 * 32 for i in fills), [i.dsts[0].pattern for i in fills]
 
 
 def test_concatenation_along_a_leading_axis_keeps_the_copy_kernels():
