@@ -218,6 +218,7 @@ cdef class Select(Plan):
 # -- exact integer element-wise ops (int64, wrapping like numpy's int64) --------
 
 from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport malloc, free
 import numpy as np
 from neuronxcc.starfish.birsim._kernels cimport read_i64_ptr, write_i64_ptr
 
@@ -345,15 +346,25 @@ cdef class IntElementWise(Plan):
     """out = op1(op0(a, s0 | b), s1) in exact int64 (alu_i: tensor_tensor and tensor_scalar in the
     integer domain, integer converting copies when both ops are 0 = none), each op with the
     operands reversed when its flag says so, shifts by WIDTH bits; wrapped to the output dtype
-    on store as write_i64 does. Elements paired row-major; inputs read completely first."""
-    cdef _Operand out, a, b
+    on store as write_i64 does. A scalar may instead be a [P, 1] operand (SA0 / SA1: one value
+    per row of ROWS rows, broadcast along the row as numpy broadcasts the handler's [P, 1] array).
+    Elements paired row-major; inputs read completely first (the source, then the [P, 1]
+    operands, as the handler reads them)."""
+    cdef _Operand out, a, b, sa0, sa1
     cdef int op0, op1, width
     cdef bint rev0, rev1, tensor
     cdef int64_t s0, s1
-    cdef Py_ssize_t n
+    cdef Py_ssize_t n, rows
+    cdef int64_t* svals            # the [P, 1] operands' values: rows for sa0, then rows for sa1
+
+    def __cinit__(self):
+        self.svals = NULL
+
+    def __dealloc__(self):
+        free(self.svals)
 
     def __init__(self, APInfo out, APInfo a, APInfo b, int op0, int64_t s0, bint rev0, int op1, int64_t s1,
-                 bint rev1, int width):
+                 bint rev1, int width, APInfo sa0=None, APInfo sa1=None, Py_ssize_t rows=1):
         self.out = _Operand(out)
         self.a = _Operand(a)
         self.tensor = b is not None
@@ -362,25 +373,53 @@ cdef class IntElementWise(Plan):
         self.op1, self.s1, self.rev1 = op1, s1, rev1
         self.width = width
         self.n = out.n
+        self.rows = rows
+        self.sa0 = _Operand(sa0) if sa0 is not None else None
+        self.sa1 = _Operand(sa1) if sa1 is not None else None
+        if sa0 is not None or sa1 is not None:
+            if rows <= 0 or out.n != a.n or a.n % rows != 0 or b is not None or \
+                    (sa0 is not None and sa0.n != rows) or (sa1 is not None and sa1.n != rows):
+                raise ValueError("IntElementWise: a [P, 1] operand needs one value per row")
+            self.svals = <int64_t*>malloc(2 * rows * sizeof(int64_t))
+            if self.svals == NULL:
+                raise MemoryError()
 
     cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ab = self.a.info.base(env)
         cdef Py_ssize_t bb = self.b.info.base(env) if self.tensor else 0
+        cdef Py_ssize_t b0 = self.sa0.info.base(env) if self.sa0 is not None else 0
+        cdef Py_ssize_t b1 = self.sa1.info.base(env) if self.sa1 is not None else 0
         cdef Py_ssize_t ob = self.out.info.base(env)
-        cdef Py_ssize_t i, n = self.n
+        cdef Py_ssize_t r, f, n = self.n, rows = self.rows
         cdef int op0 = self.op0, op1 = self.op1, w = self.width
         cdef int64_t s0 = self.s0, s1 = self.s1
         cdef int64_t* x = _iscratch_for((2 if self.tensor else 1) * n)
         cdef int64_t* y = x + n
+        cdef int64_t* v0 = self.svals
+        cdef int64_t* v1 = self.svals + rows if self.svals != NULL else NULL
         # the GIL stays held: the scratch areas are shared (multi-rank runs use threads)
         read_i64_ptr(self.a.p, self.a.code, ab, self.a.strides, self.a.nums, x)
+        if self.sa0 is not None:
+            read_i64_ptr(self.sa0.p, self.sa0.code, b0, self.sa0.strides, self.sa0.nums, v0)
+        if self.sa1 is not None:
+            read_i64_ptr(self.sa1.p, self.sa1.code, b1, self.sa1.strides, self.sa1.nums, v1)
         if self.tensor:
             read_i64_ptr(self.b.p, self.b.code, bb, self.b.strides, self.b.nums, y)
             _iop_tt(op0, x, y, n, w)
         elif op0 != 0:
-            _iop_ts(op0, x, s0, self.rev0, n, w)
+            if self.sa0 is not None:
+                f = n // rows
+                for r in range(rows):
+                    _iop_ts(op0, x + r * f, v0[r], self.rev0, f, w)
+            else:
+                _iop_ts(op0, x, s0, self.rev0, n, w)
         if op1 != 0:
-            _iop_ts(op1, x, s1, self.rev1, n, w)
+            if self.sa1 is not None:
+                f = n // rows
+                for r in range(rows):
+                    _iop_ts(op1, x + r * f, v1[r], self.rev1, f, w)
+            else:
+                _iop_ts(op1, x, s1, self.rev1, n, w)
         write_i64_ptr(x, self.out.p, self.out.code, ob, self.out.strides, self.out.nums)
         return 0
 

@@ -122,7 +122,7 @@ def _int_width(ap):
 def _int_convert(ex, out, src):
     """wi(out, ri(src)): exact int64, wrapped on write (a typed pass), or None."""
     so, ss = ex.st._static(out), ex.st._static(src)
-    if so.n != ss.n or so.n > EW_MAX:
+    if so.n != ss.n:
         return None
     return IntElementWise(so, ss, None, 0, 0, False, 0, 0, False, 32)
 
@@ -177,17 +177,7 @@ def _tensor_scalar(ex, instr, attrs):
         or any(ALU_OPS[o] == "bitvec" for o in ops)
     ap0, ap1 = bool(attrs.get("operand0_ap")), bool(attrs.get("operand1_ap"))
     if intdom:
-        if ap0 or ap1:
-            return None
-        so, ss, w = ex.st._static(out), ex.st._static(src), _int_width(src)
-        if w is None or not all(o in INT_OPS for o in ops) or so.n != ss.n or so.n > EW_MAX:
-            return None
-        if any(INT_OPS[o] in INT_DIVMOD for o in ops) and \
-                max(abs(int(attrs.get("operand0") or 0)), abs(int(attrs.get("operand1") or 0))) >= 2 ** 62:
-            return None
-        return IntElementWise(so, ss, None, INT_OPS[ops[0]], int(attrs.get("operand0")), bool(attrs.get("reverse0")),
-                              INT_OPS[ops[1]] if len(ops) > 1 else 0,
-                              int(attrs.get("operand1")) if len(ops) > 1 else 0, bool(attrs.get("reverse1")), w)
+        return _int_tensor_scalar(ex, instr, attrs, ops, ap0, ap1)
     st = ex.st
     op0 = ops[0]
     op1 = ops[1] if len(ops) > 1 else None
@@ -242,6 +232,42 @@ def _tensor_scalar(ex, instr, attrs):
     return run
 
 
+def _int_tensor_scalar(ex, instr, attrs, ops, ap0, ap1):
+    """op_tensor_scalar in the integer domain: the exact int64 plan (any size), scalars immediate or
+    [P, 1] operands (one value per row of the source, read as int64 after the source), or None."""
+    out, src = instr.dsts[0], instr.srcs[0]
+    st = ex.st
+    so, ss, w = st._static(out), st._static(src), _int_width(src)
+    if w is None or not all(o in INT_OPS for o in ops) or so.n != ss.n:
+        return None
+    divmod_ = any(INT_OPS[o] in INT_DIVMOD for o in ops)
+    rows = _rows(src)
+    k = 1
+    infos, vals = [], []
+    for key, flag in (("operand0", ap0), ("operand1", ap1)):
+        if not flag:
+            infos.append(None)
+            v = attrs.get(key)
+            vals.append(int(v) if v is not None else 0)
+            if divmod_ and abs(vals[-1]) >= 2 ** 62:
+                return None
+            continue
+        if k >= len(instr.srcs):
+            return None             # the handler's error
+        sap = instr.srcs[k]
+        info = st._static(sap)
+        if info.n != rows or _rows(sap) != rows or ss.n % rows or (divmod_ and _int_width(sap) is None):
+            return None             # numpy broadcasting (or its error) in the handler
+        infos.append(info)
+        vals.append(0)
+        k += 1
+    if ap1 and len(ops) < 2:
+        return None
+    return IntElementWise(so, ss, None, INT_OPS[ops[0]], vals[0], bool(attrs.get("reverse0")),
+                          INT_OPS[ops[1]] if len(ops) > 1 else 0, vals[1] if len(ops) > 1 else 0,
+                          bool(attrs.get("reverse1")), w, infos[0], infos[1] if len(ops) > 1 else None, rows)
+
+
 def _tensor_scalar_np(st, instr, attrs, ops, r0, r1):
     """op_tensor_scalar's fp32 numpy calls (immediates or [P, 1] operands, read in the handler's
     order: the source, then operand0's and operand1's APs) with the readers and writer bound once."""
@@ -283,7 +309,7 @@ def _tensor_tensor(ex, instr, attrs):
         w = _int_width(a)
         if op in INT_OPS and INT_OPS[op] in INT_DIVMOD and _int_width(b) is None:
             w = None
-        if w is not None and op in INT_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b) and so.n <= EW_MAX:
+        if w is not None and op in INT_OPS and so.n == sa.n == sb.n and _rows(a) == _rows(b):
             return IntElementWise(so, sa, sb, INT_OPS[op], 0, False, 0, 0, False, w)
         return None
     st = ex.st
@@ -422,7 +448,7 @@ def _memset(ex, instr, attrs):
         vals = np.full(n, v, _F)
         write = st.write_f_at
     vals.flags.writeable = False
-    if vals.shape[0] == s.n and 0 < s.n <= EW_MAX:
+    if vals.shape[0] == s.n and 0 < s.n:
         return Fill(s, vals)
 
     def run(env):
@@ -442,7 +468,7 @@ def _iota(ex, instr, attrs):
     else:
         vals, write = v.astype(_F), st.write_f_at
     vals.flags.writeable = False
-    if vals.size == s.n and 0 < s.n <= EW_MAX:
+    if vals.size == s.n and 0 < s.n:
         return Fill(s, np.ascontiguousarray(vals).reshape(-1))
 
     def run(env):
@@ -503,25 +529,6 @@ def _select(ex, instr, attrs):
     ints = _is_int(out) and _is_int(t) and _is_int(f)
     if not (so.n == sp.n == st_.n == sf.n and _rows(pred) == _rows(t) == _rows(f)):
         return None             # numpy broadcasting (or its error) in the handler
-    if so.n > EW_MAX:
-        # op_select's numpy calls, the readers and writer bound once
-        rp = _reader_f(st, pred)
-        where = np.where
-        if ints:
-            read_i, write_i = st.read_i_at, st.write_i_at
-            rt, rf_ = _rows(t), _rows(f)
-
-            def run(env):
-                cond = rp(env) != 0
-                v = where(cond, read_i(st_, st_.base(env)).reshape(rt, -1), read_i(sf, sf.base(env)).reshape(rf_, -1))
-                write_i(so, so.base(env), v)
-            return run
-        rt_, rf2, wr = _reader_f(st, t), _reader_f(st, f), _writer_f(st, out)
-
-        def run(env):
-            cond = rp(env) != 0
-            wr(env, where(cond, rt_(env), rf2(env)))
-        return run
     if ints:
         return IntSelect(so, sp, st_, sf)       # the exact int64 path
     return Select(so, sp, st_, sf)
