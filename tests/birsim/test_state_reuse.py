@@ -56,3 +56,57 @@ def test_a_view_outliving_its_state_is_not_reused():
         del s2
         gc.collect()
     assert (view.view(np.float32) == 7).all()
+
+
+_RSS_PROBE = r"""
+import os, sys
+import numpy as np
+from neuronxcc.hwm import get_target
+from neuronxcc.starfish import birpy as B
+from neuronxcc.starfish.birsim.state import MachineState
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+m = B.Module("small")
+m.add_tensor("x", "input", "float32", (128, 16))
+m.add_memloc("t", "SBUF", 128, 64, start_partition=0, byte_offset=0)
+m.add_memloc("p", "PSUM", 128, 64, start_partition=0, byte_offset=0)
+tm = get_target("trn1")
+before = rss()
+st = MachineState(m, tm)
+grew = rss() - before
+sbuf = st.shared["SBUF"]
+assert sbuf.nbytes == tm.num_partitions * tm.sbuf_partition_bytes
+assert (sbuf.reshape(tm.num_partitions, -1)[:, :64] == 0xFF).all()
+print(grew, sbuf.nbytes)
+"""
+
+
+def test_fresh_sbuf_backs_only_the_pages_its_memlocs_use():
+    """A small program's first simulation in a process pays for the SBUF bytes it can address,
+    not for the whole 128 x 192 KiB array (numpy's huge-page advice made the kernel zero every
+    2 MiB page the 128 rows cross)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _RSS_PROBE], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    grew, total = map(int, r.stdout.split())
+    assert grew < total // 4, (grew, total)
+
+
+def test_fresh_sbuf_is_not_shared_with_a_forked_child():
+    import os
+
+    m = _module(True)
+    st = MachineState(m, get_target("trn1"))
+    sbuf = st.shared["SBUF"]
+    before = bytes(sbuf[:16])
+    pid = os.fork()
+    if pid == 0:
+        sbuf[:16] = 0x11
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert bytes(sbuf[:16]) == before

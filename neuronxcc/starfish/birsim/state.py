@@ -97,6 +97,20 @@ def _filled(n, fill, owned, resets):
     return b
 
 
+def _lazy_zeros(n):
+    """n zero bytes in anonymous private pages that the kernel backs only when touched.
+
+    Not ``np.zeros``: numpy asks for transparent huge pages (madvise) on arrays of 4 MiB and up,
+    and the kernel then zeroes, and on a fragmented machine first compacts, a whole 2 MiB page
+    wherever a row is touched. The SBUF array is 128 rows of 192 KiB of which a small program uses
+    a few KiB per row, so every one of its 2 MiB pages gets touched: 10-150 ms of the first
+    simulation in a process (the compile's bir_sim check), against about 1 ms for the pages
+    actually used. Private, so a forked process gets a copy-on-write view, never shared writes."""
+    import mmap
+
+    return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), np.uint8)
+
+
 def _fresh(parts, row_bytes, fill, memlocs, owned, resets):
     """The shared SBUF/PSUM array (parts x row_bytes, flat). Only the rows and
     bytes that allocated memlocs cover can ever be addressed (every access is
@@ -107,7 +121,7 @@ def _fresh(parts, row_bytes, fill, memlocs, owned, resets):
     buf = _POOL.take(n)
     fresh_zero = buf is None
     if buf is None:
-        buf = np.zeros(n, np.uint8)
+        buf = _lazy_zeros(n)
     owned.append(buf)
     grid = buf.reshape(parts, row_bytes)
     r1 = min(parts, max(x.start_partition + x.partitions for x in memlocs))
