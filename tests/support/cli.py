@@ -21,8 +21,31 @@ def ncc_command():
     exe = os.path.join(os.path.dirname(sys.executable), "neuronx-cc")
     if os.path.exists(exe) and _is_installed():
         return [exe]
-    return [sys.executable, "-c",
-            "import sys; from neuronxcc.driver.CommandDriver import main; sys.exit(main())"]
+    return [sys.executable, _checkout_script()]
+
+
+# What pip writes as the console script (pyproject's [project.scripts]), for a checkout that is not
+# installed. Run as a file named neuronx-cc it ends as the installed program does (toolshell.exit_script:
+# exit_now, no heap teardown); ``python -c`` would take the in-process path (SystemExit, teardown).
+_CONSOLE_SCRIPT = """import sys
+from neuronxcc.driver.CommandDriver import main
+if __name__ == '__main__':
+    sys.exit(main())
+"""
+_script_dir = []
+
+
+def _checkout_script():
+    if not _script_dir:
+        import atexit
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix="neuronxcc-bin-")
+        atexit.register(shutil.rmtree, d, True)
+        with open(os.path.join(d, "neuronx-cc"), "w") as f:
+            f.write(_CONSOLE_SCRIPT)
+        _script_dir.append(d)
+    return os.path.join(_script_dir[0], "neuronx-cc")
 
 
 def _is_installed():
