@@ -75,6 +75,8 @@ def called(inst):
 
 _REDUCERS = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul", "and": "and",
              "or": "or", "xor": "xor"}
+# the elementwise op of each ALU reducer kind (the inverse of _REDUCERS on add / max / min / mul)
+REDUCER_OP = {kind: op for op, kind in _REDUCERS.items() if kind in ("add", "max", "min", "mul")}
 
 
 def reducer_kind(comp):

@@ -32,7 +32,7 @@ import itertools
 import numpy as np
 
 from neuronxcc.starfish.penguin.apply import apply_computation
-from neuronxcc.starfish.penguin.hloinst import called as _called, reducer_kind, unsupported
+from neuronxcc.starfish.penguin.hloinst import REDUCER_OP, called as _called, reducer_kind, unsupported
 
 ALU_KINDS = ("add", "max", "min", "mul")
 MAX_TAPS = 64           # window positions unrolled (reduce-window, select-and-scatter), as the window kernel
@@ -262,10 +262,11 @@ def _window_1d(b, x, kind, size, stride, dilation, axis, dt, ident, out_len=None
         return _window_op(b, x, kind, size, stride, dilation, axis, out_len, dt, ident)
     a = int(np.ceil(np.sqrt(size)))
     q, rem = size // a, size % a
-    ya = _window_op(b, x, kind, a, 1, dilation, axis, n - (a - 1) * dilation, dt, ident)
+    # a, q and rem are each at most ~sqrt(size): past MAX_TAPS ** 2 taps they recurse in turn
+    ya = _window_1d(b, x, kind, a, 1, dilation, axis, dt, ident)
     res = _window_1d(b, ya, kind, q, stride, a * dilation, axis, dt, ident, out_len)
     if rem:
-        yr = _window_op(b, x, kind, rem, 1, dilation, axis, n - (rem - 1) * dilation, dt, ident)
+        yr = _window_1d(b, x, kind, rem, 1, dilation, axis, dt, ident)
         st = [0] * len(b.shape(x))
         st[axis] = q * a * dilation
         lim = list(b.shape(yr))
@@ -273,8 +274,7 @@ def _window_1d(b, x, kind, size, stride, dilation, axis, dt, ident, out_len=None
         strides = [1] * len(st)
         strides[axis] = stride
         tail = b.slice(yr, st, lim, strides)
-        res = b.op({"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}[kind], [res, tail],
-                   b.shape(res), dt, suffix=".tail")
+        res = b.op(REDUCER_OP[kind], [res, tail], b.shape(res), dt, suffix=".tail")
     return res
 
 
@@ -297,8 +297,8 @@ def _split_window(conv, g, inst, x, init, w, kind, loc):
         if size > 1 or w["stride"][axis] > 1:
             x = _window_1d(b, x, kind, size, w["stride"][axis], w["window_dilation"][axis], axis, dt, ident)
     if init_v != ident_v:
-        x = b.op({"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}[kind],
-                 [x, b.bcast(b.const(init_v, (), dt), b.shape(x))], b.shape(x), dt, suffix=".init")
+        x = b.op(REDUCER_OP[kind], [x, b.bcast(b.const(init_v, (), dt), b.shape(x))], b.shape(x), dt,
+                 suffix=".init")
     out = tuple(inst.shape.dims)
     return g.add_op("copy", [x], [(inst.name, out, dt)], {}, loc)[0]
 

@@ -15,15 +15,18 @@
 """
 import itertools
 
+from neuronxcc.starfish.penguin import longsort
 from neuronxcc.starfish.penguin.emit import Axis, choose_tile
 from neuronxcc.starfish.penguin.expr import Node, apply_view
+from neuronxcc.starfish.penguin.hloinst import REDUCER_OP
 from neuronxcc.starfish.penguin.tiles import IOTA_BASE, cannot_lower, onchip_dtype
 from neuronxcc.starfish.penguin.views import Splat, View
 
 MAX_WINDOW_POSITIONS = 64
 GROUP_REDUCE_MAX = 8192       # window positions x group inputs reduced per output element by _conv_group_reduce
 IDENTITY = {"add": 0.0, "max": float("-inf"), "min": float("inf"), "mul": 1.0}
-REDUCER_OP = {"add": "add", "max": "maximum", "min": "minimum", "mul": "multiply"}
+CUMSUM_DIRECT_MAX = 4096     # longest axis summed with one (n, n) triangle matmul (64 MiB of fp32)
+CUMSUM_BLOCK = 1024          # block of a longer axis: one (B, B) triangle, prefix sums of the block totals
 SORT_MAX_ROW = 8192           # three [P, n] fp32/int32 buffers stay well inside one SBUF partition
 
 
@@ -94,6 +97,9 @@ class WindowMixin:
         if not isinstance(L, View) or L.base.startswith("__"):
             L = self.cg.materialise(L if L is not None else xt, allow_views=False)
             L = L.reshape((rows, n))
+        if n > CUMSUM_DIRECT_MAX:
+            res = self._blocked_prefix_sums(L, rows, n, reverse, o.dtype)
+            return self._cumsum_result(res, x, perm, o, init)
         # U[k, j] = 1 if k <= j (k >= j for reverse)
         ik = View(IOTA_BASE, "int32", (n, n), (1, 0), 0)
         ij = View(IOTA_BASE, "int32", (n, n), (0, 1), 0)
@@ -105,12 +111,60 @@ class WindowMixin:
         t = self.em.tensor("cumsum", "scratch", o.dtype, (rows, n))
         O = View.contiguous(t, o.dtype, (rows, n))
         self.matmul(L, U, O, 0, rows, n, n)
+        return self._cumsum_result(O, x, perm, o, init)
+
+    def _cumsum_result(self, O, x, perm, o, init):
         tshape = tuple(x.shape[k] for k in perm)
-        inv = [perm.index(k) for k in range(r)]
+        inv = [perm.index(k) for k in range(len(perm))]
         res = O.reshape(tshape).transpose(inv)
         if init.value != 0:
             res = Node("add", [res, Splat(init.value, o.dtype, o.shape)], {}, o.dtype, o.shape)
         return res
+
+    def _triangle(self, n):
+        """The (n, n) float32 0/1 matrix U[k, j] = (k <= j), generated from two iotas."""
+        ik = View(IOTA_BASE, "int32", (n, n), (1, 0), 0)
+        ij = View(IOTA_BASE, "int32", (n, n), (0, 1), 0)
+        u = Node("convert", [Node("compare", [ik, ij], {"direction": "LE"}, "bool", (n, n))], {}, "float32",
+                 (n, n))
+        U = View.contiguous(self.em.tensor("tri", "scratch", "float32", (n, n)), "float32", (n, n))
+        self.elementwise(u, U)
+        return U
+
+    def _blocked_prefix_sums(self, L, rows, n, reverse, odt):
+        """Prefix sums of the rows of L (rows, n) over an axis too long for one (n, n) triangle (a
+        vocabulary's probabilities in top-p sampling): the row cut into blocks of CUMSUM_BLOCK, each
+        block's prefix sums one matmul with the block triangle, then every block shifted by the
+        (exclusive) prefix sum of the block totals before it, computed the same way. A suffix sum
+        (reverse) is the prefix sum of the reversed row, reversed."""
+        B = CUMSUM_BLOCK
+        nb = -(-n // B)
+        N = nb * B
+        X = View.contiguous(self.em.tensor("cumsum_in", "scratch", "float32", (rows, N)), "float32", (rows, N))
+        if N != n:
+            self.elementwise(Splat(0.0, "float32", (rows, N - n)), X.slice([0, n], [rows, N], [1, 1]))
+        src = L.reverse([1]) if reverse else L
+        self.elementwise(src if src.dtype == "float32" else Node("convert", [src], {}, "float32", src.shape),
+                         X.slice([0, 0], [rows, n], [1, 1]))
+        O1 = View.contiguous(self.em.tensor("cumsum_blk", "scratch", "float32", (rows * nb, B)), "float32",
+                             (rows * nb, B))
+        self.matmul(X.reshape((rows * nb, B)), self._triangle(B), O1, 0, rows * nb, B, B)
+        O1 = O1.reshape((rows, nb, B))
+        tot = O1.slice([0, 0, B - 1], [rows, nb, B], [1, 1, 1]).reshape((rows, nb))
+        if nb > CUMSUM_DIRECT_MAX:
+            inc = self._blocked_prefix_sums(tot, rows, nb, False, "float32")
+        else:
+            inc = View.contiguous(self.em.tensor("cumsum_tot", "scratch", "float32", (rows, nb)), "float32",
+                                  (rows, nb))
+            self.matmul(tot, self._triangle(nb), inc, 0, rows, nb, nb)
+        before = self.cg.materialise(Node("subtract", [inc, tot], {}, "float32", (rows, nb)), allow_views=False)
+        shift = before.broadcast((rows, nb, B), (0, 1))
+        full = (rows, nb, B)
+        O = View.contiguous(self.em.tensor("cumsum", "scratch", odt, (rows, N)), odt, (rows, N))
+        s = Node("add", [O1, shift], {}, "float32", full)
+        self.elementwise(s if odt == "float32" else Node("convert", [s], {}, odt, full), O.reshape(full))
+        res = O.slice([0, 0], [rows, n], [1, 1])
+        return res.reverse([1]) if reverse else res
 
     def scan(self, x, axis, reverse, o, init, red):
         """Sequential scan along `axis`: a loop over the columns with a [P,1] running value on chip."""
@@ -355,6 +409,8 @@ class WindowMixin:
         """Run a custom op over row tiles; returns (values view, indices view) of shape (rows, k)."""
         em = self.em
         if n > SORT_MAX_ROW:
+            if function == "sort_f32" and k == n:
+                return longsort.sort_long_rows(self, src, rows, n, SORT_MAX_ROW, descending, dtypes[0], op)
             raise cannot_lower(op, "sort/top-k rows of %d elements" % n)
         tv = em.tensor("sorted", "scratch", dtypes[0], (rows, k))
         ti = em.tensor("sortidx", "scratch", "int32", (rows, k))
@@ -480,7 +536,13 @@ class WindowMixin:
             raise cannot_lower(op, "top-k of the smallest elements")
         d = len(x.shape) - 1
         src, perm, rows, n = self._rows_view(x, d)
-        if n > SORT_MAX_ROW:
+        nch = -(-n // SORT_MAX_ROW)
+        if n > SORT_MAX_ROW and (k > -(-n // nch) or nch * k > SORT_MAX_ROW):
+            # more candidates than the two-round top-k holds: the whole row sorted, its first k
+            V, I = longsort.sort_long_rows(self, src, rows, n, SORT_MAX_ROW, True, outs[0].dtype, op)
+            V, I = V.slice([0, 0], [rows, k], [1, 1]), I.slice([0, 0], [rows, k], [1, 1])
+            V, I = self.cg.materialise(V, allow_views=False), self.cg.materialise(I, allow_views=False)
+        elif n > SORT_MAX_ROW:
             V, I = self._topk_long_rows(src, rows, n, k, outs[0].dtype, op)
         else:
             V, I = self._custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)
