@@ -6,7 +6,9 @@ range compare and select around it (threefry rotates by amounts read from a loop
 constants: 13, 15, 26, 6 / 17, 29, 16, 24, and by 32 minus them).
 
 The analysis is an interval abstract interpretation of the whole module, run once per module
-(lazily, on the first query) and cached on it:
+(lazily, on the first query) and cached on it, keyed by the instruction objects themselves (the
+cache holds them, so no key can come to stand for a later object, as an id could once its object
+died); an instruction the module gained after the first query is unknown (None):
 * interprocedural through ``call`` / ``fusion`` (operand k flows into parameter k), ``while`` (the
   initial tuple and the body's root both flow into the body's and the condition's parameter; the
   while's result is that parameter's range) and ``conditional`` (operand k + 1 into branch k); a
@@ -84,7 +86,7 @@ class Ranges:
             for inst in comp.instructions:
                 for kind, comps in self._calls(inst):
                     for k, c in enumerate(comps):
-                        self.callers.setdefault(id(c), []).append((kind, k, inst))
+                        self.callers.setdefault(c, []).append((kind, k, inst))
         self.changes = {}
         self.ok = self._solve()
 
@@ -116,12 +118,12 @@ class Ranges:
             for comp in comps:
                 for inst in comp.instructions:
                     v = self._eval(inst, comp)
-                    old = self.val.get(id(inst))
+                    old = self.val.get(inst)
                     if v != old:
                         if inst.opcode == "parameter" and old is not None:
-                            v = self._widen(old, v, inst.shape, (id(inst),))
+                            v = self._widen(old, v, inst.shape, (inst,))
                         if v != old:
-                            self.val[id(inst)] = v
+                            self.val[inst] = v
                             changed = True
             if not changed:
                 return True
@@ -139,14 +141,14 @@ class Ranges:
         return _top(shape) if n >= WIDEN_AFTER else new
 
     def _v(self, inst):
-        return self.val.get(id(inst))
+        return self.val.get(inst)
 
     def _param(self, inst, comp):
         if comp is self.module.entry:
             return _top(inst.shape)
         k = inst.parameter_number if inst.parameter_number is not None else comp.parameters.index(inst)
         acc = None
-        for kind, idx, caller in self.callers.get(id(comp), ()):
+        for kind, idx, caller in self.callers.get(comp, ()):
             if kind == "call":
                 v = self._v(caller.operands[k]) if k < len(caller.operands) else _top(inst.shape)
             elif kind == "while":
@@ -295,5 +297,5 @@ def of(module, inst):
             pass
     if not r.ok:
         return None
-    v = r.val.get(id(inst))
+    v = r.val.get(inst)
     return v if isinstance(v, tuple) else None
