@@ -331,7 +331,13 @@ def _may_fork():
 class _ForkedRun:
     """``run(args)`` in a forked child while this process goes on; ``result()`` is what
     ``_try_run(run, args)`` would have returned here. The child's result comes back pickled through
-    a pipe; it prints nothing and ends with os._exit (no exit hooks, no stdio flushed twice)."""
+    a pipe; it prints nothing and ends with os._exit (no exit hooks, no stdio flushed twice).
+
+    The child is this process's helper, not a tool of its own: faulthandler is off in it (a crash
+    there is a failed perturbed run, reported as no spreads, not a second traceback on the
+    console), and it ends when this process does, however that happens: it holds the read end of
+    a lifeline pipe whose only write end is here, and a thread of its own exits when the pipe
+    reads end-of-file (portable where PR_SET_PDEATHSIG is Linux's alone)."""
 
     def __init__(self, run, args):
         import pickle
@@ -339,11 +345,14 @@ class _ForkedRun:
         sys.stdout.flush()
         sys.stderr.flush()
         r, w = os.pipe()
+        life_r, life_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             status = 1
             try:
                 os.close(r)
+                os.close(life_w)
+                _child_setup(life_r)
                 res = _try_run(run, args)
                 try:
                     data = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
@@ -355,7 +364,8 @@ class _ForkedRun:
             finally:
                 os._exit(status)
         os.close(w)
-        self.pid, self.fd = pid, r
+        os.close(life_r)
+        self.pid, self.fd, self.lifeline = pid, r, life_w
 
     def result(self):
         import pickle
@@ -363,6 +373,7 @@ class _ForkedRun:
         with os.fdopen(self.fd, "rb") as f:
             data = f.read()
         _, status = os.waitpid(self.pid, 0)
+        os.close(self.lifeline)
         if not data or os.waitstatus_to_exitcode(status) != 0:
             return None, "the forked perturbed run ended with status %d" % os.waitstatus_to_exitcode(status)
         return pickle.loads(data)
@@ -375,7 +386,27 @@ class _ForkedRun:
         except OSError:
             pass
         os.close(self.fd)
+        os.close(self.lifeline)
         os.waitpid(self.pid, 0)
+
+
+def _child_setup(lifeline):
+    """In the forked child: faulthandler off, and a daemon thread that ends the child when the
+    parent's end of ``lifeline`` closes (the parent ended)."""
+    import faulthandler
+    import threading
+
+    faulthandler.disable()
+
+    def watch():
+        try:
+            while os.read(lifeline, 1):
+                pass
+        except OSError:
+            pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
 def _spreads(module, outputs, outs2):

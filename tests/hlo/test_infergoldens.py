@@ -396,3 +396,51 @@ def test_the_perturbed_run_beside_the_goldens_run_writes_what_the_serial_one_doe
         assert sorted(a.files) == sorted(k for k in b.files if not k.startswith("spread"))
         for k in a.files:
             assert a[k].tobytes() == b[k].tobytes(), k
+
+
+_ORPHAN_PROBE = """
+import faulthandler, os, sys, time
+import neuronxcc.hlo.infergoldens as g
+faulthandler.enable()
+probe = g._ForkedRun(lambda a: faulthandler.is_enabled(), None)
+print("faulthandler in the child:", probe.result(), flush=True)
+beside = g._ForkedRun(lambda a: time.sleep(600), None)
+print("child", beside.pid, flush=True)
+os._exit(0)                          # the parent ends without cancel(): no cleanup runs
+"""
+
+
+def _gone(pid):
+    """True when pid has exited (a zombie waiting for a reaper counts)."""
+    import os
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_the_forked_perturbed_run_is_a_quiet_helper_that_ends_with_its_parent():
+    """The child has faulthandler off (a crash there is a failed perturbed run, not a second
+    traceback), and a child whose parent died (killed, or ending without cancel) exits instead of
+    running on as an orphan."""
+    import subprocess
+    import sys
+    import time
+
+    from support.cli import _env
+
+    r = subprocess.run([sys.executable, "-c", _ORPHAN_PROBE], capture_output=True, text=True, env=_env(),
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "faulthandler in the child: (False, None)" in r.stdout
+    pid = int(r.stdout.split("child ")[1].split()[0])
+    for _ in range(600):                 # a liveness wait (up to a minute), not a timing claim
+        if _gone(pid):
+            break
+        time.sleep(0.1)
+    else:
+        import os
+        import signal
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the forked run outlived its parent")
