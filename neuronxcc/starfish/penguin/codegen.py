@@ -380,12 +380,15 @@ class Codegen:
 
     def _row_reduce_user(self, op):
         """A reduce over the last axis that row fusion will keep lazy (recomputing its input is cheap)."""
-        from neuronxcc.starfish.penguin.rows import ROW_MAX, ROW_REDUCERS
+        from neuronxcc.starfish.penguin.rows import ROW_REDUCERS, lazy_width_ok
         if op.kind != "reduce" or len(op.outputs) != 1 or not self.row_fusion:
             return False
         x = self.g.values[op.inputs[0]]
+        rows = 1
+        for d in x.shape[:-1]:
+            rows *= d
         return (op.attrs.get("reducer") in ROW_REDUCERS and list(op.attrs["dimensions"]) == [len(x.shape) - 1]
-                and 2 <= x.shape[-1] <= ROW_MAX and len(x.shape) >= 2)
+                and len(x.shape) >= 2 and lazy_width_ok(x.shape[-1], rows))
 
     def view(self, op, x, out):
         kind = op.kind

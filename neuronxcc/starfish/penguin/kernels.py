@@ -109,7 +109,8 @@ class Kernels:
         rl = rows.row_leaves(x)
         if rl:
             bad = [v for v in rl if not rows.inline_ok(self.cg, v, f, shape)]
-            if not bad and rows.inline_tiles(self.cg, x) * shape[f] * 4 > rows.ROW_SBUF_BUDGET:
+            if not bad and (not rows.wide_rows_fit(self.cg, x) if shape[f] > rows.ROW_MAX else
+                            rows.inline_tiles(self.cg, x) * shape[f] * 4 > rows.ROW_SBUF_BUDGET):
                 bad = list(rl)                   # whole rows of this many tiles would not fit SBUF
             if bad:
                 # some row reductions cannot be computed inside this kernel's tiles: materialise them

@@ -14,13 +14,15 @@ with the ordinary reduce kernel into a scratch tensor and renames the leaf's
 base to it (the leaf's strides already address a contiguous tensor).
 """
 from neuronxcc.starfish.penguin import mmleaf
-from neuronxcc.starfish.penguin.expr import apply_view, leaves
+from neuronxcc.starfish.penguin.expr import Node, apply_view, leaves
 from neuronxcc.starfish.penguin.views import Splat, View, row_major_strides
 
 ROW_MAX = 2048
 ROW_SBUF_BUDGET = 96 * 1024         # bytes per partition the tiles of one row-fused kernel may take
+ROW_WIDE_MAX = 8192                 # longer rows stay lazy when they fill the partitions (see lazy_width_ok)
 ROW_PREFIX = "__row__"
 ROW_REDUCERS = ("add", "max", "min")
+PMAX = 128
 
 
 class RowReduce:
@@ -46,6 +48,20 @@ class RowReduce:
         return self._x2
 
 
+def lazy_width_ok(n, rows):
+    """Is a last-axis reduction of ROWS rows of N elements kept lazy? Up to ROW_MAX always; up to
+    ROW_WIDE_MAX when there are rows for every partition (an RMSNorm over a 4096-wide hidden state
+    of 2048 tokens: one kernel reads each row once), and then only in a consumer whose tiles fit
+    (``wide_rows_fit``). One row of 4096 (a decode step) is left to the two-stage reduce, which
+    spreads it over the partitions."""
+    return 2 <= n <= ROW_MAX or (n <= ROW_WIDE_MAX and rows >= PMAX)
+
+
+def wide_rows_fit(cg, x):
+    """Do the tiles of a whole-row kernel evaluating x (rows longer than ROW_MAX) fit its budget?"""
+    return peak_row_bytes(cg, x) <= ROW_SBUF_BUDGET
+
+
 def is_row_leaf(v):
     return isinstance(v, View) and v.base.startswith(ROW_PREFIX)
 
@@ -66,7 +82,10 @@ def make_row_reduce(cg, op, args, outs):
     if red not in ROW_REDUCERS or not isinstance(init, Splat) or r < 2 or dims != [r - 1]:
         return None
     n = x.shape[-1]
-    if n < 2 or n > ROW_MAX or not o.dtype.startswith("float") and o.dtype != "bfloat16":
+    rows = 1
+    for d in o.shape:
+        rows *= d
+    if not lazy_width_ok(n, rows) or not o.dtype.startswith("float") and o.dtype != "bfloat16":
         return None
     if any(d == 0 for d in x.shape):
         return None
@@ -140,3 +159,54 @@ def reindexed_input(cg, v, f_axis):
         off = w.offset + v.offset * a
         return View(w.base, w.dtype, shape, strides, off)
     return apply_view(x2, fn)
+
+
+def _wide(x, memo):
+    """Does x vary along the last axis (a [P, N] tile in a whole-row kernel, not a [P, 1] column)?"""
+    k = id(x)
+    if k not in memo:
+        if isinstance(x, Node):
+            memo[k] = any(_wide(a, memo) for a in x.args)
+        else:
+            memo[k] = isinstance(x, View) and not is_row_leaf(x) and bool(x.shape) and x.strides[-1] != 0
+    return memo[k]
+
+
+def peak_row_bytes(cg, x):
+    """Bytes per partition live at once while a kernel evaluates x over whole rows (x's last axis,
+    N long) with its row reductions inline, in TileEval's order (arguments first, left to right):
+    each value lives from when it is made to its last use; one that varies along the row takes N
+    elements of its on-chip dtype (at least 4 bytes each: arithmetic is fp32), a [P, 1] column
+    (a row reduction, a broadcast along the row, a scalar, anything made only of those) 4 bytes."""
+    n = x.shape[-1] if x.shape else 1
+    memo, made, last, size = {}, {}, {}, {}
+    step = [0]
+
+    def visit(y):
+        k = id(y)
+        if k in made:
+            return k
+        if isinstance(y, Node):
+            ks = [visit(a) for a in y.args]
+        elif is_row_leaf(y):
+            k = y.base
+            if k in made:
+                return k
+            ks = [visit(cg.rowred[y.base].x)]
+        else:
+            ks = []
+        step[0] += 1
+        for a in ks:
+            last[a] = step[0]
+        made[k] = last[k] = step[0]
+        wide = isinstance(y, (Node, View)) and not is_row_leaf(y) and _wide(y, memo)
+        size[k] = n * max(4, _itemsize(y.dtype)) if wide else 4
+        return k
+    last[visit(x)] = step[0] + 1
+    return max(sum(size[k] for k in made if made[k] <= s <= last[k]) for s in range(1, step[0] + 2))
+
+
+def _itemsize(dtype):
+    from neuronxcc.starfish.birpy import dtypes as bdt
+    from neuronxcc.starfish.penguin.tiles import onchip_dtype
+    return bdt.itemsize(onchip_dtype(dtype))
