@@ -138,6 +138,32 @@ def test_small_matmul_sums_fp32_products_over_k_in_order():
         np.testing.assert_array_equal(got, want)
 
 
+def test_pe_matmul_is_the_in_order_sum_at_every_size():
+    """birsim's PE kernel (``_pe``, every matmul size): the bits of the in-order sum of unfused fp32
+    products, on sizes across its 8 / 4 / 2 / 1-row and 32-column blocks (packed and in place),
+    strided and non-fp32 operands, NaN and infinity; accumulation adds the old value last."""
+    from neuronxcc.starfish.birsim import _pe
+    rng = np.random.default_rng(5)
+    sizes = [(1, 1, 1), (128, 128, 512), (75, 4, 384), (3, 9, 33), (128, 15, 130), (64, 128, 31)]
+    sizes += [tuple(int(v) for v in rng.integers(1, 140, 3)) for _ in range(12)]
+    for i, (k, m, n) in enumerate(sizes):
+        s = (rng.standard_normal((k, 2 * m)) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)[:, ::2]
+        w = rng.standard_normal((k, n + 3)).astype(np.float32)[:, 3:]
+        if i % 3 == 1:
+            s[k // 2, m // 2] = np.nan
+            w[k - 1, n - 1] = -np.inf
+        want = s[0][:, None] * w[0][None, :]
+        for j in range(1, k):
+            want = want + s[j][:, None] * w[j][None, :]
+        got = _pe.matmul(s, w)
+        assert got.dtype == np.float32 and got.shape == (m, n)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    got = _pe.matmul(np.ones((4, 3), np.float16), np.ones((4, 40), np.float64))
+    np.testing.assert_array_equal(got, np.full((3, 40), 4, np.float32))
+    with pytest.raises(ValueError):
+        _pe.matmul(np.ones((4, 3), np.float32), np.ones((5, 3), np.float32))
+
+
 def test_gelu_passes_match_the_numpy_float64_expression():
     """alu's GELU (the typed passes around numpy's float64 exp) gives the bits of the numpy expression
     it replaces, (0.5 * x64 * (1 + erf64(x / sqrt 2))).astype(float32), on finite values of every

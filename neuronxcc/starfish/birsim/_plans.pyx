@@ -541,110 +541,108 @@ cdef class Fill(Plan):
         return 0
 
 
-# -- matmul: np.matmul on the arrays the handler builds ------------------------------
+# -- matmul: the PE kernel (_pe) on the operands in place or read through fp32 ----------
 
 from libc.stdlib cimport malloc, free
-from neuronxcc.starfish.birsim._kernels cimport mm_small
-from neuronxcc.starfish.birsim._kernels import SMALL_MATMUL
+from neuronxcc.starfish.birsim._pe cimport mm_f32
 
-cdef object _ndarray = np.ndarray
-cdef object _np_matmul = np.matmul
-cdef object _np_add = np.add
-cdef object _F32 = np.float32
+
+cdef bint _rows_in_place(_Operand x, Py_ssize_t rows, Py_ssize_t cols) noexcept:
+    """X is fp32 rows of COLS unit-stride elements, ROWS of them (one per partition): usable in place."""
+    cdef int k
+    for k in range(4):
+        if x.nums[k] != 1:
+            return False
+    return x.code == 0 and x.nums[4] == rows and x.nums[5] == cols and x.strides[5] == 4 and \
+        (rows == 1 or (x.strides[4] > 0 and x.strides[4] % 4 == 0))
 
 
 cdef class Matmul(Plan):
-    """Executor.op_matmul as a plan: out = stat.T @ mv [+ out] in fp32 (birsim.alu.matmul_f).
-    Small ones (at most SMALL_MATMUL multiply-adds, operands and output of matching sizes): the
-    operands read through fp32 into the plan's own buffers, mm_small (products summed over K
-    in order), the fp32 add of the old PSUM values, the cast on store. Larger: np.matmul on
-    exactly the fp32 arrays the handler builds (read-only storage views for fp32 operands,
-    as MachineState.read_f_at makes them; converted copies otherwise), because BLAS's
-    summation order may depend on the arrays' layout; fp32 accumulation adds into the
-    output's storage view in place (the same IEEE adds as the handler's add-then-write)."""
-    cdef APInfo s, m, o
+    """Executor.op_matmul as a plan: out = stat.T @ mv [+ out] in fp32, the PE arithmetic of
+    ``_pe`` (birsim.alu.matmul_f: per result the in-order fp32 sum over K of unfused products;
+    accumulation adds the old value, one more fp32 add). Operands of matching sizes (stationary
+    [K, M], moving [K, N], output [M, N], one row per partition): an fp32 operand whose rows are
+    unit-stride runs is used in place, any other is read through fp32 into the plans' scratch;
+    the sums go into an fp32 output in place unless it overlaps an operand (its old values read
+    first, as the handler reads them), else into the scratch and are cast on store. Other
+    operand sizes run the handler (its numpy error)."""
     cdef _Operand so, mo, oo
-    cdef object st
-    cdef Py_ssize_t srows, mrows, orows, K, M, N
-    cdef bint acc, small
-    cdef float* buf
-
-    def __cinit__(self):
-        self.buf = NULL
-
-    def __dealloc__(self):
-        free(self.buf)
+    cdef object fallback
+    cdef Py_ssize_t K, M, N
+    cdef bint acc, ok, sin, min_, oin
 
     def __init__(self, st, APInfo s, APInfo m, APInfo o, Py_ssize_t srows, Py_ssize_t mrows, Py_ssize_t orows,
-                 bint acc):
-        self.st = st
-        self.s, self.m, self.o = s, m, o
-        self.srows, self.mrows, self.orows = srows, mrows, orows
+                 bint acc, fallback=None):
         self.acc = acc
+        self.fallback = fallback
         self.K = srows
         self.M = s.n // srows if srows else 0
         self.N = m.n // mrows if mrows else 0
-        self.small = (srows == mrows and srows > 0 and orows == self.M and s.n == srows * self.M
-                      and m.n == mrows * self.N and o.n == self.M * self.N and self.M * self.N > 0
-                      and self.K * self.M * self.N <= SMALL_MATMUL)
-        if self.small:
+        self.ok = (srows == mrows and srows > 0 and orows == self.M and s.n == srows * self.M
+                   and m.n == mrows * self.N and o.n == self.M * self.N and self.M * self.N > 0)
+        if not self.ok and fallback is None:
+            raise ValueError("Matmul: operands of other sizes need the handler as fallback")
+        if self.ok:
             self.so, self.mo, self.oo = _Operand(s), _Operand(m), _Operand(o)
-            self.buf = <float*>malloc((s.n + m.n + 2 * o.n) * sizeof(float))
-            if self.buf == NULL:
-                raise MemoryError()
-
-    cdef object _read(self, APInfo a, Py_ssize_t base, Py_ssize_t rows):
-        if a.code != 0:
-            return self.st.read_f_at(a, base).reshape(rows, -1)
-        v = a.rview
-        if v is None:
-            v = _ndarray(a.shape, dtype=a.npdt, buffer=a.tgt.buf, offset=base, strides=a.vstrides)
-            v.flags.writeable = False
-            if a.has_fixed:
-                a.rview = v
-        return v.reshape(rows, -1)
+            self.sin = _rows_in_place(self.so, self.K, self.M)
+            self.min_ = _rows_in_place(self.mo, self.K, self.N)
+            self.oin = _rows_in_place(self.oo, self.M, self.N)
 
     cdef int run(self, dict env) except -1:
-        cdef Py_ssize_t sb = self.s.base(env)
-        cdef Py_ssize_t mb = self.m.base(env)
-        cdef Py_ssize_t ob, i, n
-        cdef float* xs
-        cdef float* xm
-        cdef float* r
-        cdef float* old
-        if self.small:
-            ob = self.o.base(env)
-            n = self.o.n
-            xs = self.buf
-            xm = xs + self.s.n
-            r = xm + self.m.n
-            old = r + n
-            with nogil:
-                read_f32_ptr(self.so.p, self.so.code, sb, self.so.strides, self.so.nums, xs)
-                read_f32_ptr(self.mo.p, self.mo.code, mb, self.mo.strides, self.mo.nums, xm)
-                mm_small(xs, xm, r, self.K, self.M, self.N)
-                if self.acc:
-                    read_f32_ptr(self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums, old)
-                    for i in range(n):
-                        r[i] = r[i] + old[i]
-                write_f32_ptr(r, self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums)
+        if not self.ok:
+            self.fallback(env)
             return 0
-        r_ = _np_matmul(self._read(self.s, sb, self.srows).T, self._read(self.m, mb, self.mrows))
-        ob = self.o.base(env)
-        cdef APInfo o = self.o
-        if self.acc:
-            if o.code == 0:
-                ov = _ndarray(o.shape, dtype=o.npdt, buffer=o.tgt.buf, offset=ob, strides=o.vstrides).reshape(
-                    self.orows, -1)
-                if r_.shape != ov.shape or ov.flags.owndata:
-                    # the general path (and its size error)
-                    self.st.write_f_at(o, ob, _np_add(r_, self._read(o, ob, self.orows), dtype=_F32))
-                    return 0
-                _np_add(r_, ov, out=ov, dtype=_F32)
-                return 0
-            r_ = _np_add(r_, self._read(o, ob, self.orows), dtype=_F32)
-        self.st.write_f_at(o, ob, r_)
+        cdef Py_ssize_t sb = self.so.info.base(env)
+        cdef Py_ssize_t mb = self.mo.info.base(env)
+        cdef Py_ssize_t ob = self.oo.info.base(env)
+        cdef Py_ssize_t K = self.K, M = self.M, N = self.N, need = K * 32
+        cdef bint sin = self.sin and sb % 4 == 0
+        cdef bint min_ = self.min_ and mb % 4 == 0
+        cdef bint oin = self.oin and ob % 4 == 0 and not _overlaps(self.oo, ob, self.so, sb) and \
+            not _overlaps(self.oo, ob, self.mo, mb)
+        if not sin:
+            need += K * M
+        if not min_:
+            need += K * N
+        if not oin:
+            need += M * N
+        cdef float* w = _scratch_for(need)
+        cdef float* work = w
+        w += K * 32
+        cdef const float* xs
+        cdef const float* xm
+        cdef float* r
+        cdef Py_ssize_t ss = M, ms = N, rs = N
+        if sin:
+            xs = <const float*>(self.so.p + sb)
+            ss = self.so.strides[4] // 4
+        else:
+            read_f32_ptr(self.so.p, self.so.code, sb, self.so.strides, self.so.nums, w)
+            xs = w
+            w += K * M
+        if min_:
+            xm = <const float*>(self.mo.p + mb)
+            ms = self.mo.strides[4] // 4
+        else:
+            read_f32_ptr(self.mo.p, self.mo.code, mb, self.mo.strides, self.mo.nums, w)
+            xm = w
+            w += K * N
+        if oin:
+            r = <float*>(self.oo.p + ob)
+            rs = self.oo.strides[4] // 4
+            mm_f32(xs, ss, xm, ms, r, rs, K, M, N, self.acc, work)
+        else:
+            r = w
+            if self.acc:
+                read_f32_ptr(self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums, r)
+            mm_f32(xs, ss, xm, ms, r, rs, K, M, N, self.acc, work)
+            write_f32_ptr(r, self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums)
         return 0
+
+
+cdef bint _overlaps(_Operand x, Py_ssize_t xb, _Operand y, Py_ssize_t yb) noexcept:
+    """Do X (at XB) and Y (at YB) share a byte of one storage?"""
+    return x.p == y.p and xb + x.lo < yb + y.hi and yb + y.lo < xb + x.hi
 
 
 cdef class Gather(Plan):

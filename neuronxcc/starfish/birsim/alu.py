@@ -17,7 +17,7 @@ polynomials; the results agree to fp32 rounding, not bit for bit.
 """
 import numpy as np
 
-from neuronxcc.starfish.birsim import _kernels as _K
+from neuronxcc.starfish.birsim import _pe
 from neuronxcc.starfish.birsim._elementwise import gelu_f32 as _gelu_f32
 
 __all__ = ["alu_f", "alu_i", "reduce_f", "reduce_i", "act", "compare_f", "matmul_f"]
@@ -242,13 +242,11 @@ def alu_i(op, a, b, width=32):
 
 
 def matmul_f(s, m):
-    """The PE's s.T @ m for fp32 s [K, M], m [K, N] (fp32 result). Up to
-    ``_kernels.SMALL_MATMUL`` multiply-adds: each result is the fp32 sum over k in order of
-    the fp32 products (none fused), birsim's typed loop; larger ones: np.matmul (BLAS, whose
-    summation order is its own). Both accumulate in fp32 as the PE does."""
-    if s.ndim == 2 and m.ndim == 2 and s.shape[0] == m.shape[0] and \
-            s.shape[0] * s.shape[1] * m.shape[1] <= _K.SMALL_MATMUL:
-        return _K.small_matmul(np.asarray(s, np.float32), np.asarray(m, np.float32))
+    """The PE's s.T @ m for fp32 s [K, M], m [K, N] (fp32 result): each result is the fp32 sum
+    over k in order of the fp32 products (none fused), ``_pe``'s kernel at every size, as the PE
+    accumulates in fp32. Operands that do not pair (other ranks, K mismatch): np.matmul's error."""
+    if s.ndim == 2 and m.ndim == 2 and s.shape[0] == m.shape[0]:
+        return _pe.matmul(s, m)
     return np.matmul(s.T, m)
 
 

@@ -1,8 +1,9 @@
 """Run numpy's BLAS single-threaded while birsim simulates.
 
-birsim's matmuls are small (<= 128 x 128 x 512); OpenBLAS's thread pool only
-adds latency for them, and on a loaded machine its spinning threads make a
-single tile matmul take milliseconds. ``single_threaded()`` sets the thread
+birsim's own matmuls do not use BLAS (``_pe``); this is for callers that time
+numpy's BLAS beside birsim on tile-sized matmuls (<= 128 x 128 x 512), where
+OpenBLAS's thread pool only adds latency, and on a loaded machine its spinning
+threads make a single tile matmul take milliseconds. ``single_threaded()`` sets the thread
 count of the OpenBLAS that numpy loaded to 1 for the duration and restores
 it after; when the library or its symbols cannot be found it does nothing.
 """

@@ -5,8 +5,8 @@ timeline. This module is the executable definition of BIR semantics.
 Numeric rules:
   * ACT, PE and DVE arithmetic compute in fp32; results are cast on output
     (RNE for float targets, truncation + saturation for integer targets).
-  * PE matmul accumulates in fp32: small ones (``alu.matmul_f``) sum the fp32
-    products over K in order, larger ones through BLAS.
+  * PE matmul accumulates in fp32 (``alu.matmul_f``, ``_pe``): each result is
+    the fp32 sum over K in order of the fp32 products, none fused.
   * An instruction runs in the exact integer domain (int64, wrapped on store)
     when it is on POOL and every operand has an integer dtype, or it is a
     bitvec ALU op (any engine that may run it), or it only moves data
@@ -61,7 +61,6 @@ class Executor:
         self._bodies = {}         # the typed loop's per-body caches (birsim._interp)
         self.plans = plans        # False: every instruction runs its op_* handler (the reference path)
         self._indirect = {}
-        self._blas = None         # does the module have matmuls (BLAS single-threaded while it runs)
         from neuronxcc.starfish.birsim import nki_ops
         self._handlers = {name: getattr(self, "op_" + name, None) or nki_ops.handler(self, name) for name in OPCODES}
 
@@ -75,10 +74,7 @@ class Executor:
 
     # -- control --------------------------------------------------------------
     def run(self):
-        from neuronxcc.starfish.birsim.blas import no_change, single_threaded
-        if self._blas is None:      # only matmuls reach BLAS; switching its threads costs ~0.3 ms
-            self._blas = any(n.kind == "inst" and n.opcode == "matmul" for n in self.m.walk())
-        with np.errstate(all="ignore"), (single_threaded() if self._blas else no_change()):
+        with np.errstate(all="ignore"):
             cls = type(self)
             if self.plans and cls.execute is Executor.execute and cls.run_body is Executor.run_body \
                     and type(self.tl).step is Timeline.step:

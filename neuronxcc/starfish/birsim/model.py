@@ -185,11 +185,8 @@ class Model:
                 self.ranks.load(st, self.module)
             self.runs += 1
             if self.order == "streams":
-                import numpy as _np
-
-                from neuronxcc.starfish.birsim.blas import single_threaded
                 from neuronxcc.starfish.birsim.streams import run_streams
-                with _np.errstate(all="ignore"), single_threaded():
+                with np.errstate(all="ignore"):
                     run_streams(ex, self.module)
             else:
                 ex.run()

@@ -431,7 +431,7 @@ def _matmul(ex, instr, attrs):
     out, stat, mv = instr.dsts[0], instr.srcs[0], instr.srcs[1]
     st = ex.st
     return Matmul(st, st._static(stat), st._static(mv), st._static(out), _rows(stat), _rows(mv), _rows(out),
-                  not attrs["psum_zero"])
+                  not attrs["psum_zero"], _handler_run(ex, instr, attrs))
 
 
 def _memset(ex, instr, attrs):
