@@ -94,14 +94,42 @@ def test_torch_xla_style_seed_state_dropout(seed):
     check_text(TORCH_STATE, [np.int64(seed), x], expected=[want])
 
 
-def test_64_bit_outputs_refused_with_reason():
-    from neuronxcc.errors import UnsupportedOperatorError
-    from hlo_text_helpers import compile_text
-    text = """HloModule r64
-ENTRY main {
-  s = u64[2] parameter(0)
-  ROOT r = (u64[2], u64[4]) rng-bit-generator(s), algorithm=rng_default
-}"""
-    with pytest.raises(UnsupportedOperatorError) as ei:
-        compile_text(text)
-    assert "64-bit random outputs" in ei.value.one_line()
+@pytest.mark.parametrize("alg", ["philox", "three_fry"])
+def test_64_bit_outputs_are_xlas_low_words(alg):
+    """u64 outputs (jax.random's 64-bit draws under x64 with the rbg PRNG): every value is two words
+    (x0 | x1 << 32) and the device holds a 64-bit integer as its low word (README), so the low 32
+    bits of each value and of the new state are XLA:CPU's; a u32 draw from the state that follows
+    is exact. They used to be refused."""
+    from penguin_helpers import bir_of, jax_outputs, run_bir
+    key = np.array([0x89ABCDEF, 0x01234567, 0xFFFFFFF0, 0xFFFFFFFF], np.uint32)   # the counter wraps
+
+    def f(k):
+        s = lax.bitcast_convert_type(k.reshape(2, 2), jnp.uint64)
+        s1, a = lax.rng_bit_generator(s, (5,), jnp.uint64, ALGS[alg])
+        s2, b = lax.rng_bit_generator(s1, (2, 3), jnp.uint64, ALGS[alg])
+        _, c = lax.rng_bit_generator(s2, (7,), jnp.uint32, ALGS[alg])
+        return s1, a, s2, b, c
+    jax.config.update("jax_enable_x64", True)
+    try:
+        got = run_bir(bir_of(f, key), [key])
+        want = jax_outputs(f, key)
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    assert len(got) == len(want) == 5
+    for k, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, k
+        assert np.array_equal(g.astype(np.uint64) & 0xFFFFFFFF, w.astype(np.uint64) & 0xFFFFFFFF), k
+    assert np.array_equal(got[4], want[4])
+
+
+def test_the_compile_check_compares_64_bit_goldens_as_the_device_holds_them():
+    """bir_sim's check reduces a 64-bit integer golden to the word the device holds (its low 32
+    bits, sign-extended for s64): a u64 random draw's golden has all 64 bits."""
+    from neuronxcc.walrus.passes.simcheck import device_word
+    s = np.array([2 ** 40 + 5, -1, 2 ** 31, -2 ** 31 - 1, 7], np.int64)
+    assert device_word(s, "int64").tolist() == [5, -1, -2 ** 31, 2 ** 31 - 1, 7]
+    u = np.array([2 ** 40 + 5, 2 ** 64 - 1, 2 ** 31], np.uint64)
+    assert device_word(u, "uint64").tolist() == [5, 2 ** 32 - 1, 2 ** 31]
+    f = np.array([1.5], np.float64)
+    assert device_word(f, "float64") is f

@@ -15,9 +15,11 @@ compile time where the HLO shows them:
 
 Every engine op is exact uint32 arithmetic (add, multiply and shifts wrap mod 2^32). A
 32x32->64 product's high word (Philox's mulhi) is assembled from 16-bit partial products.
-Outputs of 8/16/32 bits take one word each (truncated); 64-bit outputs are refused (the
-device holds 64-bit integers in 32 bits). The new state is (s0, s1 + blocks) computed as
-the 64-bit add the program spells (so it too is 32-bit on this target).
+Outputs of 8/16/32 bits take one word each (truncated); 64-bit outputs take two words
+each (x0 | x1 << 32), of which the device keeps the low one, x0 (it holds 64-bit integers
+as their low word): the low 32 bits of every 64-bit value are XLA:CPU's. The new state is
+(s0, s1 + blocks) computed as the 64-bit add the program spells (so it too is 32-bit on
+this target). A state read from a 64-bit parameter has only its low words on the device.
 """
 import numpy as np
 
@@ -173,24 +175,40 @@ def lower(conv, g, inst, env, loc):
     state_shape, data_shape = inst.shape.tuple_shapes
     odt = penguin_dtype(data_shape)
     width = np.dtype(odt).itemsize if odt != "bool" else 1
-    if width == 8:
-        raise unsupported(inst, "64-bit random outputs (this target computes 64-bit integers in 32 bits)")
     dims = tuple(data_shape.dims)
     n = int(np.prod(dims)) if dims else 1
     words = state_words(conv, g, inst, env, loc)
+    wide = width == 8
     if alg in PHILOX:
         if len(words) not in (2, 3):
             raise unsupported(inst, "a Philox state of %d words" % len(words))
-        blocks = -(-n // 4)
-        flat = _philox(g, loc, inst.name, words, blocks, n)
+        if wide:
+            # two words per value (x0 | x1 << 32): the device keeps the low one (x0)
+            blocks = -(-n // 2)
+            flat = _philox(g, loc, inst.name, words, blocks, 4 * blocks)
+            b = _U(g, loc, inst.name, (2 * blocks, 2))
+            pairs = b.op("reshape", [flat], shape=(2 * blocks, 2))
+            lo = b.op("slice", [pairs], attrs={"starts": [0, 0], "limits": [2 * blocks, 1], "strides": [1, 1]},
+                      shape=(2 * blocks, 1))
+            flat = b.op("reshape", [lo], shape=(2 * blocks,))
+            if 2 * blocks != n:
+                flat = b.op("slice", [flat], attrs={"starts": [0], "limits": [n], "strides": [1]}, shape=(n,))
+        else:
+            blocks = -(-n // 4)
+            flat = _philox(g, loc, inst.name, words, blocks, n)
         bits = flat
     else:
         if len(words) != 2:
             raise unsupported(inst, "a Threefry state of %d words" % len(words))
-        bits, blocks = _threefry(g, loc, inst.name, words, dims)
+        bits, blocks = _threefry(g, loc, inst.name, words, dims, wide)
     bits = g.add_op("reshape", [bits], [(inst.name + ".bits", dims, U32)], {}, loc)[0] if \
         g.values[bits].shape != dims else bits
-    if odt != U32:
+    if wide:
+        # the device holds a 64-bit integer as its low word (README): x0, zero- or sign-extended
+        b = _U(g, loc, inst.name, dims)
+        bits = b.op("convert", [b.op("bitcast-convert", [bits], "int32")], odt) if odt == "int64" else \
+            b.op("convert", [bits], odt)
+    elif odt != U32:
         mask = (1 << (8 * width)) - 1
         b = _U(g, loc, inst.name, dims)
         bits = b.op("convert", [b.band(bits, mask)], "uint%d" % (8 * width) if width < 4 else U32)
@@ -265,12 +283,17 @@ def _philox(g, loc, name, words, blocks, n):
     return flat
 
 
-def _threefry(g, loc, name, words, dims):
+def _threefry(g, loc, name, words, dims, wide=False):
+    """(bits, blocks): one u32 word per output element; for 64-bit outputs (``wide``) one block
+    per element in row-major order, its x0 (the low word of x0 | x1 << 32)."""
     dims = tuple(dims) or (1,)
     n = int(np.prod(dims))
-    cost = [n // d * ((d + 1) // 2) if d else 0 for d in dims]
-    split = cost.index(min(cost))
-    half = dims[:split] + ((dims[split] + 1) // 2,) + dims[split + 1:]
+    if wide:
+        split, half = None, dims
+    else:
+        cost = [n // d * ((d + 1) // 2) if d else 0 for d in dims]
+        split = cost.index(min(cost))
+        half = dims[:split] + ((dims[split] + 1) // 2,) + dims[split + 1:]
     blocks = int(np.prod(half))
     b = _U(g, loc, name, (blocks,))
     (k0, k1), (lo, hi) = words
@@ -287,6 +310,8 @@ def _threefry(g, loc, name, words, dims):
             x1 = b.op("xor", [b.rotl(x1, r), x0])
         x0 = b.op("add", [x0, b.full(ks[(grp + 1) % 3])])
         x1 = b.op("add", [b.op("add", [x1, b.full(ks[(grp + 2) % 3])]), grp + 1])
+    if wide:
+        return x0, blocks
     stacked_shape = half[:split + 1] + (1,) + half[split + 1:]
     parts = [b.op("reshape", [x], shape=stacked_shape) for x in (x0, x1)]
     both = b.op("concatenate", parts, attrs={"dimension": split + 1},
