@@ -6,7 +6,9 @@ Penguin and run on birsim against JAX:
   a top-k of more candidates than the two-round top-k holds goes through the same sort;
 * cumulative sums along axes too long for one triangle matrix (top-p's cumsum of the sorted
   probabilities): blocked prefix sums;
-* reduce-windows of more than 4096 taps along one axis (sqrt-sized steps, recursively).
+* reduce-windows of more than 4096 taps along one axis (sqrt-sized steps, recursively);
+* max-pool gradients (jax.grad of a max-pool: select-and-scatter) over windows of more than 64
+  positions, overlapping or not.
 
 Each of them used to be refused (or, for cumsum, ran out of HBM on an (n, n) triangle). The long
 forms are also checked at small sizes with the kernel limits patched down, so every merge level and
@@ -94,3 +96,19 @@ def test_reduce_windows_of_more_than_4096_taps():
                         lax.reduce_window(b, 0, lax.add, (1, 4500), (1, 1500), ((0, 0), (10, 20))),
                         lax.reduce_window(x, 1.0, lax.min, (1, 4099), (1, 3), "VALID", window_dilation=(1, 2))),
           x, b)
+
+
+def test_max_pool_gradients_over_windows_of_more_than_64_positions():
+    """jax.grad of max-pools: 9 x 9 windows at stride 1 (81 positions, overlapping) and 10 x 10 at
+    stride 10 (non-overlapping), with ties, next to the common 3 x 3 / 2 forms."""
+    x = R.randn(1, 12, 12, 4).astype(np.float32)
+    xi = np.round(R.randn(1, 20, 20, 2) * 2).astype(np.float32)      # ties: the first maximum wins
+
+    def pool(x, w, s, pad):
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1,) + w + (1,), (1,) + s + (1,), pad)
+
+    def f(x, xi):
+        return (jax.grad(lambda x: jnp.sum(pool(x, (3, 3), (2, 2), "SAME") ** 2))(x),
+                jax.grad(lambda x: jnp.sum(pool(x, (9, 9), (1, 1), "SAME")))(x),
+                jax.grad(lambda x: jnp.sum(jnp.sin(pool(x, (10, 10), (10, 10), "VALID"))))(xi))
+    check(f, x, xi)

@@ -271,7 +271,8 @@ class Converter:
             from neuronxcc.hlo import interp_attrs as A
             w = A.window(inst, len(inst.operands[0].shape.dims))
             if red.is_max_pool_grad(inst) and self._const_of(g, ins[2]) is not None and \
-                    not any(w["pad_lo"]) and not any(w["pad_hi"]) and list(w["stride"]) == list(w["size"]):
+                    not any(w["pad_lo"]) and not any(w["pad_hi"]) and list(w["stride"]) == list(w["size"]) and \
+                    red.window_taps(w) <= red.MAX_TAPS:
                 return None
             return red.convert_select_and_scatter(self, g, inst, ins, loc)
         kind = self.reducer_kind(_called(inst))

@@ -36,6 +36,7 @@ from neuronxcc.starfish.penguin.hloinst import REDUCER_OP, called as _called, re
 
 ALU_KINDS = ("add", "max", "min", "mul")
 MAX_TAPS = 64           # window positions unrolled (reduce-window, select-and-scatter), as the window kernel
+MAX_SELECT_TAPS = 256   # select-and-scatter window positions unrolled here (about ten graph ops each)
 BOOL_KINDS = ("and", "or")
 ARG_KINDS = ("argmax", "argmin", "argmax_nonan", "argmin_nonan")
 
@@ -174,7 +175,7 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
     w = A.window(inst, rank)
     if n == 1 and kind in ALU_KINDS and _splat(conv, g, inits[0]) is not None and \
             all(v == 1 for v in w["base_dilation"]):
-        if _taps(w) > MAX_TAPS and not _is_prefix(w, g.values[xs[0]].shape, kind):
+        if window_taps(w) > MAX_TAPS and not _is_prefix(w, g.values[xs[0]].shape, kind):
             return _split_window(conv, g, inst, xs[0], inits[0], w, kind, loc)
         return None
     comp = _called(inst)
@@ -200,7 +201,8 @@ def convert_reduce_window(conv, g, inst, ins, loc, kind):
     return _one_or_all(inst, apply_computation(conv, g, comp, init_b + acc, out_shape, loc, inst.name + ".init"))
 
 
-def _taps(w):
+def window_taps(w):
+    """Positions of window ``w`` (the product of its sizes)."""
     taps = 1
     for s in w["size"]:
         taps *= s
@@ -303,11 +305,11 @@ def _split_window(conv, g, inst, x, init, w, kind, loc):
     return g.add_op("copy", [x], [(inst.name, out, dt)], {}, loc)[0]
 
 
-def _check_taps(inst, w):
-    taps = _taps(w)
-    if taps > MAX_TAPS:
+def _check_taps(inst, w, limit=MAX_TAPS):
+    taps = window_taps(w)
+    if taps > limit:
         raise unsupported(inst, "%s with %d window positions (at most %d are unrolled)"
-                          % (inst.opcode, taps, MAX_TAPS))
+                          % (inst.opcode, taps, limit))
 
 
 # -- select-and-scatter ------------------------------------------------------------------------------
@@ -322,7 +324,7 @@ def convert_select_and_scatter(conv, g, inst, ins, loc):
     w = A.window(inst, rank)
     if any(v != 1 for v in w["window_dilation"]) or any(v != 1 for v in w["base_dilation"]):
         raise unsupported(inst, "select-and-scatter with dilated windows")
-    _check_taps(inst, w)
+    _check_taps(inst, w, MAX_SELECT_TAPS)
     b = _B(g, loc, inst.name)
     xshape, sshape = b.shape(x), b.shape(src)
     xdt, odt = b.dtype(x), b.dtype(src)
