@@ -248,6 +248,27 @@ class CustomOpLibrary:
                                       dst_idx.ctypes.data)
 
 
+_PRELOADED = {}
+
+
+def preload_libraries(paths):
+    """Load the libraries at ``paths`` into this process once (kept loaded for its lifetime).
+
+    The first load of the eight builtin libraries in a process costs several milliseconds of the
+    dynamic loader's work; a later CustomOpLibrary of a loaded path is a reference count. The
+    compile driver calls this when the program has custom ops, before it forks walrus_driver, so
+    the bir_sim check's simulator (in the forked tool) and Kelper (in the driver) both find them
+    loaded instead of each paying the first load. Unloadable paths are left for CustomOpLibrary
+    to report."""
+    for p in paths:
+        key = os.path.abspath(os.fspath(p))
+        if key not in _PRELOADED:
+            try:
+                _PRELOADED[key] = ctypes.CDLL(key)
+            except OSError:
+                pass
+
+
 def register_builtin_custom_op_libs(info, paths):
     """Record staged builtin libraries on ``info`` with the versions they report.
 

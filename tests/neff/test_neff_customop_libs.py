@@ -140,3 +140,31 @@ def test_any_bit_patterns_match_jax(libs, bits, kfrac, descending):
     jv, ji = jax.lax.top_k(x, k)
     assert np.array_equal(i, np.asarray(ji))
     assert np.array_equal(_bits(v), _bits(np.asarray(jv)))
+
+
+_PRELOAD_PROBE = r"""
+import sys
+from neuronxcc.neff import customop
+paths = customop.builtin_library_paths(sys.argv[1])
+def mapped():
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    return {p for p in paths if p in maps}
+assert not mapped()
+customop.preload_libraries(paths + [sys.argv[1] + "/no_such_library.so"])
+assert mapped() == set(paths), mapped()
+customop.preload_libraries(paths)            # a second call loads nothing again
+assert len(customop._PRELOADED) == len(paths)
+print("ok")
+"""
+
+
+def test_preload_maps_the_builtin_libraries_once_and_skips_unloadable_paths():
+    """preload_libraries (the compile driver's, before it forks walrus_driver) leaves every builtin
+    library mapped in the process, once; a path that cannot load is left for CustomOpLibrary."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _PRELOAD_PROBE, DATA_DIR], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

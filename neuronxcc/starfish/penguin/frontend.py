@@ -26,6 +26,10 @@ def run_frontend(penguin_path, sg_dir, target="trn1", custom_op_libs=(), options
     libs = [str(p) for p in (custom_op_libs or ())]
     if libs and any(n.kind == "inst" and n.opcode == "custom_op" for n in module.walk()):
         module.attrs["custom_op_libs"] = libs
+        # loaded once in this process: the bir_sim check (walrus_driver, forked from here) and the
+        # NEFF writer find them loaded (neff.customop.preload_libraries)
+        from neuronxcc.neff.customop import preload_libraries
+        preload_libraries(libs)
     birpy.verify(module, target)
     os.makedirs(sg_dir, exist_ok=True)
     out = os.path.join(sg_dir, "bir.json")
