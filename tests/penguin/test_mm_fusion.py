@@ -83,8 +83,13 @@ def test_layernorm_matmul_gelu_matmul_residual_is_one_kernel():
     assert _pe_cycles(m) < _pe_cycles(_lower(_mlp_block, args, fusion=False))
     gelus = [i for i in m.instructions() if i.opcode == "activation" and i.attrs.get("func", "").startswith("gelu")]
     assert gelus and all(m.memory_of(i.srcs[0]) == "PSUM" for i in gelus)
-    # PE transposes: only of the layernorm's row tiles (260 rows: 3 tiles, K = 256: 2 chunks each)
-    assert _count(m, "transpose") == 3 * 2
+    # PE transposes: of the layernorm's row tiles (260 rows: 3 tiles, K = 256: 2 chunks each), and of
+    # its scale vector, loaded as one row (one descriptor) and turned into 2 columns of 128
+    tr = [i for i in m.instructions() if i.opcode == "transpose"]
+    assert len(tr) == 3 * 2 + 2
+    assert sum(1 for i in tr if i.srcs[0].num_partitions == 1) == 2
+    gload = [i for i in m.instructions() if i.opcode == "dma_copy" and i.srcs[0].target == inputs[1]]
+    assert len(gload) == 1 and gload[0].dsts[0].num_partitions == 1
 
 
 def test_bf16_chain_matches_jax():

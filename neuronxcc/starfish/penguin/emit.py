@@ -16,6 +16,7 @@ from neuronxcc.starfish.birpy.cost import engine_hz
 
 
 NUM_QUEUES = 8                   # of the 16 DMA queues per engine
+COL_POOL = 64                    # [P,1] columns per pool memloc (``Emitter.column``)
 
 
 def pel():
@@ -59,6 +60,7 @@ class Emitter:
         self.engine_load = {"DVE": 0.0, "ACT": 0.0, "POOL": 0.0}
         self.dma_engine = None       # when set, the engine that triggers DMAs not given one (default SP)
         self._pq = 0
+        self._colpool = None
 
     def ghz(self, engine):
         """ENGINE's clock in GHz on this target (``neuronxcc.hwm``), for the cycles / GHz estimates."""
@@ -93,6 +95,19 @@ class Emitter:
         nbytes = (nbytes + 3) // 4 * 4
         self.m.add_memloc(name, "SBUF", partitions, nbytes)
         return name
+
+    def column(self, prefix, partitions, dtype):
+        """A [partitions, 1] column AP. Outside loops the 4-byte columns come from pool memlocs of
+        COL_POOL slots, one slot each: the allocator would pack each small column into the address a
+        column of another row tile just freed, and that false dependence serialises the tiles'
+        statistics chains (a layernorm's mean, rstd and bias of tile 1 waiting on tile 0's)."""
+        if len(self.b._stack) > 1 or bdt.itemsize(dtype) != 4:
+            return self.chip(self.sbuf(prefix, partitions, 1, dtype), dtype, partitions, [[1, 1]])
+        pool = self._colpool
+        if pool is None or pool[1] >= COL_POOL:
+            pool = self._colpool = [self.sbuf("cols", self.tm.num_partitions, COL_POOL, "float32"), 0]
+        pool[1] += 1
+        return self.chip(pool[0], dtype, partitions, [[1, 1]], offset=pool[1] - 1)
 
     def psum(self, prefix, partitions, free):
         name = self.fresh(prefix)

@@ -401,6 +401,7 @@ class TileScope:
         self.ctx = ctx
         self.evals = {}
         self.tiles = {}
+        self.lhsT_all = None     # (memloc, dtype, M): one L^T buffer for every row tile (materialise_parts)
 
     def register(self, te):
         s = te.s
@@ -512,7 +513,12 @@ def _pe_transposed(scope, info, row0, pn):
         if lt.dtype != cdt:
             lt = sub.cast(lt, cdt)
         src = [_sub(em, lt.ap, cdt, pn, t * TK, min(TK, K - t * TK)) for t in range(nk)]
-    lhsT = em.sbuf("lhsT", TK, nk * pn, cdt)
+    # one buffer for all row tiles (``TileScope.lhsT_all``): chunk t of the tile at row r0 at t*M + r0
+    shared = scope.lhsT_all
+    if shared is not None and shared[1] == cdt and row0.is_const():
+        lhsT, stride, base = shared[0], shared[2], int(row0)
+    else:
+        lhsT, stride, base = em.sbuf("lhsT", TK, nk * pn, cdt), pn, 0
     per = max(1, (em.tm.psum_bank_bytes // 4) // pn)
     for j0 in range(0, nk, per):
         c = min(per, nk - j0)
@@ -526,12 +532,15 @@ def _pe_transposed(scope, info, row0, pn):
         for a, n_, kn in ((0, full, TK), (full, c - full, last)):
             if n_ <= 0:
                 continue
-            if cols is None:
+            if cols is None and stride == pn:
                 kern._evict_copy(em.chip(lhsT, cdt, kn, [[1, n_ * pn]], offset=(j0 + a) * pn),
                                  em.chip(ps, "float32", kn, [[1, n_ * pn]], offset=a * pn))
                 continue
             for j in range(a, a + n_):      # each K chunk its own per-partition scale (gamma)
-                dst = em.chip(lhsT, cdt, kn, [[1, pn]], offset=(j0 + j) * pn)
+                dst = em.chip(lhsT, cdt, kn, [[1, pn]], offset=(j0 + j) * stride + base)
+                if cols is None:
+                    kern._evict_copy(dst, em.chip(ps, "float32", kn, [[1, pn]], offset=j * pn))
+                    continue
                 ps_ap = em.chip(ps, "float32", kn, [[1, pn]], offset=j * pn)
                 g = cols[j0 + j]
                 load = em.engine_load
@@ -539,7 +548,7 @@ def _pe_transposed(scope, info, row0, pn):
                     em.inst("activation", "ACT", [dst], [ps_ap, g], func="identity", scale_ap=True)
                 else:
                     em.inst("tensor_scalar", "DVE", [dst], [ps_ap, g], op0="mult", operand0_ap=True)
-    return [em.chip(lhsT, cdt, min(TK, K - t * TK), [[1, pn]], offset=t * pn) for t in range(nk)]
+    return [em.chip(lhsT, cdt, min(TK, K - t * TK), [[1, pn]], offset=t * stride + base) for t in range(nk)]
 
 
 def _column_scaled(ctx, info, TK, nk):
@@ -559,17 +568,42 @@ def _column_scaled(ctx, info, TK, nk):
         key = ("gcols", g.base, g.offset, g.strides[1], TK)
         cols = ctx.loads.get(key)
         if cols is None:
-            sk, full = g.strides[1], info.K // TK
             m = em.sbuf("gcol", TK, nk, "float32")      # column t: g[t*TK : (t+1)*TK]
             cols = [em.chip(m, "float32", min(TK, info.K - t * TK), [[1, 1]], offset=t) for t in range(nk)]
-            if full:
-                em.dma(em.chip(m, "float32", TK, [[1, full]]),
-                       em.hbm(g.base, g.offset, [[sk, TK], [TK * sk, full], [1, 1]]))
-            if full < nk:
-                em.dma(cols[full], em.hbm(g.base, g.offset + full * TK * sk, [[sk, info.K - full * TK], [1, 1]]))
+            _load_columns(ctx.kern, g, info.K, TK, nk, m)
             ctx.loads[key] = cols
         return b, cols
     return L, None
+
+
+def _load_columns(kern, g, K, TK, nk, m):
+    """g[0, :K] (a vector broadcast over the rows) into SBUF columns, m[p, t] = g[t*TK + p]. A unit-step
+    vector is loaded as one contiguous row (one descriptor) and turned into columns by PE transposes
+    of its chunks ([1, kn] -> [kn, 1], at the PE's 64-column minimum each) and one PSUM eviction:
+    loaded directly, every element would be a 4-byte descriptor of its own, a few hundred of them
+    queued behind the weights' transfers on the DMA engines while the first tile's L^T waits."""
+    em = kern.em
+    sk, full = g.strides[1], K // TK
+    if sk == 1 and nk * 4 <= em.tm.psum_bank_bytes:
+        row = em.sbuf("grow", 1, K, "float32")
+        em.dma(em.chip(row, "float32", 1, [[1, K]]), em.hbm(g.base, g.offset, [[K, 1], [1, K]]))
+        ps = em.psum("psg", TK, nk)
+        for t in range(nk):
+            kn = min(TK, K - t * TK)
+            em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, 1]], offset=t)],
+                    [em.chip(row, "float32", 1, [[1, kn]], offset=t * TK)])
+        if full:
+            kern._evict_copy(em.chip(m, "float32", TK, [[1, full]]), em.chip(ps, "float32", TK, [[1, full]]))
+        if full < nk:
+            kn = K - full * TK
+            kern._evict_copy(em.chip(m, "float32", kn, [[1, 1]], offset=full),
+                             em.chip(ps, "float32", kn, [[1, 1]], offset=full))
+        return
+    if full:
+        em.dma(em.chip(m, "float32", TK, [[1, full]]), em.hbm(g.base, g.offset, [[sk, TK], [TK * sk, full], [1, 1]]))
+    if full < nk:
+        em.dma(em.chip(m, "float32", K - full * TK, [[1, 1]], offset=full),
+               em.hbm(g.base, g.offset + full * TK * sk, [[sk, K - full * TK], [1, 1]]))
 
 
 def _onchip_rows(kern, info, row0, pn, TK, nk):
@@ -672,10 +706,21 @@ def materialise_parts(kern, info, parts):
     tiles = [(r0, min(PMAX, M - r0)) for r0 in range(0, M, PMAX)]
     ctx.share = True                       # the row tiles are emitted one by one: shared input loads
     ctx.max_pn = tiles[0][1]
+    first = next(iter(subs.values()))[0]
+    TK = kern.k_tile(K)
+    nk = -(-K // TK)
+    # a layernorm's scale columns (a few hundred 4-byte descriptors) are loaded before the weights:
+    # behind them on the DMA engines they would hold up the first tile's L^T evictions
+    _column_scaled(ctx, first, TK, nk)
     ctx.load_weights()
     scope = TileScope(ctx)
+    # the transposed parts read L^T of all M rows as one moving operand: max(64, M) PE columns per
+    # K chunk and 128 output columns, not max(64, pn) per row tile (a 4-row remainder tile would
+    # cost 64 columns for 4 of work); so every tile's L^T goes into one [TK, nk * M] buffer
+    bank = em.tm.psum_bank_bytes // 4
+    if any(tr for _, _, tr in subs.values()) and len(tiles) > 1 and M <= bank:
+        scope.lhsT_all = (em.sbuf("lhsT", TK, nk * M, first.cdt), first.cdt, M)
     odt = onchip_dtype(info.dtype)
-    first = next(iter(subs.values()))[0]
     chunks, outs, oc = {}, {}, {}
     # the row tiles: L^T once per tile (shared by every part), the row-major parts right away
     for r0, pn in tiles:
@@ -693,8 +738,6 @@ def materialise_parts(kern, info, parts):
             oc[name].add(r0, pn, t, st, em.b.body)
             cg.env[name] = View.contiguous(outs[name].base, info.dtype, (M, n))
     # the transposed parts: 128 columns at a time, all of M in one PSUM bank
-    TK = kern.k_tile(K)
-    nk = -(-K // TK)
     for base, (sub, u, tr) in subs.items():
         if not tr:
             continue
@@ -704,10 +747,20 @@ def materialise_parts(kern, info, parts):
         cg.scratch_owner[tn] = name
         oc[name] = mmlayout.OnChip(tn, odt, M)
         rr = ctx.res[base]
+        whole = scope.lhsT_all
+        if whole is not None and not all(c.target == whole[0] for r0, _ in tiles for c in chunks[r0]):
+            whole = None
         for c0 in range(0, n, PMAX):
             cn = min(PMAX, n - c0)
             ps = em.psum("psmT", cn, M)
-            for r0, pn in tiles:
+            if whole is not None:
+                dst = em.chip(ps, "float32", cn, [[1, M]])
+                for t in range(nk):
+                    kn = min(TK, K - t * TK)
+                    em.inst("matmul", "PE", [dst], [em.chip(rr, sub.cdt, kn, [[1, cn]], offset=t * n + c0),
+                                                     em.chip(whole[0], sub.cdt, kn, [[1, M]], offset=t * M)],
+                            psum_zero=(t == 0))
+            for r0, pn in (tiles if whole is None else ()):
                 dst = em.chip(ps, "float32", cn, [[1, pn]], offset=r0)
                 for t in range(nk):
                     kn = min(TK, K - t * TK)

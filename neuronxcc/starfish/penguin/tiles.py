@@ -208,8 +208,7 @@ class TileEval(TileMath):
 
     def new_col(self, dtype, prefix="col"):
         dtype = onchip_dtype(dtype)
-        m = self.em.sbuf(prefix, self.s.pn, 1, dtype)
-        return TV("col", dtype, ap=self.em.chip(m, dtype, self.s.pn, [[1, 1]]))
+        return TV("col", dtype, ap=self.em.column(prefix, self.s.pn, dtype))
 
     def materialise(self, tv, dtype=None):
         """A splat (memset) or a [P,1] column (broadcast along the free axis) as a real tile."""
