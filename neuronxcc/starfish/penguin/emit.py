@@ -97,11 +97,12 @@ class Emitter:
         return name
 
     def column(self, prefix, partitions, dtype):
-        """A [partitions, 1] column AP. Outside loops the 4-byte columns come from pool memlocs of
-        COL_POOL slots, one slot each: the allocator would pack each small column into the address a
-        column of another row tile just freed, and that false dependence serialises the tiles'
-        statistics chains (a layernorm's mean, rstd and bias of tile 1 waiting on tile 0's)."""
-        if len(self.b._stack) > 1 or bdt.itemsize(dtype) != 4:
+        """A [partitions, 1] column AP. Outside loops the float32 columns that compute engines write
+        (not DMA loads) come from pool memlocs of COL_POOL slots, one slot each: the allocator would
+        pack each small column into the address a column of another row tile just freed, and that
+        false dependence serialises the tiles' statistics chains (a layernorm's mean, rstd and bias
+        of tile 1 waiting on tile 0's)."""
+        if len(self.b._stack) > 1 or dtype != "float32" or prefix == "ld":
             return self.chip(self.sbuf(prefix, partitions, 1, dtype), dtype, partitions, [[1, 1]])
         pool = self._colpool
         if pool is None or pool[1] >= COL_POOL:

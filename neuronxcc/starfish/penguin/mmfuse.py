@@ -35,6 +35,7 @@ from neuronxcc.starfish.penguin import ir, matvec, mmlayout, resident, rows
 from neuronxcc.starfish.penguin.expr import Node, apply_view, leaves
 from neuronxcc.starfish.penguin.mmleaf import (MM_PREFIX, is_mm_leaf, materialise_mm,  # noqa: F401 (re-exported)
                                                materialised_view, mm_leaves, resolve)
+from neuronxcc.starfish.penguin.tiles import TV, onchip_dtype
 from neuronxcc.starfish.penguin.views import View
 
 MAX_K = 2048                 # whole rows of L held in SBUF per row tile
@@ -428,7 +429,6 @@ class TileScope:
 
 def tile_value(te, v):
     """The TV of matmul leaf v on TileEval te's tile (computing the row tile's matmul once)."""
-    from neuronxcc.starfish.penguin.tiles import TV
     cg = te.cg
     info = cg.mmred[v.base]
     if info.tensor is not None:          # materialised meanwhile: an ordinary load
@@ -446,11 +446,74 @@ def tile_value(te, v):
         row0 = row0 + s.starts[a] * k
     key = (v.base, str(row0), s.pn)
     t = scope.tiles.get(key)
-    if t is None:
-        t = _compute(scope, info, scope.ctx.res[v.base], row0, s.pn)
-        scope.tiles[key] = t
     em = te.em
+    if t is None:
+        if info.N <= em.tm.psum_bank_bytes // 4 and onchip_dtype(info.dtype) == "float32":
+            t = _PsumTile(scope, info, scope.ctx.res[v.base], row0, s.pn)
+        else:
+            t = _compute(scope, info, scope.ctx.res[v.base], row0, s.pn)
+        scope.tiles[key] = t
+    if isinstance(t, _PsumTile):
+        return _LazyTV(t, s.pn, s.fn, c0)
     return TV("tile", t[1], ap=em.chip(t[0], t[1], s.pn, [[1, s.fn]], offset=c0))
+
+
+class _PsumTile:
+    """A row tile's matmul result (one PSUM bank) whose eviction into SBUF is emitted only when some
+    consumer needs it there: an elementwise op with an SBUF tile (the residual add after the block's
+    projections) reads it in PSUM instead (``TileEval.binary``: one DVE pass of N cycles, not an
+    eviction plus a 2N-cycle SBUF op), and the eviction is never emitted when nothing else reads it."""
+
+    def __init__(self, scope, info, rr, row0, pn):
+        self.scope, self.info, self.pn = scope, info, pn
+        self.psum = _matmul_psum(scope, info, rr, row0, pn)
+        self.sbuf = None
+
+    def evicted(self):
+        if self.sbuf is None:
+            kern = self.scope.ctx.kern
+            em = kern.em
+            self.sbuf = em.sbuf("mm", self.pn, self.info.N, "float32")
+            kern._evict_copy(em.chip(self.sbuf, "float32", self.pn, [[1, self.info.N]]),
+                             em.chip(self.psum, "float32", self.pn, [[1, self.info.N]]))
+        return self.sbuf
+
+
+class _LazyTV(TV):
+    """The TV of a ``_PsumTile``: ``psum`` is its PSUM access pattern; reading ``ap`` (its SBUF
+    copy) emits the eviction the first time."""
+    __slots__ = ("_pt", "_geom", "psum")
+
+    def __init__(self, pt, pn, fn, c0):
+        self._pt, self._geom = pt, (pn, fn, c0)
+        em = pt.scope.ctx.kern.em
+        self.psum = em.chip(pt.psum, "float32", pn, [[1, fn]], offset=c0)
+        TV.__init__(self, "tile", "float32")
+
+    @property
+    def ap(self):
+        pn, fn, c0 = self._geom
+        return self._pt.scope.ctx.kern.em.chip(self._pt.evicted(), "float32", pn, [[1, fn]], offset=c0)
+
+    @ap.setter
+    def ap(self, _):
+        pass
+
+
+def _matmul_psum(scope, info, rr, row0, pn):
+    """Rows row0 .. row0+pn of the matmul (N within one PSUM bank) into a PSUM tile [pn, N]."""
+    kern = scope.ctx.kern
+    em = kern.em
+    K, N, cdt = info.K, info.N, info.cdt
+    TK = kern.k_tile(K)
+    chunks = _lhsT_chunks(scope, info, row0, pn)
+    ps = em.psum("ps", pn, N)
+    ps_ap = em.chip(ps, "float32", pn, [[1, N]])
+    for t in range(-(-K // TK)):
+        kn = min(TK, K - t * TK)
+        em.inst("matmul", "PE", [ps_ap], [chunks[t], em.chip(rr, cdt, kn, [[1, N]], offset=t * N)],
+                psum_zero=(t == 0))
+    return ps
 
 
 def _sub(em, ap, dtype, pn, col0, n):

@@ -416,6 +416,15 @@ class TileEval(TileMath):
             return self.binary_col(alu, a, b, out_dtype)
         if a.is_splat and b.is_splat:
             a = self.materialise(a)
+        pa, pb = getattr(a, "psum", None), getattr(b, "psum", None)
+        if (pa is None) != (pb is None) and not (a.is_splat or b.is_splat) \
+                and onchip_dtype(out_dtype) == "float32" and alu in ("add", "subtract", "mult"):
+            # a fused matmul's row tile still in PSUM (mmfuse._LazyTV) with an SBUF tile: DVE reads it
+            # there, and its eviction is not emitted unless something else needs it in SBUF
+            out = self.new_tile(out_dtype)
+            self.em.inst("tensor_tensor", "DVE", [out.ap], [pa if pa is not None else a.ap,
+                                                            pb if pb is not None else b.ap], op=alu)
+            return out
         eng = self.engine_for(a, b)
         if eng == "DVE" and not bdt.is_int(onchip_dtype(out_dtype)):
             act = self._on_act(alu, a, b)
