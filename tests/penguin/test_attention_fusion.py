@@ -203,6 +203,11 @@ def test_gqa_bf16_causal_prefill_form_matches_jax():
     mod = cg.run()
     assert cg.flash_fused == 1 and cg.flash_causal == 1
     assert len(_mask_matmuls(mod)) == 2 * fa.QUERY_TILES      # two bands, QUERY_TILES query tiles per step
+    # the result tiles are stored by ACT, which makes them; SP's in-order stream is left to the next
+    # query step's loads (behind a store there they waited for this step's last activation)
+    out = mod.outputs[0]
+    stores = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.dsts[0].target == out]
+    assert stores and all(i.engine == "ACT" for i in stores), [i.engine for i in stores]
     check(gqa, q, k, v)
 
 

@@ -624,7 +624,9 @@ def lower(kern, plan):
         so_m, so_d = OX.strides[n - 2], OX.strides[n - 1]
         base = offs(OX, list(starts) + [P.const(0)])
         if not (so_m == 1 and so_d != 1 and Dv > 1 and mn > 1):
-            ins = em.dma(em.hbm(OX.base, base, [[so_m, mn], [so_d, Dv]]), o)
+            # triggered by ACT, which made o: on SP the store would hold back the next query step's
+            # loads queued behind it until this step's last activation
+            ins = em.dma(em.hbm(OX.base, base, [[so_m, mn], [so_d, Dv]]), o, engine="ACT")
             mmlayout.keep(cg, OX.base, odt, base, so_m, so_d, mn, Dv, o.target, ins)    # for the next kernel
             return
         # the result lies d-major (queries contiguous): transpose on the PE so each partition
