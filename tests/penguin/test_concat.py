@@ -37,6 +37,12 @@ def test_rotary_concatenation_is_built_on_chip_and_matches_jax():
     # half-row (4 heads x 32 columns), not one head's 32 columns per instruction
     fills = [i for i in mod.instructions() if i.opcode != "dma_copy" and i.dsts and i.dsts[0].target in stages]
     assert fills and all(i.dsts[0].free_size == 4 * 32 for i in fills), [i.dsts[0].pattern for i in fills]
+    # the bf16 rows are read by the arithmetic as they were loaded (engines compute in fp32): no
+    # copy widens them first
+    srcs = {m for m in mod.memlocs if m.startswith("cat_src")}
+    copies = [i for i in mod.instructions() if i.opcode in ("tensor_copy", "activation")
+              and any(a.target in srcs for a in i.srcs)]
+    assert not copies, copies[:3]
 
 
 def test_concatenation_along_a_leading_axis_keeps_the_copy_kernels():
