@@ -164,6 +164,19 @@ def test_pe_matmul_is_the_in_order_sum_at_every_size():
         _pe.matmul(np.ones((4, 3), np.float32), np.ones((5, 3), np.float32))
 
 
+def test_pe_transpose32_moves_the_bits_at_every_size():
+    """birsim's PE transpose of 4-byte elements (8 x 8 register blocks and the edges): numpy's
+    transpose bit for bit, signalling-NaN patterns included."""
+    from neuronxcc.starfish.birsim import _pe
+    rng = np.random.default_rng(6)
+    for a, b in [(1, 1), (8, 8), (128, 128), (65, 128), (4, 65), (33, 17), (128, 7)] + \
+            [tuple(int(v) for v in rng.integers(1, 140, 2)) for _ in range(10)]:
+        x = rng.integers(0, 2 ** 32, (a, b), dtype=np.uint64).astype(np.uint32)
+        x.flat[::7] = 0x7F800001           # a signalling NaN as float32
+        np.testing.assert_array_equal(_pe.transpose32(x), x.T)
+        np.testing.assert_array_equal(_pe.transpose32(x.view(np.float32)).view(np.uint32), x.T)
+
+
 def test_gelu_passes_match_the_numpy_float64_expression():
     """alu's GELU (the typed passes around numpy's float64 exp) gives the bits of the numpy expression
     it replaces, (0.5 * x64 * (1 + erf64(x / sqrt 2))).astype(float32), on finite values of every

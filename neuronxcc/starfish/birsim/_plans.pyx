@@ -544,7 +544,7 @@ cdef class Fill(Plan):
 # -- matmul: the PE kernel (_pe) on the operands in place or read through fp32 ----------
 
 from libc.stdlib cimport malloc, free
-from neuronxcc.starfish.birsim._pe cimport mm_f32
+from neuronxcc.starfish.birsim._pe cimport mm_f32, transpose_b32
 
 
 cdef bint _rows_in_place(_Operand x, Py_ssize_t rows, Py_ssize_t cols) noexcept:
@@ -638,6 +638,39 @@ cdef class Matmul(Plan):
             mm_f32(xs, ss, xm, ms, r, rs, K, M, N, self.acc, work)
             write_f32_ptr(r, self.oo.p, self.oo.code, ob, self.oo.strides, self.oo.nums)
         return 0
+
+
+cdef class Transpose32(Plan):
+    """A same-dtype transpose of 4-byte elements from [A, B] (A partitions of B unit-stride elements)
+    into [B, A], bit for bit what COPY (the RawCopy with the source's dims permuted) writes, by
+    ``_pe``'s blocked transpose; an execution whose two operands overlap runs COPY."""
+    cdef _Operand so, do
+    cdef Plan copy
+    cdef Py_ssize_t A, B
+
+    def __init__(self, APInfo src, APInfo dst, Py_ssize_t A, Py_ssize_t B, Plan copy):
+        self.so, self.do = _Operand(src), _Operand(dst)
+        self.A, self.B = A, B
+        self.copy = copy
+        if not (_rows_in_place_bytes(self.so, A, B) and _rows_in_place_bytes(self.do, B, A)):
+            raise ValueError("Transpose32 needs [A, B] rows into [B, A] rows of unit-stride 4-byte elements")
+
+    cdef int run(self, dict env) except -1:
+        cdef Py_ssize_t sb = self.so.info.base(env)
+        cdef Py_ssize_t db = self.do.info.base(env)
+        if _overlaps(self.do, db, self.so, sb):
+            return self.copy.run(env)
+        transpose_b32(self.so.p + sb, self.so.strides[4], self.do.p + db, self.do.strides[4], self.A, self.B)
+        return 0
+
+
+cdef bint _rows_in_place_bytes(_Operand x, Py_ssize_t rows, Py_ssize_t cols) noexcept:
+    """X is ROWS rows of COLS unit-stride 4-byte elements (any dtype)."""
+    cdef int k
+    for k in range(4):
+        if x.nums[k] != 1:
+            return False
+    return x.info.itemsize == 4 and x.nums[4] == rows and x.nums[5] == cols and x.strides[5] == 4
 
 
 cdef bint _overlaps(_Operand x, Py_ssize_t xb, _Operand y, Py_ssize_t yb) noexcept:

@@ -18,7 +18,7 @@ from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
 from neuronxcc.starfish.birsim._elementwise import EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, ElementWise
 from neuronxcc.starfish.birsim._plans import (INT_DIVMOD, INT_OPS, AffineSelect, Fill, Gather, IntElementWise, IntSelect,
-                                              Matmul, RawCopy, Select)
+                                              Matmul, RawCopy, Select, Transpose32)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 
@@ -101,7 +101,13 @@ def _transpose(ex, instr, attrs):
         return None
     k = len(s.strides) - 1 - len(src.pattern)       # the partition dim among the six
     order = [j for j in range(len(s.strides)) if j != k] + [k]
-    return RawCopy(s, d, ([int(s.strides[j]) for j in order], [int(s.nums[j]) for j in order]))
+    copy = RawCopy(s, d, ([int(s.strides[j]) for j in order], [int(s.nums[j]) for j in order]))
+    if s.itemsize == 4 and len(src.pattern) == 1 and out.num_partitions is not None and len(out.pattern) == 1 \
+            and int(s.strides[5]) == 4 and int(d.strides[5]) == 4 and int(d.nums[4]) == int(s.nums[5]) \
+            and int(d.nums[5]) == int(s.nums[4]):
+        # [P, F] rows into [F, P] rows: the blocked transpose (the same bits as the copy)
+        return Transpose32(s, d, int(s.nums[4]), int(s.nums[5]), copy)
+    return copy
 
 
 def _dma_copy(ex, instr, attrs):
