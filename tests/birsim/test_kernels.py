@@ -206,3 +206,48 @@ def test_tanh_gelu_matches_the_float32_expression():
         want = f(0.5) * x * (f(1) + np.tanh(f(0.7978845608028654) * (x + f(0.044715) * x * x * x)))
         got = alu.act("gelu_apprx_tanh", x)
     assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "bool"])
+@pytest.mark.parametrize("layout", ["dense", "strided", "unaligned"])
+def test_integer_runs_convert_as_the_element_rules(name, layout):
+    """The integer <-> fp32 and integer <-> int64 runs (the dtype hoisted out of the element loop)
+    against the one-element rules: to fp32 as numpy's cast (round to nearest even), from fp32 as
+    cast_f32 (encode_f32: truncate, saturate, NaN -> 0; bool: nonzero and not NaN), to int64
+    extended, from int64 wrapped (bool: nonzero). Dense aligned runs, strided and unaligned ones."""
+    d = D.get(name)
+    isz = d.itemsize
+    n = 4099
+    step = {"dense": 1, "strided": 3, "unaligned": 1}[layout]
+    base = 1 if layout == "unaligned" else 0
+    strides = np.array([0, 0, 0, 0, 0, step * isz], np.intp)
+    nums = np.array([1, 1, 1, 1, 1, n], np.intp)
+    rng = np.random.default_rng(7)
+    raw = rng.integers(0, 256, base + n * step * isz + 8).astype(np.uint8)
+    if name == "bool":
+        raw = (raw % 2).astype(np.uint8)
+    vals = np.frombuffer(raw[base:base + n * step * isz].tobytes(), d.np)[::step]
+    f = np.empty(n, np.float32)
+    K.read_f32(raw, d.code, base, strides, nums, f)
+    np.testing.assert_array_equal(f, vals.astype(np.float32))
+    q = np.empty(n, np.int64)
+    K.read_i64(raw, d.code, base, strides, nums, q)
+    np.testing.assert_array_equal(q, vals.astype(np.int64))
+    # fp32 -> the dtype: the run against the one-element rule (cast_f32)
+    x = np.concatenate([rng.uniform(-3e9, 3e9, n - 12).astype(np.float32),
+                        np.array([0.5, -0.5, -0.0, np.nan, np.inf, -np.inf, 255.9, 256.0, -128.9, 65535.5, 2.0 ** 31,
+                                  -2.0 ** 31 - 512], np.float32)])
+    ref = np.zeros(n * isz, np.uint8)
+    K.cast_f32(x, d.code, ref)
+    out = np.zeros_like(raw)
+    K.write_f32(x, out, d.code, base, strides, nums)
+    got = np.frombuffer(out[base:base + n * step * isz].tobytes(), np.uint8).reshape(n, step * isz)[:, :isz]
+    np.testing.assert_array_equal(got.reshape(-1), ref)
+    # int64 -> the dtype, wrapped (bool: nonzero)
+    w = rng.integers(-2 ** 40, 2 ** 40, n)
+    w[:3] = [0, 256, -65536]
+    out = np.zeros_like(raw)
+    K.write_i64(w, out, d.code, base, strides, nums)
+    got = np.frombuffer(out[base:base + n * step * isz].tobytes(), np.uint8).reshape(n, step * isz)[:, :isz]
+    want = (w != 0).astype(np.uint8) if name == "bool" else w.astype(d.np)
+    np.testing.assert_array_equal(got.reshape(-1), np.frombuffer(want.tobytes(), np.uint8))

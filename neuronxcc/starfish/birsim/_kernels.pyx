@@ -315,6 +315,77 @@ cdef extern from *:
     void _write_32_dense "ncc_write_32_dense" (const int64_t* s, Py_ssize_t n, uint32_t* q) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* Integer <-> fp32 and integer <-> int64 runs with the dtype hoisted out of the element loop:
+       decode_f32 / encode_f32 / decode_i64 / encode_i64 element by element, the same C
+       conversions (an integer to fp32 rounds to nearest even; fp32 to an integer truncates and
+       saturates, NaN gives 0; to bool: nonzero and not NaN). STRIDE in bytes; a dense aligned run
+       takes a loop GCC vectorises. */
+    #include <stdint.h>
+    #include <string.h>
+    #define NCC_RUN(T, p, stride, n, BODY) \
+        if ((stride) == (Py_ssize_t)sizeof(T) && ((uintptr_t)(p)) % sizeof(T) == 0) { \
+            const T *q_ = (const T *)(p); for (Py_ssize_t i = 0; i < (n); i++) { T v = q_[i]; BODY; } \
+        } else { for (Py_ssize_t i = 0; i < (n); i++) { T v; memcpy(&v, (p) + i * (stride), sizeof(T)); BODY; } }
+    #define NCC_WRUN(T, p, stride, n, EXPR) \
+        if ((stride) == (Py_ssize_t)sizeof(T) && ((uintptr_t)(p)) % sizeof(T) == 0) { \
+            T *q_ = (T *)(p); for (Py_ssize_t i = 0; i < (n); i++) { q_[i] = (T)(EXPR); } \
+        } else { for (Py_ssize_t i = 0; i < (n); i++) { T v_ = (T)(EXPR); memcpy((p) + i * (stride), &v_, sizeof(T)); } }
+    static inline int64_t ncc_f2i(double v, double lo, double hi) {
+        if (v != v) return 0;
+        if (v <= lo) return (int64_t)lo;
+        if (v >= hi) return (int64_t)hi;
+        return (int64_t)v;
+    }
+    /* code: 10 int8, 11 uint8, 12 int16, 13 uint16, 14 int32, 15 uint32, 16 bool (_kernels.pxd) */
+    static NCC_HOT int ncc_dec_int_f32(int code, const uint8_t *p, Py_ssize_t stride, Py_ssize_t n, float *__restrict out) {
+        switch (code) {
+        case 10: NCC_RUN(int8_t, p, stride, n, out[i] = (float)v) return 1;
+        case 11: case 16: NCC_RUN(uint8_t, p, stride, n, out[i] = (float)v) return 1;
+        case 12: NCC_RUN(int16_t, p, stride, n, out[i] = (float)v) return 1;
+        case 13: NCC_RUN(uint16_t, p, stride, n, out[i] = (float)v) return 1;
+        case 14: NCC_RUN(int32_t, p, stride, n, out[i] = (float)v) return 1;
+        case 15: NCC_RUN(uint32_t, p, stride, n, out[i] = (float)v) return 1;
+        default: return 0;
+        }
+    }
+    static NCC_HOT int ncc_enc_f32_int(int code, const float *__restrict src, uint8_t *p, Py_ssize_t stride, Py_ssize_t n) {
+        switch (code) {
+        case 10: NCC_WRUN(int8_t, p, stride, n, (int8_t)ncc_f2i(src[i], -128.0, 127.0)) return 1;
+        case 11: NCC_WRUN(uint8_t, p, stride, n, (uint8_t)ncc_f2i(src[i], 0.0, 255.0)) return 1;
+        case 16: NCC_WRUN(uint8_t, p, stride, n, (src[i] != 0.0f && src[i] == src[i]) ? 1 : 0) return 1;
+        case 12: NCC_WRUN(int16_t, p, stride, n, (int16_t)ncc_f2i(src[i], -32768.0, 32767.0)) return 1;
+        case 13: NCC_WRUN(uint16_t, p, stride, n, (uint16_t)ncc_f2i(src[i], 0.0, 65535.0)) return 1;
+        case 14: NCC_WRUN(int32_t, p, stride, n, (int32_t)ncc_f2i(src[i], -2147483648.0, 2147483647.0)) return 1;
+        case 15: NCC_WRUN(uint32_t, p, stride, n, (uint32_t)ncc_f2i(src[i], 0.0, 4294967295.0)) return 1;
+        default: return 0;
+        }
+    }
+    static NCC_HOT int ncc_dec_int_i64(int code, const uint8_t *p, Py_ssize_t stride, Py_ssize_t n, int64_t *__restrict out) {
+        switch (code) {
+        case 10: NCC_RUN(int8_t, p, stride, n, out[i] = v) return 1;
+        case 11: case 16: NCC_RUN(uint8_t, p, stride, n, out[i] = v) return 1;
+        case 12: NCC_RUN(int16_t, p, stride, n, out[i] = v) return 1;
+        case 13: NCC_RUN(uint16_t, p, stride, n, out[i] = v) return 1;
+        default: return 0;
+        }
+    }
+    static NCC_HOT int ncc_enc_i64_int(int code, const int64_t *__restrict src, uint8_t *p, Py_ssize_t stride, Py_ssize_t n) {
+        switch (code) {
+        case 10: case 11: NCC_WRUN(uint8_t, p, stride, n, (uint8_t)src[i]) return 1;
+        case 16: NCC_WRUN(uint8_t, p, stride, n, src[i] != 0 ? 1 : 0) return 1;
+        case 12: case 13: NCC_WRUN(uint16_t, p, stride, n, (uint16_t)src[i]) return 1;
+        default: return 0;
+        }
+    }
+    """
+    int _dec_int_f32 "ncc_dec_int_f32" (int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil
+    int _enc_f32_int "ncc_enc_f32_int" (int code, const float* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil
+    int _dec_int_i64 "ncc_dec_int_i64" (int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, int64_t* out) noexcept nogil
+    int _enc_i64_int "ncc_enc_i64_int" (int code, const int64_t* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil
+
+
 cdef void read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil:
     cdef Py_ssize_t i
     cdef uint16_t h
@@ -331,7 +402,7 @@ cdef void read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t
             for i in range(n):
                 memcpy(&h, p + i * stride, 2)
                 out[i] = _bitsf((<uint32_t>h) << 16)
-    else:
+    elif not _dec_int_f32(code, p, stride, n, out):
         for i in range(n):
             out[i] = decode_f32(code, p + i * stride)
 
@@ -355,13 +426,7 @@ cdef void _read_run_i64(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_
         for i in range(n):
             memcpy(&u32, p + i * stride, 4)
             out[i] = u32
-    elif code == C_U8 or code == C_BOOL:
-        for i in range(n):
-            out[i] = p[i * stride]
-    elif code == C_I8:
-        for i in range(n):
-            out[i] = <int8_t>p[i * stride]
-    else:
+    elif not _dec_int_i64(code, p, stride, n, out):
         for i in range(n):
             out[i] = decode_i64(code, p + i * stride)
 
@@ -377,10 +442,7 @@ cdef void _write_run_i64(int code, const int64_t* src, uint8_t* p, Py_ssize_t st
         for i in range(n):
             u32 = <uint32_t>src[i]
             memcpy(p + i * stride, &u32, 4)
-    elif code == C_I8 or code == C_U8:
-        for i in range(n):
-            p[i * stride] = <uint8_t>src[i]
-    else:
+    elif not _enc_i64_int(code, src, p, stride, n):
         for i in range(n):
             encode_i64(code, src[i], p + i * stride)
 
@@ -401,7 +463,7 @@ cdef void write_run_f32(int code, const float* src, uint8_t* p, Py_ssize_t strid
             for i in range(n):
                 h = _enc_bf16(src[i])
                 memcpy(p + i * stride, &h, 2)
-    else:
+    elif not _enc_f32_int(code, src, p, stride, n):
         for i in range(n):
             encode_f32(code, src[i], p + i * stride)
 
