@@ -254,3 +254,50 @@ def test_several_key_blocks_keep_the_online_softmax():
     _, mod = _fused(attention, *args)
     assert [i for i in mod.instructions() if i.opcode == "scalar_tensor_tensor"]
     check(attention, *args)
+
+
+def _attn_proj(q, k, v, wo, x):
+    # a transformer block's attention, its output projection and the residual add
+    h, s, d = q.shape
+    return x + causal(q, k, v).transpose(1, 0, 2).reshape(s, h * d) @ wo
+
+
+def _attn_proj_out(q, k, v, wo):
+    h, s, d = q.shape
+    return causal(q, k, v).transpose(1, 0, 2).reshape(s, h * d) @ wo
+
+
+def _proj_args(s, rng):
+    h, d = 2, 128
+    q, k, v = (rng.standard_normal((h, s, d)).astype(np.float32) for _ in range(3))
+    wo = (rng.standard_normal((h * d, 192)) * (h * d) ** -0.5).astype(np.float32)
+    return q, k, v, wo, rng.standard_normal((s, 192)).astype(np.float32)
+
+
+@pytest.mark.parametrize("s", [260, 128])
+def test_attention_hands_o_transposed_to_its_projection(s):
+    # the projection (evaluated in the residual add's row tiles) reads O^T as its L^T chunks on chip:
+    # P @ V computes O^T (V stationary, P^T moving), 1/l goes into P^T (matmuls with diag(1/l) in
+    # place of P's transposes), and neither O's PE transposes nor its HBM round trip remain
+    h = 2
+    args = _proj_args(s, np.random.default_rng(7))
+    n, mod = _fused(_attn_proj, *args)
+    assert n == 1
+    check(_attn_proj, *args)
+    assert not _scratch_elems(mod)               # O never goes through HBM
+    # the only PE transposes are of the Q and K loads (row-major in HBM here), none of P or O
+    tr = [i.srcs[0].target for i in mod.instructions() if i.opcode == "transpose"]
+    assert tr and not [t for t in tr if t.startswith("fa_")], tr
+    diag = [i for i in mod.instructions() if i.opcode == "matmul" and any(a.target.startswith("fa_diag") for a in i.srcs)]
+    ntiles = -(-s // 128)
+    assert len(diag) == h * sum(range(1, ntiles + 1))     # causal: query tile t sees t + 1 key chunks
+
+
+def test_o_stays_row_major_for_an_ordinary_projection():
+    # the projection is the program's result (an ordinary matmul kernel, reading O from HBM): O is
+    # computed and stored row-major as before, no O^T (its element-strided store would be slow)
+    args = _proj_args(260, np.random.default_rng(8))[:4]
+    n, mod = _fused(_attn_proj_out, *args)
+    assert n == 1
+    check(_attn_proj_out, *args)
+    assert not [m for m in mod.memlocs if m.startswith(("fa_outT", "fa_diag"))]

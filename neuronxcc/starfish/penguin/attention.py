@@ -471,6 +471,19 @@ def _mask_tables(em, mn, N):
     return ident, table, d0
 
 
+def _projection_reads_transposed(kern, plan, Mi):
+    """True when the attention result's one consumer is a dot that penguin/mmfuse.py evaluates lazily
+    in the row tiles of a later kernel (its weight resident, one value downstream, at most
+    UNROLL_TILES row tiles, so their offsets are constants): that kernel takes O^T's tiles on chip
+    as its L^T chunks (``mmlayout.Handoff.get_transposed``), and O's HBM copy is dropped."""
+    from neuronxcc.starfish.penguin import mmfuse
+    cg = kern.cg
+    dot = mmlayout.transposed_consumer(cg, plan.dot2.outputs[0])
+    if dot is None or -(-Mi // PMAX) > mmfuse.UNROLL_TILES or not getattr(cg, "mm_fusion", True):
+        return False
+    return mmfuse._eligible(kern, dot) is not None and mmfuse.single_exit(kern, dot)
+
+
 def lower(kern, plan):
     """Emit the fused kernel (``kern``: the codegen's Kernels) and bind the second dot's result.
 
@@ -614,6 +627,13 @@ def lower(kern, plan):
     def epilogue(hs):
         for h in hs:
             mn = h["mn"]
+            if ot:              # O^T [Dv, mn], normalised already (P^T came scaled by 1/l)
+                o = em.chip(em.sbuf("fa_outT", Dv, mn, odt), odt, Dv, [[1, mn]])
+                kern._evict_copy(o, h["acc"])
+                base = offs(OX, list(h["starts"]) + [P.const(0)])
+                ins = em.dma(em.hbm(OX.base, base, [[OX.strides[n - 1], Dv], [OX.strides[n - 2], mn]]), o)
+                mmlayout.keep_transposed(cg, OX.base, odt, base, OX.strides[n - 2], mn, Dv, o.target, ins)
+                continue
             rl = col("fa_rsum", mn)
             em.inst("tensor_scalar", "DVE", [rl], [h["l"]], op0="divide", operand0=1.0, reverse0=True)
             o = em.chip(em.sbuf("fa_out", mn, Dv, odt), odt, mn, [[1, Dv]])
@@ -688,6 +708,13 @@ def lower(kern, plan):
                 p_ap = em.chip(em.sbuf("fa_p", mn, nk, cdt2), cdt2, mn, [[1, nk]])
                 em.inst("activation", "ACT", [p_ap, h["l"]], [h["x"], negm], func="exp", bias_ap=True, reduce="add")
                 h["p"] = p_ap
+                if ot:          # diag(1/l): P^T's transposes multiply by it, so P @ V comes normalised
+                    rl = col("fa_rsum", mn)
+                    em.inst("tensor_scalar", "DVE", [rl], [h["l"]], op0="divide", operand0=1.0, reverse0=True)
+                    dg = em.chip(em.sbuf("fa_diag", mn, mn, f32), f32, mn, [[1, mn]])
+                    em.inst("tensor_scalar", "POOL", [dg], [em.chip(tables[0].target, "bfloat16", mn, [[1, mn]]), rl],
+                            op0="mult", operand0_ap=True)
+                    h["diag"] = dg
                 return
             nbm, negm, rs, corr = (col(p, mn) for p in ("fa_nbmax", "fa_negm", "fa_bsum", "fa_corr"))
             em.inst("tensor_reduce", "DVE", [nbm], [h["x"]], op="max", axes=1, negate=True)
@@ -714,8 +741,12 @@ def lower(kern, plan):
                 psT = h["ps"] if (c0 == 0 and mn == PMAX and c * mn <= nk) else psum("fa_psT", (i, c0), PMAX, c * mn)
                 for j in range(c):
                     cn = min(PMAX, nk - (c0 + j) * PMAX)
-                    em.inst("transpose", "PE", [em.chip(psT, f32, cn, [[1, mn]], offset=j * mn)],
-                            [em.chip(h["p"].target, cdt2, mn, [[1, cn]], offset=(c0 + j) * PMAX)])
+                    pc = em.chip(h["p"].target, cdt2, mn, [[1, cn]], offset=(c0 + j) * PMAX)
+                    if ot:      # P^T diag(1/l): a matmul with P's chunk stationary, as costly as the transpose
+                        em.inst("matmul", "PE", [em.chip(psT, f32, cn, [[1, mn]], offset=j * mn)], [pc, h["diag"]],
+                                psum_zero=True)
+                    else:
+                        em.inst("transpose", "PE", [em.chip(psT, f32, cn, [[1, mn]], offset=j * mn)], [pc])
                 last = min(PMAX, nk - (c0 + c - 1) * PMAX)
                 full = c if last == PMAX else c - 1
                 for a, k_, rows in ((0, full, PMAX), (full, c - full, last)):
@@ -732,6 +763,16 @@ def lower(kern, plan):
 
         def pv(i, h):           # P @ V in PSUM, then acc = acc * corr + P @ V
             mn = h["mn"]
+            if ot:              # O^T = V^T P^T: V's chunk stationary, P^T moving (max(64, mn) columns)
+                pv_ap = em.chip(psum("fa_pvT", i, Dv, mn), f32, Dv, [[1, mn]])
+                for j in range(visible(h)):
+                    cn = min(PMAX, nk - j * PMAX)
+                    vm, voff = h["vres"][j] if isinstance(h["vres"], list) else (h["vres"], n0 * (W // PMAX) + j * W)
+                    em.inst("matmul", "PE", [pv_ap], [em.chip(vm, cdt2, cn, [[1, Dv]], offset=voff),
+                                                      em.chip(h["pT"], cdt2, cn, [[1, mn]], offset=j * mn)],
+                            psum_zero=(j == 0))
+                h["acc"] = pv_ap
+                return
             pv_ap = em.chip(psum("fa_pv", i, mn, Dv), f32, mn, [[1, Dv]])
             for j in range(visible(h)):
                 cn = min(PMAX, nk - j * PMAX)
@@ -761,6 +802,12 @@ def lower(kern, plan):
             and N <= NB and (nband is None or nband == 1)   # one query step, one key block per head
             and nbatch * (ntk * N * bdt.itemsize(cdt1) + ntn * W * bdt.itemsize(cdt2)) <= RESIDENT_BYTES
             and nbatch * -(-Mi // TM) * (N + Dv) * 4 <= em.tm.psum_partition_bytes * 3 // 4)
+    # O^T straight from P @ V when the one consumer is a row-tile matmul over the heads' features
+    # (the block's output projection): it reads the O^T tiles on chip as its L^T chunks, so neither
+    # O's PE transposes nor their evictions are needed; 1/l goes into P^T (diag(1/l) in place of the
+    # transposes' identity), fp32 only
+    ot = (wave and tables is not None and Dv <= PMAX and cdt2 == f32 and odt == f32 and OX.strides[n - 1] == 1
+          and _projection_reads_transposed(kern, plan, Mi))
     if layout is not None:      # few query rows per batch element (GQA decode): all rows in one tile
         decode_attn.lower(kern, plan, layout, scale, cdt1, cdt2)
     elif wave:

@@ -16,7 +16,7 @@ from neuronxcc.starfish.birpy.cost import engine_hz
 
 
 NUM_QUEUES = 8                   # of the 16 DMA queues per engine
-COL_POOL = 64                    # [P,1] columns per pool memloc (``Emitter.column``)
+COL_POOL = 16                    # [P,1] columns per pool memloc (``Emitter.column``)
 
 
 def pel():
@@ -70,6 +70,7 @@ class Emitter:
         """A new kernel: the engine-load counts restart (earlier kernels' work does not steer it)."""
         for k in self.engine_load:
             self.engine_load[k] = 0.0
+        self._colpool = None         # a column pool never spans kernels (its memloc would stay live)
 
     # -- names -----------------------------------------------------------------
     def fresh(self, prefix):

@@ -554,7 +554,9 @@ def _lhsT_chunks(scope, info, row0, pn):
     hit = scope.tiles.get(key)
     if hit is not None:
         return hit
-    chunks = _transposed_chunks(scope, info, row0, pn)
+    chunks = _onchip_cols(scope.ctx.kern, info, row0, pn)
+    if chunks is None:
+        chunks = _transposed_chunks(scope, info, row0, pn)
     if chunks is None:
         chunks = _pe_transposed(scope, info, row0, pn)
     scope.tiles[key] = chunks
@@ -688,6 +690,29 @@ def _onchip_rows(kern, info, row0, pn, TK, nk):
         if hit is None:
             return None
         out.append(kern.em.chip(hit[0], info.cdt, pn, [[1, kn]], offset=hit[1]))
+    return out
+
+
+def _onchip_cols(kern, info, row0, pn):
+    """L^T's K chunks [kn, pn] as APs of SBUF tiles an earlier kernel left transposed
+    (``mmlayout.keep_transposed``: the fused attention's O^T), when L is a plain view of such a
+    tensor and the tile's rows are a constant; else None."""
+    L, cg = info.L, kern.cg
+    if not (isinstance(L, View) and getattr(cg, "onchip", None) and L.base in cg.onchip and L.strides[1] == 1):
+        return None
+    try:
+        off = int(L.offset + row0 * L.strides[0])
+    except (TypeError, ValueError):
+        return None
+    hand = mmlayout.Handoff(cg)
+    TK = kern.k_tile(info.K)
+    out = []
+    for t in range(-(-info.K // TK)):
+        kn = min(TK, info.K - t * TK)
+        hit = hand.get_transposed(L.base, info.cdt, off + t * TK, L.strides[0], pn, kn)
+        if hit is None:
+            return None
+        out.append(kern.em.chip(hit[0], info.cdt, kn, [[1, pn]], offset=hit[1]))
     return out
 
 

@@ -126,7 +126,8 @@ class OnChip:
     def __init__(self, tensor, dtype, row):
         self.tensor, self.dtype, self.row = tensor, dtype, row
         self.pieces = []
-        self.stores = []
+        self.tpieces = []       # (first row, rows, first column, columns, memloc): the block transposed,
+        self.stores = []        # a column per partition from partition 0, its first row at free offset 0
 
     def add(self, first, rows, memloc, store, body, col=0, cols=None):
         self.pieces.append((first, rows, col, self.row - col if cols is None else cols, memloc))
@@ -193,6 +194,27 @@ def keep(cg, tensor, dtype, off, row, fstride, rows, cols, memloc, store):
     oc.add(r0, rows, memloc, store, cg.em.b.body, col=c0, cols=cols)
 
 
+def keep_transposed(cg, tensor, dtype, off, row, rows, cols, memloc, store):
+    """Record that MEMLOC holds the TRANSPOSE of rows x cols of 2-D scratch TENSOR [*, row] from
+    element offset OFF (a column per partition: the fused attention's O^T, penguin/attention.py),
+    written to HBM by the DMA STORE just emitted."""
+    t = cg.m.tensors.get(tensor)
+    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or not shareable(cg):
+        return
+    try:
+        r0, c0 = divmod(int(off), row)
+    except (TypeError, ValueError):
+        return
+    if c0 + cols > row:
+        return
+    oc = getattr(cg, "onchip", {}).get(tensor)
+    if oc is None:
+        oc = OnChip(tensor, dtype, row)
+        register(cg, oc)
+    oc.tpieces.append((r0, rows, c0, cols, memloc))
+    oc.stores.append((cg.em.b.body, store))
+
+
 class Handoff:
     """A consuming kernel's reads of tensors that are still in SBUF (``OnChip``): ``get`` gives
     (memloc, free offset) of the piece holding a [pn partitions (rows), fn contiguous columns]
@@ -212,6 +234,19 @@ class Handoff:
         return next(((ml, c0 - pc) for a, rows, pc, cols, ml in oc.pieces
                      if a == r0 and pn <= rows and pc <= c0 and c0 + fn <= pc + cols), None)
 
+    def get_transposed(self, base, dtype, off, pstride, rows, cols):
+        """(memloc, free offset) of a transposed piece (``keep_transposed``) holding the block of
+        ROWS x COLS at element offset OFF with its first column on partition 0, or None."""
+        oc = getattr(self.cg, "onchip", {}).get(base) if shareable(self.cg) else None
+        if oc is None or dtype != oc.dtype or pstride != oc.row:
+            return None
+        try:
+            r0, c0 = divmod(int(off), oc.row)
+        except (TypeError, ValueError):
+            return None
+        return next(((ml, r0 - a) for a, n, pc, w, ml in oc.tpieces
+                     if pc == c0 and cols <= w and a <= r0 and r0 + rows <= a + n), None)
+
 
 def resident_kv(hand, offs, P, KX, VX, nb, bs, dims, one_block, kdt, vdt):
     """Fused attention's (penguin/attention.py) resident operands of batch element BS still in SBUF:
@@ -224,6 +259,29 @@ def resident_kv(hand, offs, P, KX, VX, nb, bs, dims, one_block, kdt, vdt):
     vr = [hand.get(VX.base, vdt, offs(VX, bs + [P.const(j), z]), VX.strides[nb], min(PMAX, N - j),
                    VX.strides[nb + 1], Dv) for j in range(0, N, PMAX)] if one_block else [None]
     return (kr[0] if kr else None), (vr if all(v is not None for v in vr) else None)
+
+
+def transposed_consumer(cg, o):
+    """The dot op when fused attention result O flows (through transposes/reshapes) into one dot
+    only, as its L contracting the last axis (the attention's output projection, a matmul that wants
+    O^T chunks), else None."""
+    g = cg.g
+    cur = o
+    while True:
+        us = ir.distinct_ops(cg.users.get(cur, []))
+        if len(us) != 1:
+            return None
+        u = us[0]
+        if u.kind in ("transpose", "reshape"):
+            cur = u.outputs[0]
+            continue
+        break
+    if cur in set(g.outputs) or u.kind != "dot" or u.inputs[0] != cur or u.inputs[1] == cur:
+        return None
+    a = u.attrs
+    if list(a.get("lhs_batch_dims") or ()) or list(a["lhs_contracting_dims"]) != [len(g.values[cur].shape) - 1]:
+        return None
+    return u
 
 
 def consumer_layout(cg, o):
