@@ -128,7 +128,10 @@ class WalrusDriver(Job):
 
         goldens = getattr(state.args, "internal_golden_size_budget", 1) > 0
         if bir_sim_skip(state.walrus_passes, goldens) is None:
-            mods += ["neuronxcc.starfish.birsim", "neuronxcc.common.tolerances"]
+            # with what its first run imports on the way: every executor's NKI-op table, and the
+            # codec of the goldens file's member names (an npz is a zip)
+            mods += ["neuronxcc.starfish.birsim", "neuronxcc.common.tolerances", "neuronxcc.starfish.birsim.nki_ops",
+                     "encodings.cp437"]
         return self.forkedToolModules(mods)
 
     def passesForRun(self, state):

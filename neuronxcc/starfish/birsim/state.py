@@ -13,6 +13,7 @@ element is inside the target (BirSimError otherwise). Fresh on-chip memory and
 output/scratch tensors are filled with 0xFF bytes (NaN / -1) unless
 ``poison=False``, so reads of never-written data show up.
 """
+import mmap
 import sys
 import threading
 import weakref
@@ -106,8 +107,6 @@ def _lazy_zeros(n):
     a few KiB per row, so every one of its 2 MiB pages gets touched: 10-150 ms of the first
     simulation in a process (the compile's bir_sim check), against about 1 ms for the pages
     actually used. Private, so a forked process gets a copy-on-write view, never shared writes."""
-    import mmap
-
     return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), np.uint8)
 
 
