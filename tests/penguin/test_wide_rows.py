@@ -2,7 +2,7 @@
 hidden state of many tokens is one kernel that reads each row once and reduces it inline, against
 jax (bf16 in, fp32 math, the compiled tolerance row); a single 4096-wide row (a decode step) keeps
 the materialised two-stage reduce; the live-bytes estimate that gates it counts a [P, 1] column as
-4 bytes and a value along the row as N elements. Untimed."""
+4 bytes and a value along the row as N elements; the bf16 rows are read as loaded. Untimed."""
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -31,6 +31,13 @@ def test_wide_rmsnorm_is_one_kernel_and_matches_jax():
     # x is read from HBM once: one load of each 128-row tile's whole rows
     loads = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.srcs[0].target == mod.inputs[0]]
     assert loads and all(i.srcs[0].pattern[-1] == [1, 4096] for i in loads), [i.srcs[0].pattern for i in loads]
+    # the bf16 rows are read as loaded by the arithmetic (no widening copy of them), and the result
+    # is stored by ACT so SP's in-order stream is left to the next tile's loads
+    tiles = {i.dsts[0].target for i in loads}
+    widen = [i for i in mod.instructions() if i.opcode == "tensor_copy" and i.srcs[0].target in tiles]
+    assert not widen, widen[:2]
+    stores = [i for i in mod.instructions() if i.opcode == "dma_copy" and i.dsts[0].target == mod.outputs[0]]
+    assert stores and all(i.engine == "ACT" for i in stores), [i.engine for i in stores]
 
 
 def test_one_wide_row_keeps_the_two_stage_reduce():

@@ -66,8 +66,9 @@ class Kernels:
         assert all(e is not None for e in exprs) and all(o is not None for o in outs)
         return exprs, outs, cshape
 
-    def _store(self, te, tv, out):
-        """DMA tile value tv into the HBM view out at te's tile position."""
+    def _store(self, te, tv, out, engine=None):
+        """DMA tile value tv into the HBM view out at te's tile position (triggered by ENGINE, by
+        default SP)."""
         tv = te.materialise(tv, out.dtype)
         t = self.em.m.tensors[out.base]
         want = onchip_dtype(t.dtype)
@@ -77,7 +78,7 @@ class Kernels:
         if tv.dtype == "bool" and want != "bool":
             tv = te.cast(tv, want)
         dst = self.em.hbm(out.base, te.leaf_offset(out), te.leaf_pattern(out))
-        self.em.dma(dst, tv.ap)
+        self.em.dma(dst, tv.ap, engine=engine)
 
     # -- elementwise / copy ----------------------------------------------------------
     def elementwise(self, x, out):
@@ -127,6 +128,12 @@ class Kernels:
         axes = [Axis(shape[a], 1, "l") for a in loops] + [Axis(shape[p], choose_tile(shape[p], PMAX), "p"),
                                                            Axis(shape[f], choose_tile(shape[f], free), "f")]
 
+        # rows longer than ROW_MAX reduced inline (an RMSNorm over a 4096-wide hidden state): bf16
+        # rows are read as loaded (no widening copies), and the result's store is triggered by ACT
+        # (whose next instruction, the next tile's sum of squares, needs the next tile anyway) so
+        # SP runs ahead with the next tile's loads
+        wide = bool(rl) and mmctx is None and shape[f] > rows.ROW_MAX
+
         def body(starts, sizes):
             st = [None] * r
             sz = [None] * r
@@ -135,7 +142,14 @@ class Kernels:
             te = TileEval(self.cg, Space(p, f, st, sz))
             if mmctx is not None:
                 mmfuse.TileScope(mmctx).register(te)
-            self._store(te, te.value(x), out)
+            elif wide:
+                te.widen_in_place = True
+            v = te.value(x)
+            if v.kind == "tile" and v.ap.dtype != v.dtype:     # the result itself widened: a real copy
+                w = te.new_tile(v.dtype, "wide")
+                self.em.inst("tensor_copy", "DVE", [w.ap], [v.ap])
+                v = w
+            self._store(te, v, out, engine="ACT" if wide else None)
 
         # row tiles that evaluate matmuls inline: a few are emitted one by one (mmfuse.UNROLL_TILES)
         unroll = 1

@@ -109,6 +109,10 @@ class TileEval(TileMath):
         self.nloads = 0
         self.hoisted = {}     # loop-invariant tiles made before the loop (see hoist): key -> AP
         self.mm = None        # mmfuse.TileScope when the kernel evaluates matmuls inline
+        # a narrow float tile converted to fp32 is used as it is (engines read it and compute in
+        # fp32, so the widening is exact); only for kernels whose every consumer of a value is an
+        # engine instruction (not a DMA of the value itself)
+        self.widen_in_place = False
 
     # -- storage -----------------------------------------------------------------
     def new_tile(self, dtype, prefix="t"):
@@ -552,7 +556,11 @@ class TileEval(TileMath):
         if op == "copy":
             return args[0]
         if op == "convert":
-            return self.cast(args[0], dt)
+            a = args[0]
+            if (self.widen_in_place and dt == "float32" and a.kind == "tile" and a.dtype in ("bfloat16", "float16")
+                    and a.ap.dtype == a.dtype):
+                return TV("tile", dt, ap=a.ap)
+            return self.cast(a, dt)
         if op == "bitcast-convert":
             a = self.materialise(args[0])
             if bdt.itemsize(a.dtype) != bdt.itemsize(dt):
