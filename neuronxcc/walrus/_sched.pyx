@@ -105,15 +105,18 @@ cdef class _Dma:
 
 
 def replay(const i64[::1] engine, const double[::1] cost, const i64[::1] pred_ptr, const i64[::1] pred_idx,
-           const double[::1] pred_lat, const i64[::1] order, i64 n_engines, dma=None):
+           const double[::1] pred_lat, const i64[::1] order, i64 n_engines, dma=None, ports=None):
     """Makespan when each stream runs its instructions in ORDER (DMAs by the rules above)."""
     cdef Py_ssize_t n = cost.shape[0], i, v, k
     cdef double[::1] finish = np.zeros(max(n, 1), dtype=np.float64)
     cdef double[::1] eng_free = np.zeros(max(n_engines, 1), dtype=np.float64)
     cdef double[::1] dfree = np.zeros(MAXE, dtype=np.float64)
+    cdef double[::1] pfree = np.zeros(NPORTS, dtype=np.float64)
     cdef double t, done = 0.0
     cdef _Dma d = _Dma(dma, n) if dma is not None else None
     cdef bint has_dma = d is not None
+    cdef const i64[:, ::1] pt = ports if ports is not None else np.full((1, NPORTS), -1, dtype=np.int64)
+    cdef bint has_ports = ports is not None
     for i in range(order.shape[0]):
         v = order[i]
         if has_dma and d.issuer[v] >= 0:
@@ -127,8 +130,12 @@ def replay(const i64[::1] engine, const double[::1] cost, const i64[::1] pred_pt
             finish[v] = _dma_place(v, t, engine[v], d.issuer[v], &eng_free[0], &dfree[0], d.ne, d.dlat,
                                    d.dwidth, d.dur)
         else:
+            if has_ports:
+                t = _port_wait(pt, v, t, &pfree[0])
             finish[v] = t + cost[v]
             eng_free[engine[v]] = finish[v]
+            if has_ports:
+                _port_hold(pt, v, finish[v], &pfree[0])
         if finish[v] > done:
             done = finish[v]
     return done
@@ -151,9 +158,31 @@ def critical_path(const i64[::1] succ_ptr, const i64[::1] succ_idx, const double
     return out
 
 
+cdef int NPORTS = 2     # shared ports an instruction may hold (birpy.cost: Cost.ports, SBUF and PSUM)
+
+
+cdef inline double _port_wait(const i64[:, ::1] pt, Py_ssize_t v, double t, double* pfree) noexcept nogil:
+    cdef int j
+    cdef i64 p
+    for j in range(NPORTS):
+        p = pt[v, j]
+        if p >= 0 and pfree[p] > t:
+            t = pfree[p]
+    return t
+
+
+cdef inline void _port_hold(const i64[:, ::1] pt, Py_ssize_t v, double until, double* pfree) noexcept nogil:
+    cdef int j
+    cdef i64 p
+    for j in range(NPORTS):
+        p = pt[v, j]
+        if p >= 0:
+            pfree[p] = until
+
+
 def list_schedule(const i64[::1] engine, const double[::1] cost,
                   const i64[::1] pred_ptr, const i64[::1] pred_idx, const double[::1] pred_lat,
-                  const double[::1] priority, i64 n_engines, dma=None):
+                  const double[::1] priority, i64 n_engines, dma=None, ports=None):
     """Greedy list schedule (see module docstring). Edges must go from lower to higher index."""
     cdef Py_ssize_t n = cost.shape[0], i, v, k, u, best_v
     order_a = np.empty(n, dtype=np.int64)
@@ -173,6 +202,9 @@ def list_schedule(const i64[::1] engine, const double[::1] cost,
     cdef const double[:, ::1] dur = dd.dur if has_dma else np.zeros((1, 1), dtype=np.float64)
     cdef int ne = dd.ne if has_dma else 1
     cdef cnp.int64_t[::1] done = np.zeros(n, dtype=np.int64)
+    cdef double[::1] pfree = np.zeros(NPORTS, dtype=np.float64)
+    cdef const i64[:, ::1] pt = ports if ports is not None else np.full((1, NPORTS), -1, dtype=np.int64)
+    cdef bint has_ports = ports is not None
     # successor lists from the predecessor CSR
     cdef cnp.int64_t[::1] sptr = np.zeros(n + 1, dtype=np.int64)
     for v in range(n):
@@ -209,8 +241,11 @@ def list_schedule(const i64[::1] engine, const double[::1] cost,
                     if has_dma and issuer[v] >= 0:      # a DMA waits for its issuing stream, not its queue
                         if eng_free[issuer[v]] > est:
                             est = eng_free[issuer[v]]
-                    elif eng_free[engine[v]] > est:
-                        est = eng_free[engine[v]]
+                    else:
+                        if eng_free[engine[v]] > est:
+                            est = eng_free[engine[v]]
+                        if has_ports:
+                            est = _port_wait(pt, v, est, &pfree[0])
                     if (best_j < 0 or est < best_est
                             or (est == best_est and (priority[v] > priority[best_v]
                                                      or (priority[v] == priority[best_v] and v < best_v)))):
@@ -230,6 +265,8 @@ def list_schedule(const i64[::1] engine, const double[::1] cost,
                 else:
                     finish[v] = best_est + cost[v]
                     eng_free[engine[v]] = finish[v]
+                    if has_ports:
+                        _port_hold(pt, v, finish[v], &pfree[0])
                 if finish[v] > makespan:
                     makespan = finish[v]
                 done[v] = 1

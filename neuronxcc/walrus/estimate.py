@@ -83,13 +83,20 @@ def block_graph(bsites, pairs, costs, streams):
     pred_lat = np.array([e[2] for e in pe], np.float64)
     succ_ptr, succ_idx, se = D.csr(n, edges, by=0)
     succ_lat = np.array([e[2] for e in se], np.float64)
+    ports = np.full((n, 2), -1, np.int64)       # the shared SBUF / PSUM port an instruction holds
+    for i, c in enumerate(full):
+        for j, p in enumerate((c.ports if c is not None else ())[:2]):
+            ports[i, j] = PORTS.index(p) if p in PORTS else -1
     return (eng, busy, pred_ptr, pred_idx, pred_lat, succ_ptr, succ_idx, succ_lat, len(sid),
-            (issuer, dlat, dwidth, dur))
+            (issuer, dlat, dwidth, dur), ports)
 
 
-def replay(eng, busy, pred_ptr, pred_idx, pred_lat, order, n_eng, dma=None):
+PORTS = ("PORT:SBUF", "PORT:PSUM")
+
+
+def replay(eng, busy, pred_ptr, pred_idx, pred_lat, order, n_eng, dma=None, ports=None):
     """Makespan when each stream runs its instructions in ``order`` (DMAs as ``_sched.replay``)."""
-    return _sched.replay(eng, busy, pred_ptr, pred_idx, pred_lat, np.asarray(order, np.int64), n_eng, dma)
+    return _sched.replay(eng, busy, pred_ptr, pred_idx, pred_lat, np.asarray(order, np.int64), n_eng, dma, ports)
 
 
 def estimate_time(module, ctx):
@@ -106,8 +113,8 @@ def estimate_time(module, ctx):
     total = 0.0
     per_engine = {}
     for k, (owner, bsites) in enumerate(g.blocks()):
-        eng, busy, pp, pi, pl, sp, si, sl, ne, dma = block_graph(bsites, edges.get(k, ()), costs, streams)
-        t = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne, dma)
+        eng, busy, pp, pi, pl, sp, si, sl, ne, dma, ports = block_graph(bsites, edges.get(k, ()), costs, streams)
+        t = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne, dma, ports)
         reps = 1
         for li in bsites[0].loops:
             reps *= li.trip if li.trip is not None else (getattr(li.node, "max_trips", None) or 1)

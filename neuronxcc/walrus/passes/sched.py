@@ -49,12 +49,12 @@ def schedule(module, ctx, physical):
     for k, (owner, bsites) in enumerate(g.blocks()):
         if len(bsites) < 2:
             continue
-        eng, busy, pp, pi, pl, sp, si, sl, ne, dma = block_graph(bsites, edges.get(k, ()), costs, streams)
+        eng, busy, pp, pi, pl, sp, si, sl, ne, dma, ports = block_graph(bsites, edges.get(k, ()), costs, streams)
         prio = _sched.critical_path(sp, si, sl, busy)
-        order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne, dma)
+        order, start, makespan = _sched.list_schedule(eng, busy, pp, pi, pl, prio, ne, dma, ports)
         if len(order) != len(bsites):
             raise RuntimeError("dependence cycle in a straight-line block")
-        before = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne, dma)
+        before = replay(eng, busy, pp, pi, pl, np.arange(len(bsites)), ne, dma, ports)
         force = ctx.options["sched_force"]
         if list(order) == list(range(len(bsites))) or (makespan >= before - 1e-15 and not force):
             continue        # keep the codegen's order unless the schedule is faster
