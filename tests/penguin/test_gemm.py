@@ -33,9 +33,9 @@ def _check_sim(mod, f, *args):
     return res
 
 
-# (M, K, N, dtype): two M tiles (the peeled pair only, R in two K parts), five and eight (the first
-# three tiles K part by K part, then the pipelined loop and its tail, four K parts), f32 with two N
-# super-tiles
+# (M, K, N, dtype): two M tiles (the peeled pair only, R in two K parts), five (the first three tiles
+# K part by K part, L two tiles ahead) and eight (two first tiles, then the pipelined loop and its tail,
+# four K parts), f32 with two N super-tiles (L one tile ahead)
 @pytest.mark.parametrize("m,k,n,dt", [(256, 256, 512, ml_dtypes.bfloat16), (640, 1024, 1024, ml_dtypes.bfloat16),
                                       (1024, 1024, 1024, ml_dtypes.bfloat16), (768, 512, 2048, np.float32)])
 def test_gemm_matches_jax_and_moves_each_operand_once(m, k, n, dt):
