@@ -16,6 +16,7 @@ import numpy as np
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
+from neuronxcc.starfish.birsim._ctlplans import RegisterLoad, Scatter
 from neuronxcc.starfish.birsim._elementwise import EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, ElementWise
 from neuronxcc.starfish.birsim._plans import (INT_DIVMOD, INT_OPS, AffineSelect, Fill, Gather, IntElementWise, IntSelect,
                                               Matmul, RawCopy, Select, Transpose32)
@@ -514,6 +515,8 @@ def _register_load(ex, instr, attrs):
     lo = None if attrs.get("min") is None else int(attrs["min"])
     hi = None if attrs.get("max") is None else int(attrs["max"])
     reg = sys.intern(attrs["register"])      # env keys and lookups are interned (``_apinfo``)
+    if s.n >= 1 and all(v is None or -2 ** 63 <= v < 2 ** 63 for v in (lo, hi)):
+        return RegisterLoad(ex, s, reg, lo, hi)          # typed: no Python call per execution
 
     def run(env):
         v = int(read(s, base(env)).reshape(-1)[0])
@@ -570,8 +573,29 @@ def _dma_gather(ex, instr, attrs):
     return run
 
 
+def _dma_scatter(ex, instr, attrs):
+    """Same-dtype scatters without accumulation, indices clamped: the typed Scatter plan (one RawCopy
+    per partition into the row at __row__), or None (the handler)."""
+    if attrs.get("accumulate") == "add" or attrs.get("oob", "clamp") != "clamp":
+        return None
+    row, parts = ex._indirect_aps(instr)
+    if not parts or any(p.dtype != row.dtype for p in parts):
+        return None
+    st = ex.st
+    rs = st._static(row)
+    pss = [st._static(p) for p in parts]
+    if any(ps.n != rs.n or ps.itemsize != rs.itemsize for ps in pss):
+        return None             # the handler's size error
+    si = st._static(instr.srcs[1])
+    lo, hi, stride = int(attrs["index_min"]), int(attrs["index_max"]), int(attrs["index_stride"])
+    if si.n != len(parts) or not all(-2 ** 62 < v < 2 ** 62 for v in (lo, hi, stride)):
+        return None
+    return Scatter([RawCopy(ps, rs) for ps in pss], si, lo, hi, stride, ROW_VAR)
+
+
 _PREP = {
     "dma_gather": _dma_gather,
+    "dma_scatter": _dma_scatter,
     "select": _select,
     "register_load": _register_load,
     "iota": _iota,
