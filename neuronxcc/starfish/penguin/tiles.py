@@ -146,7 +146,22 @@ class TileEval(TileMath):
             if t.dtype != "float32":
                 t = self.cast(t, "float32")
             col = self.new_col("float32", "rowred")
-            self.em.inst("tensor_reduce", "DVE", [col.ap], [t.ap], op=REDUCE_ALU[info.red], axes=1)
+            body = self.em.b.body
+            last = body[-1] if body else None
+            if info.red == "add" and last is not None and last.kind == "inst" and last.opcode == "activation" \
+                    and not last.attrs.get("reduce") and len(last.dsts) == 1 and last.dsts[0] is t.ap:
+                # the tile was just written by one ACT instruction (a softmax's exp): its accumulator
+                # gives the row sum in the same pass
+                last.attrs["reduce"] = "add"
+                last.dsts.append(col.ap)
+            elif info.red == "add" and self.s.p is not None and self.mm is not None and self._act_has_room():
+                # a row sum on ACT (identity with its accumulator; the copy it writes is not read) when
+                # DVE has more queued: a fused kernel's layernorm mean next to its residual add on DVE
+                junk = self.new_tile("float32")
+                self.em.inst("activation", "ACT", [junk.ap, col.ap], [t.ap], func="identity", scale=1.0, bias=0.0,
+                             reduce="add")
+            else:
+                self.em.inst("tensor_reduce", "DVE", [col.ap], [t.ap], op=REDUCE_ALU[info.red], axes=1)
         ident = {"add": 0.0, "max": float("-inf"), "min": float("inf")}[info.red]
         if info.init != ident:
             col = self.binary(REDUCE_ALU[info.red], col, TV("splat", "float32", value=info.init), "float32")
