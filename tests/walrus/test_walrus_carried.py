@@ -20,8 +20,9 @@ F = 16
 T = 4
 
 
-def _program(disjoint, private=False):
-    """loop i: t[slot] <- x[:, i] (SP DMA); u[slot] <- act(t[slot]); y[:, i] <- u[slot] (POOL DMA)."""
+def _program(disjoint, private=False, acts=1):
+    """loop i: t[slot] <- x[:, i] (SP DMA); u[slot] <- act(t[slot]), then ``acts - 1`` more activations
+    of u in place; y[:, i] <- u[slot] (POOL DMA)."""
     m = B.Module("carried")
     m.add_tensor("x", "input", "float32", (128, T * F))
     m.add_tensor("y", "output", "float32", (128, T * F))
@@ -38,6 +39,8 @@ def _program(disjoint, private=False):
         bld.inst("dma_copy", "SP", [chip("t", slot)], [B.AccessPattern("x", "float32", i * F, [[T * F, 128], [1, F]])],
                  queue="q0")
         bld.inst("activation", "ACT", [chip("u", slot)], [chip("t", slot)], func="identity", scale=2.0, bias=1.0)
+        for _ in range(acts - 1):
+            bld.inst("activation", "ACT", [chip("u", slot)], [chip("u", slot)], func="identity", scale=0.5, bias=1.0)
         bld.inst("dma_copy", "POOL", [B.AccessPattern("y", "float32", i * F, [[T * F, 128], [1, F]])], [chip("u", slot)],
                  queue="q1")
     bld.finish()
@@ -90,13 +93,15 @@ def test_overlapping_iterations_wait_one_back(passes):
 def test_rotated_buffer_waits_two_back():
     passes = ["lsa", "vn_splitter", "coloring", "coloring_allocator", "anti_dependency_analyzer", "post_sched",
               "dep_reduction", "birverifier"]
-    m = _run(_program(disjoint=False, private=True), passes)
+    m = _run(_program(disjoint=False, private=True, acts=8), passes)   # compute-bound: rotation can pay
     rot = m.attrs.get(ROTATIONS)
     assert rot and set(rot) == {"t", "u"} and all(r["copies"] == 2 for r in rot.values())
     assert m.memlocs["t"].bytes_per_partition == 2 * F * 4
     ws = _waits_on(_load(m), "S_ACT")
-    # copy i % 2: the load of iteration i only waits for the read of iteration i - 2
-    assert ws and max(_at(v, 3) for v in ws) == 2
+    # copy i % 2: the load of iteration i only waits for the read of iteration i - 2. ACT signals twice
+    # an iteration (the read of t, which the next load awaits; the last activation, which the store
+    # awaits), so iteration 1's read is count 3 (one back would be iteration 2's: count 5)
+    assert ws and max(_at(v, 3) for v in ws) == 3
     # the two copies of one buffer never overlap another live buffer
     t, u = m.memlocs["t"], m.memlocs["u"]
     assert t.byte_offset + t.bytes_per_partition <= u.byte_offset or \
@@ -117,7 +122,8 @@ def test_rotation_not_applied_to_values_carried_across_iterations():
     with bld.loop("i", 0, T) as i:
         bld.inst("dma_copy", "SP", [chip("t")], [B.AccessPattern("x", "float32", i * F, [[T * F, 128], [1, F]])],
                  queue="q0")
-        bld.inst("tensor_tensor", "DVE", [chip("acc")], [chip("acc"), chip("t")], op="add")
+        for _ in range(8):      # enough compute that the transfers do not bind (else nothing rotates)
+            bld.inst("tensor_tensor", "DVE", [chip("acc")], [chip("acc"), chip("t")], op="add")
     bld.inst("dma_copy", "SP", [B.AccessPattern("y", "float32", 0, [[F, 128], [1, F]])], [chip("acc")], queue="q1")
     bld.finish()
     m = _run(m, ["lsa", "vn_splitter", "coloring", "coloring_allocator", "anti_dependency_analyzer",

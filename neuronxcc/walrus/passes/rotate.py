@@ -30,7 +30,9 @@ import logging
 from neuronxcc.walrus import liveness
 from neuronxcc.starfish import birpy as B
 from neuronxcc.walrus.carried import ROTATIONS
-from neuronxcc.walrus.placement import place
+import numpy as np
+
+from neuronxcc.walrus import _alloc, placement
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.contract import WalrusPass
 
@@ -84,17 +86,100 @@ def candidates(prog, values, target):
     return out
 
 
-def _fits(vals, wide, sizes, target, memory):
-    saved = [(v.start, v.end, v.size) for v in vals]
-    try:
-        for v in vals:
-            v.start, v.end = wide.get(v.name, (v.start, v.end))
-            v.size = sizes.get(v.name, v.size)
-        _, _, failed = place(vals, "linear_scan", target, memory)
-        return failed < 0
-    finally:
-        for v, (s, e, z) in zip(vals, saved):
-            v.start, v.end, v.size = s, e, z
+class _FitCheck:
+    """Does the allocator's linear-scan placement (``placement``) still fit ``vals`` when some
+    values take rotated sizes? Every value at its pipelined interval (``wide``); the arrays are
+    built once, so a probe costs the typed placement alone."""
+
+    def __init__(self, vals, wide, target, memory):
+        self.target, self.memory = target, memory
+        self.index = {v.name: i for i, v in enumerate(vals)}
+        saved = [(v.start, v.end) for v in vals]
+        try:
+            for v in vals:
+                v.start, v.end = wide.get(v.name, (v.start, v.end))
+            self.start, self.end, self.size, self.nparts, self.pin = placement.arrays(vals, True)
+        finally:
+            for v, (s, e) in zip(vals, saved):
+                v.start, v.end = s, e
+        self.ok = not (self.nparts > target.num_partitions).any()
+
+    def fits(self, sizes):
+        """``sizes``: {value name: bytes per partition} replacing those values' sizes."""
+        if not self.ok or not len(self.start):
+            return self.ok
+        size = self.size.copy()
+        for name, z in sizes.items():
+            size[self.index[name]] = z
+        cap, align, bank = placement.memory_params(self.target, self.memory)
+        n = len(size)
+        off, ps = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        return _alloc.linear_scan_allocate(self.start, self.end, size, self.nparts, self.pin, cap, align, bank,
+                                           self.target.num_partitions, off, ps) < 0
+
+
+def _engine_times(prog, module, ctx):
+    """(DMA engine seconds over the DMA engines, the compute engines' busy seconds summed) of the
+    whole program: each instruction's ``birpy.cost`` times its executions (While bodies once).
+    Instructions of one shape (opcode, engine, attributes, operands' dtypes, patterns, partitions
+    and memories: all a price reads) are priced once: the unrolled layers of a model repeat them."""
+    from neuronxcc.starfish.birpy import cost as C
+    tm = C.target_model(module, ctx.target)
+    ne = max(1, tm.dma_engines)
+    memo = {}
+    busy, dma = {}, 0.0
+    for site in prog.sites:
+        ins = site.instr
+        key = (ins.opcode, ins.engine, repr(sorted(ins.attrs.items())),
+               tuple((ap.dtype, repr(ap.pattern), ap.start_partition, ap.num_partitions, module.memory_of(ap),
+                      getattr(module.target_of(ap), "start_partition", None)) for ap in ins.operands))
+        c = memo.get(key, memo)
+        if c is memo:
+            try:
+                c = memo[key] = C.instruction_cost(ins, module, tm)
+            except Exception:       # an opcode the cost model cannot price counts as free (estimate.Costs)
+                c = memo[key] = None
+        if c is None:
+            continue
+        n = prog.dynamic_count(site) or 1
+        if c.kind == "dma":
+            dma += c.engine_s * n
+        else:
+            busy[c.track] = busy.get(c.track, 0.0) + c.busy_s * n
+    return dma / ne, sum(busy.values())
+
+
+def _priority(prog, cand):
+    """Sort key of a candidate (lower rotates first): values a DMA writes (the load of the next
+    tile is what overlaps the compute on this one), then the smaller footprint (bytes x
+    partitions: more rotations in the same bytes), then program order."""
+    v, _, _, stride = cand
+    loaded = any(w and _is_dma(prog.sites[p].instr.opcode) for p, w, _ in v.sites)
+    return (0 if loaded else 1, stride * v.nparts, v.start)
+
+
+def _is_dma(opcode):
+    info = B.opcodes.OPCODES.get(opcode)
+    return info is not None and info.kind == "dma"
+
+
+def _largest_fitting_prefix(check, mc, copies):
+    """A k such that rotating ``mc[:k]`` still fits: all of them when they fit, else a binary
+    search over the prefix length (log2(len(mc)) placements, each linear in the values). Fitting
+    need not be monotone in k (first-fit placement), so k is one that was checked to fit, not
+    always the largest that would."""
+    def fits(k):
+        return check.fits({v.name: stride * copies for v, _, _, stride in mc[:k]})
+    if fits(len(mc)):
+        return len(mc)
+    lo, hi = 0, len(mc)         # no rotation fits (the values fit as they are); all of them do not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def rotate(module, ctx, copies=COPIES):
@@ -107,6 +192,11 @@ def rotate(module, ctx, copies=COPIES):
     cands = [c for c in candidates(prog, values, ctx.target) if c[0].name not in rot]
     if not cands:
         return 0
+    dma_s, compute_s = _engine_times(prog, module, ctx)
+    if dma_s >= compute_s:
+        log.info("vn_splitter: the transfers outweigh all compute (%.3f us over the DMA engines, %.3f us on the "
+                 "compute engines together): nothing rotated", dma_s * 1e6, compute_s * 1e6)
+        return 0
     wide = liveness.pipelined_intervals(values)
     chosen = []
     for memory in ("PSUM", "SBUF"):
@@ -114,11 +204,11 @@ def rotate(module, ctx, copies=COPIES):
         if not mc:
             continue
         vals = [v for v in values.values() if v.memory == memory and v.start is not None]
-        sizes = {v.name: stride * copies for v, _, _, stride in mc}
-        if _fits(vals, wide, sizes, ctx.target, memory):
-            chosen.extend(mc)
-        else:
-            log.info("vn_splitter: %s: %d rotations would not fit; none done", memory, len(mc))
+        mc = sorted(mc, key=lambda c: _priority(prog, c))
+        k = _largest_fitting_prefix(_FitCheck(vals, wide, ctx.target, memory), mc, copies)
+        chosen.extend(mc[:k])
+        if k < len(mc):
+            log.info("vn_splitter: %s: %d of %d rotations fit", memory, k, len(mc))
     pel = _pel()
     for v, li, encl, stride in chosen:
         sel = flat_index(encl) % copies
