@@ -116,3 +116,41 @@ def test_typed_scatter_matches_the_handler(dtype, parts, width, index_max, extra
     if parts > 2:
         idx[1] = idx[2]             # two partitions to one row
     _both(m, [table, src, idx])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["float32", "int32", "bfloat16", "int8"]), st.integers(1, 9), st.integers(1, 4),
+       st.booleans(), st.integers(1, 4), st.integers(-2, 12), st.integers(0, 99))
+def test_gather_with_a_shared_non_affine_row_offset_matches_the_handler(dtype, parts, width, strided, trips,
+                                                                       index_max, seed):
+    """The typed gather when its on-chip rows sit at a non-affine offset (a double buffer picked by
+    t % 2, as the sort kernels' gathers are: the offset evaluated once for all partitions) and are
+    one contiguous run each (a memmove) or strided (the copy kernel): bytes, times and bounds errors
+    as the handler's."""
+    from neuronxcc.starfish.birpy import dtypes as _dt
+    from neuronxcc.starfish.birsim._plans import Gather
+    rows = 8
+    rng = np.random.default_rng(seed)
+    m = B.Module("gather_mod")
+    m.add_tensor("table", "input", dtype, (rows * width + width,))
+    m.add_tensor("idx", "input", "int32", (parts, 1))
+    m.add_tensor("g", "output", dtype, (parts, 4 * width))
+    m.add_memloc("ix", "SBUF", parts, 4)
+    m.add_memloc("r", "SBUF", parts, 4 * 4 * width)
+    b = B.Builder(m)
+    ix = B.AccessPattern("ix", "int32", 0, [[1, 1]], 0, parts)
+    b.inst("dma_copy", "SP", [ix], [b.ap("idx")])
+    b.inst("memset", "POOL", [B.AccessPattern("r", dtype, 0, [[1, 4 * width]], 0, parts)], [], value=0.0)
+    gs = []
+    with b.loop("t", 0, trips) as t:
+        pat = [[2, width]] if strided else [[1, width]]
+        gs.append(b.inst("dma_gather", "SP", [B.AccessPattern("r", dtype, (t % 2) * (2 * width) + (t // 2), pat, 0,
+                                                              parts)],
+                         [B.AccessPattern("table", dtype, 0, [[1, width]]), ix],
+                         index_stride=width, index_min=0, index_max=index_max))
+    b.inst("dma_copy", "SP", [b.ap("g")], [B.AccessPattern("r", dtype, 0, [[1, 4 * width]], 0, parts)])
+    b.finish()
+    m.ensure_ids()
+    assert isinstance(_plan(m, gs[0]), Gather)
+    table = rng.integers(-100, 100, rows * width + width).astype(_dt.np_dtype(dtype))
+    _both(m, [table, rng.integers(-2, rows + 3, (parts, 1)).astype(np.int32)])

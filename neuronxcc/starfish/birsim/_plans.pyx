@@ -6,6 +6,7 @@ base addresses (bounds-checked by ``APInfo.base``) and runs the copy kernel.
 Semantics: ``Executor.op_dma_copy`` / ``op_tensor_copy`` (a bit-exact copy,
 elements paired in row-major order, overlap-safe)."""
 from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.string cimport memmove
 
 from neuronxcc.starfish.birsim._apinfo cimport APInfo
 from neuronxcc.starfish.birsim._kernels cimport copy_raw_ptr
@@ -678,6 +679,41 @@ cdef bint _overlaps(_Operand x, Py_ssize_t xb, _Operand y, Py_ssize_t yb) noexce
     return x.p == y.p and xb + x.lo < yb + y.hi and yb + y.lo < xb + x.hi
 
 
+cdef bint _same_offsets(list infos):
+    """Do these access infos (a row's per-partition slices) compute the same offset, extent and
+    bounds in the same target, so that their bases differ by their static bases only?"""
+    cdef APInfo a, b
+    cdef int k
+    if not infos:
+        return False
+    a = infos[0]
+    for b in infos:
+        if b.tgt is not a.tgt or b.itemsize != a.itemsize or b.const_off != a.const_off or b.ext_lo != a.ext_lo \
+                or b.ext_hi != a.ext_hi or b.limit != a.limit or b.ncoef != a.ncoef or b.names != a.names:
+            return False
+        for k in range(a.ncoef):
+            if b.coeffs[k] != a.coeffs[k]:
+                return False
+        if (a.expr is None) != (b.expr is None):
+            return False
+        if a.expr is not None and b.expr is not a.expr:
+            try:
+                if not (b.expr == a.expr) or str(b.expr) != str(a.expr):
+                    return False
+            except Exception:
+                return False
+    return True
+
+
+cdef bint _one_run(RawCopy c) noexcept:
+    """Is each side of C one contiguous run of bytes (a memmove copies it)?"""
+    cdef int k
+    for k in range(5):
+        if c.snum[k] != 1 or c.dnum[k] != 1:
+            return False
+    return (c.snum[5] == 1 or c.sstr[5] == c.isz) and (c.dnum[5] == 1 or c.dstr[5] == c.isz)
+
+
 cdef class Gather(Plan):
     """Same-dtype dma_gather (``plans._dma_gather``, ``Executor.op_dma_gather``): partition p of the
     on-chip side gets the row at the indexed side's offset + clip(index[p], lo, hi) * stride. The index
@@ -693,12 +729,17 @@ cdef class Gather(Plan):
     cdef Py_ssize_t n
     cdef bint direct
     cdef int64_t* deltas
+    cdef bint same_dst              # the partitions' on-chip slices differ only in their start partition
+    cdef bint runs                  # every row is one contiguous run of bytes on both sides
+    cdef Py_ssize_t* dshift         # same_dst: partition p's static base - partition 0's
 
     def __cinit__(self):
         self.deltas = NULL
+        self.dshift = NULL
 
     def __dealloc__(self):
         free(self.deltas)
+        free(self.dshift)
 
     def __init__(self, list copies, APInfo idx, int64_t lo, int64_t hi, int64_t stride, rowvar, bint direct=False):
         if idx.n != len(copies):
@@ -711,8 +752,14 @@ cdef class Gather(Plan):
         self.direct = direct and all((<RawCopy>c).src is (<RawCopy>copies[0]).src for c in copies) and \
             (<RawCopy>copies[0]).src.expr is None if copies else False
         self.deltas = <int64_t*>malloc(max(1, self.n) * sizeof(int64_t))
-        if self.deltas == NULL:
+        self.dshift = <Py_ssize_t*>malloc(max(1, self.n) * sizeof(Py_ssize_t))
+        if self.deltas == NULL or self.dshift == NULL:
             raise MemoryError()
+        self.same_dst = self.direct and _same_offsets([(<RawCopy>c).dst for c in copies])
+        self.runs = self.direct and all(_one_run(c) for c in copies)
+        if self.same_dst:
+            for k in range(self.n):
+                self.dshift[k] = (<RawCopy>copies[k]).dst.static_base - (<RawCopy>copies[0]).dst.static_base
 
     cdef int run(self, dict env) except -1:
         cdef Py_ssize_t ib = self.idx.info.base(env)
@@ -737,6 +784,9 @@ cdef class Gather(Plan):
                 off0 = rs._offset(env)
             finally:
                 env.pop(self.rowvar, None)
+            # the on-chip slices share one offset expression (evaluated and bounds-checked once, for
+            # partition 0: the others have the same extent in the same target) when same_dst
+            db0 = (<RawCopy>self.copies[0]).dst.base(env) if self.same_dst else 0
             for p in range(n):
                 c = <RawCopy>self.copies[p]
                 off = off0 + vals[p]
@@ -747,7 +797,10 @@ cdef class Gather(Plan):
                     finally:
                         env.pop(self.rowvar, None)
                     continue
-                db = c.dst.base(env)
+                db = db0 + self.dshift[p] if self.same_dst else c.dst.base(env)
+                if self.runs:
+                    memmove(c.dp + db, c.sp + rs.static_base + off * rs.itemsize, c.nbytes)
+                    continue
                 r = copy_raw_ptr(c.sp, rs.static_base + off * rs.itemsize, c.sstr, c.snum, c.dp, db, c.dstr,
                                  c.dnum, c.isz)
                 if r < 0:
