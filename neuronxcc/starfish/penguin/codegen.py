@@ -26,7 +26,7 @@ from neuronxcc.errors import TensorTooLargeError
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish import birpy
 from neuronxcc.starfish.birpy import hbm
-from neuronxcc.starfish.penguin import ir
+from neuronxcc.starfish.penguin import ir, purecse
 from neuronxcc.starfish.penguin.emit import Emitter, pel
 from neuronxcc.starfish.penguin.expr import Node, apply_view, count_ops, leaves
 from neuronxcc.starfish.penguin.tiles import IOTA_BASE, cannot_lower, onchip_dtype
@@ -52,6 +52,7 @@ class Codegen:
         self.env = {}
         self.out_tensor = {}           # penguin value -> output tensor name
         self.scratch_owner = {}        # scratch tensor -> the penguin value target_for made it for
+        self.pure_tables = {}          # purecse key -> the View of a top-level input-independent table
         self.iota_extent = 0
         self._arange = None
         self.users = graph.users()
@@ -281,12 +282,17 @@ class Codegen:
         """A View holding x (computing it into HBM if it is lazy)."""
         if isinstance(x, View) and allow_views and not x.base.startswith("__"):
             return x
+        ck = purecse.key(self, x) if isinstance(x, Node) else None     # an input-independent table
+        if ck is not None and ck in self.pure_tables and not (name is not None and name in self.out_tensor):
+            return self.pure_tables[ck]
         if name is not None:
             out = self.target_for(name)
         else:
             tn = self.em.tensor("scratch", "scratch", _hbm_dtype(x.dtype), x.shape)
             out = View.contiguous(tn, x.dtype, x.shape)
         self.k.elementwise(x, out)
+        if ck is not None and purecse.at_top_level(self) and self.m.tensors[out.base].kind == "scratch":
+            self.pure_tables[ck] = out
         return out
 
     def arange_table(self, v):
