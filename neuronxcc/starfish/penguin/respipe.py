@@ -16,6 +16,19 @@ them at once. The first A is loaded before the loop; the last pair's B loop relo
 tile (the source is clamped, so nothing outside R is read), which costs one tile of DMA and
 keeps the pair loop one body. The K groups stay a loop (the resident tile is one SBUF tile in
 the kernel's usual layout), so the instruction count does not grow with the size.
+
+Why two M loops per pair, not one: the pair loop writes each N tile's M loop out twice (the two
+bodies differ only in which buffer they read and which they fill). The one-body form was built and
+measured: one resident tile of two halves, N tile n reading half n % 2 and filling half (n + 1) % 2
+at parity offsets. On the Llama-3-8B prefill layer (1 layer, at 6fa537d) it has 2412 instructions
+instead of 3252, but birsim's estimate is 18.64 ms instead of 16.42 ms. walrus cannot tell the two
+halves apart: dependences within one iteration are found over the boxes of all iterations (the
+whole tile), so step m's chunk load waits for step m's matmuls, and a loop-carried dependence has
+one distance per loop, so step m+1's matmuls wait for that load. The chunk loads then run between
+the PE's steps instead of beside them. With two buffers the halves are different memlocs and the
+only waits are the real ones. One body needs walrus to test a dependence inside one iteration with
+the shared loop variables equal and to split ``v % 2`` offsets by residue (pelican already
+simplifies ``(2 w + r) % 2`` to ``r``).
 """
 from neuronxcc.starfish.penguin.emit import Axis, pel
 
