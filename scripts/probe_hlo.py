@@ -27,7 +27,8 @@ device lowering refuses: correct behaviour when no real client needs it); ``erro
 with some other NCC_ line); ``wrong`` (a NEFF whose results differ: always a bug); ``crash`` (an
 exit status other than 0/70, a traceback on the console, or birsim raising: always a bug);
 ``narrow64`` (results that differ only in 64-bit outputs, which the device computes in 32 bits as
-the README says); ``timeout``.
+the README says, or any results of a case whose 64-bit integer inputs hold values beyond 32 bits,
+which the device holds as their low word); ``timeout``.
 
     python scripts/probe_hlo.py [--sources lax,lax64,programs,pieces,text,offcpu,scale,xlaops] [-k SUBSTR]
                                 [--client plain|nxd|zml] [--table out.md] [--keep DIR]
@@ -196,8 +197,20 @@ def run_case(case, workdir, timeout, client="plain"):
         # the device computes 64-bit types in 32 bits (README): a difference only there is that
         if all(d.itemsize == 8 for _, _, d in bad):
             return "narrow64", detail, dt
+        wide = [k for k, a in enumerate(args) if _beyond_32_bits(a)]
+        if wide:    # the device holds a 64-bit input as its low word: everything computed from it differs
+            return "narrow64", "inputs %s need 64 bits; %s" % (wide, detail), dt
         return "wrong", detail, dt
     return "pass", "vs " + refname, dt
+
+
+def _beyond_32_bits(a):
+    """True for a 64-bit integer input holding a value outside the 32-bit word the device keeps."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu" or a.dtype.itemsize != 8 or a.size == 0:
+        return False
+    lo, hi = (-2 ** 31, 2 ** 31 - 1) if a.dtype.kind == "i" else (0, 2 ** 32 - 1)
+    return bool((a < lo).any() or (a > hi).any())
 
 
 def _run_or_skip(case, d, timeout, client):

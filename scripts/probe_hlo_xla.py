@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from support.sampling import top_p_threshold     # tests/support: probe_hlo.py puts tests/ on the path
+
 R = np.random.RandomState(12)
 
 
@@ -789,3 +791,58 @@ def jax_sharding_constraint_and_named_scope(x, w):
 def lexsort_three_keys_and_descending_pairs(a, b, x):
     return (jnp.lexsort((x, b, a)), lax.sort((a, b, x), num_keys=3),
             lax.sort((-a, -b, x), num_keys=2), jnp.argsort(a * 10 + b, descending=True, stable=True))
+
+
+# --- long axes and sampling, as LLM serving and training clients write them ------------------------
+
+_VOCAB = f32(1, 128256, scale=4.5)
+_VOCAB[0, ::97] = -np.inf                      # tokens masked before sampling
+_TOP_P = top_p_threshold(_VOCAB, 0.9)
+
+
+@piece(_VOCAB)
+def top_p_nucleus_filter_128k_vocab(x):
+    # the whole vocabulary sorted descending with positions, softmax, cumsum, the kept set (about 0.9
+    # of the mass; the threshold sits between two tokens' sums, as a discontinuous output needs)
+    i = lax.broadcasted_iota(jnp.int32, x.shape, 1)
+    sv, si = lax.sort((-x, i), dimension=1, num_keys=1)
+    p = jax.nn.softmax(-sv, axis=-1)
+    keep = jnp.cumsum(p, axis=-1) - p < _TOP_P
+    return si, jnp.where(keep, -sv, -jnp.inf)
+
+
+@piece(ints(-10 ** 9, 10 ** 9, 2, 9000), f32(2, 20000))
+def long_rows_argsort_int_and_top_k_9000(a, x):
+    return jnp.argsort(a, axis=-1, stable=True), lax.top_k(x, 9000), jnp.median(x, axis=-1)
+
+
+@piece(np.arange(20000, dtype=np.int32))
+def random_permutation_20000(x):
+    return jax.random.permutation(jax.random.PRNGKey(3), x)
+
+
+@piece(f32(1, 12, 12, 4), np.round(f32(1, 20, 20, 2, scale=2.0)))
+def max_pool_grads_9x9_and_10x10(x, xi):
+    def pool(x, w, s, pad):
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1,) + w + (1,), (1,) + s + (1,), pad)
+    return (jax.grad(lambda x: jnp.sum(pool(x, (9, 9), (1, 1), "SAME")))(x),
+            jax.grad(lambda x: jnp.sum(jnp.sin(pool(x, (10, 10), (10, 10), "VALID"))))(xi))
+
+
+@piece(f32(2, 12000))
+def reduce_window_5000_taps_and_long_cumsum(x):
+    return (lax.reduce_window(x, -jnp.inf, lax.max, (1, 5000), (1, 700), "VALID"),
+            lax.cumsum(x, axis=1, reverse=True))
+
+
+@piece()
+def random_samplers_gamma_beta_truncated_normal():
+    k = jax.random.PRNGKey(5)
+    return (jax.random.gamma(k, 2.5, (128,)), jax.random.beta(k, 2.0, 3.0, (64,)),
+            jax.random.truncated_normal(k, -2.0, 2.0, (32, 16)))
+
+
+@piece((np.random.RandomState(4).rand(3, 40) * 8 + 0.1).astype(np.float32))
+def special_functions_igamma_lgamma_erf_inv(x):
+    return (lax.igamma(x, x[::-1]), lax.lgamma(x), lax.digamma(x), lax.erf_inv(x / 9.0 - 0.45),
+            lax.bessel_i0e(x), jax.scipy.special.log_ndtr(x - 4.0))

@@ -49,7 +49,8 @@ _erf64 = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf(x):
-    return _erf64(x.astype(np.float64)).astype(np.float64)
+    # frompyfunc gives a Python float (not an array) for a 0-d operand: asarray takes both
+    return np.asarray(_erf64(np.asarray(x, np.float64)), np.float64)
 
 
 def _logistic(x):

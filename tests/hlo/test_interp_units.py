@@ -498,3 +498,17 @@ ENTRY e {
     m, b, g = run(text, np.float32(1.25), np.float32(2.0), v, np.array([3], np.int32))
     assert m.shape == b.shape == g.shape == ()
     assert m == 3.25 and b == np.float32(3.25).view(np.uint32) and g == 4.5
+
+
+def test_erf_of_a_scalar():
+    # jax.random.truncated_normal takes erf of its scalar bounds; math.erf through frompyfunc
+    # returns a Python float for a 0-d operand, which the handler used to call .astype on
+    text = """HloModule e
+ENTRY e {
+  lo = f32[] parameter(0)
+  x = f32[3] parameter(1)
+  a = f32[] erf(lo)
+  b = f32[3] erf(x)
+  ROOT t = (f32[], f32[3]) tuple(a, b)
+}"""
+    run(text, np.float32(-2.0), np.array([0.0, 0.5, -3.0], np.float32))

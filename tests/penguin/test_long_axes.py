@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from penguin_helpers import check
+from support.sampling import top_p_threshold
 
 R = np.random.RandomState(23)
 
@@ -59,15 +60,17 @@ def test_sorts_of_rows_longer_than_the_custom_op_row(monkeypatch, patched):
 def test_top_p_sampling_over_a_128k_vocabulary():
     """Nucleus filtering as samplers write it over Llama-3's 128256-token vocabulary: the logits
     sorted descending with their positions, softmax, cumulative sum, the kept set."""
-    x = (R.randn(1, 128256) * 3).astype(np.float32)
+    x = (R.randn(1, 128256) * 4.5).astype(np.float32)
     x[0, ::97] = -np.inf                          # tokens masked before sampling
+    th = top_p_threshold(x, 0.9)
 
     def top_p(x):
         i = lax.broadcasted_iota(jnp.int32, x.shape, 1)
         sv, si = lax.sort((-x, i), dimension=1, num_keys=1)
         p = jax.nn.softmax(-sv, axis=-1)
-        keep = jnp.cumsum(p, axis=-1) - p < 0.9
-        return si, jnp.where(keep, -sv, -jnp.inf)
+        c = jnp.cumsum(p, axis=-1)
+        keep = c - p < th
+        return si, jnp.where(keep, -sv, -jnp.inf), c
     check(top_p, x)
 
 
