@@ -320,7 +320,10 @@ def _freshInterpreter(tool, args, out_fd, err_fd):
             continue
         if callable(h) and h is not signal.default_int_handler:
             signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # An interpreter sets its KeyboardInterrupt handler only where SIGINT is not ignored: exec keeps
+    # an ignored signal ignored (a driver started with nohup or in a background job).
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # faulthandler off (pytest, for one, leaves it on), unless the environment asks for it.
     import faulthandler
 

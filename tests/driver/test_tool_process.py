@@ -152,6 +152,18 @@ def test_forked_child_starts_as_a_new_interpreter_does(fakepkg, monkeypatch, unb
     assert seen == []
 
 
+def test_an_ignored_sigint_stays_ignored_as_exec_keeps_it(fakepkg):
+    # a driver started by nohup or in a background job has SIGINT ignored; an exec'd tool keeps that
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forked = _fork_probe(fakepkg, ["5"])
+        execd = _exec_probe(["5"])
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert _state(forked[1])["signals"] == _state(execd[1])["signals"]
+    assert _state(forked[1])["signals"]["SIGINT"] == "SIG_IGN"
+
+
 @pytest.mark.parametrize("args", [["raise"], ["exit", "bad value"], ["0"]])
 def test_forked_child_fails_as_a_new_interpreter_does(fakepkg, args):
     rc, out, err = _fork_probe(fakepkg, args)
