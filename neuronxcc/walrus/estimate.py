@@ -41,6 +41,19 @@ class Costs:
         return (0.0, 0.0) if c is None else (c.busy_s, c.latency_s)
 
 
+def costs_of(ctx, module):
+    """The ``costs`` analysis: the ``Costs`` of the module as it is before allocation, shared by
+    vn_splitter and pre_sched (a price reads an operand's dtype, pattern, partitions and memory,
+    never its offset, which is all vn_splitter changes; the runner drops it after other changes)."""
+    if ctx is None:
+        return None
+    c = ctx.analysis("costs", lambda: Costs(module, ctx.target))
+    if c.module is not module:
+        c = Costs(module, ctx.target)
+        ctx.store("costs", c)
+    return c
+
+
 def block_graph(bsites, pairs, costs, streams):
     """Local indices: engine ids, costs, pred CSR with latencies, succ CSR, stream count and the
     DMA arrays (issuing stream or -1, fixed latency, width or -1 for fixed engines, per-engine

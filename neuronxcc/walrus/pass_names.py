@@ -68,10 +68,12 @@ PIPELINE = (
     PassSpec("bir_splitter", "split oversized instructions into hardware-sized pieces"),
     PassSpec("partitioner", "split work across partitions/engines"),
     PassSpec("tensorcopy_accel", "move tensor copies to the cheapest engine", min_opt=2),
+    # vn_splitter prices every instruction (are the transfers the program's bound?) and keeps the
+    # prices ("costs") for pre_sched: it changes offsets only, and no price reads an offset
     PassSpec("vn_splitter", "split value numbers whose live ranges can be separated", min_opt=2,
-             options={"rotate_copies": 2}, needs=("lsa",)),
+             options={"rotate_copies": 2}, needs=("lsa", "costs"), preserves=("costs",)),
     PassSpec("pre_sched", "list scheduling across engines before allocation", min_opt=1,
-             options={"sched_force": False}, needs=("lsa", "deps")),
+             options={"sched_force": False}, needs=("lsa", "deps", "costs")),
     PassSpec("coloring", "interference-graph construction over on-chip values", allocator="coloring",
              needs=("lsa", "interference")),
     PassSpec("coloring_allocator", "SBUF/PSUM allocation by interference-graph coloring", allocator="coloring",

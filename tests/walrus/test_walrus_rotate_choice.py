@@ -112,3 +112,19 @@ def test_largest_fitting_prefix_checks_what_it_returns():
     assert len(c.asked) <= 1 + 4       # all, then a binary search over 10
     c = Check()
     assert rotate._largest_fitting_prefix(c, mc[:2], 2) == 2
+
+
+def test_prices_kept_for_pre_sched_equal_fresh_ones():
+    # vn_splitter prices one instruction per shape and keeps the prices (the ``costs`` analysis)
+    # for pre_sched: every kept price equals the instruction's own price, after the rotation too
+    from neuronxcc.starfish.birpy import cost as C
+    m = _program(1536, 1024, 8)
+    ctx = PassContext(get_target("trn1"))
+    run_passes(m, ["lsa", "vn_splitter"], ctx)
+    assert m.attrs.get(ROTATIONS)
+    kept = ctx.analyses["costs"]
+    n = 0
+    for ins in m.instructions():
+        assert kept.cache[id(ins)] == C.instruction_cost(ins, m, ctx.target)
+        n += 1
+    assert n >= 10

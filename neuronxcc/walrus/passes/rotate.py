@@ -35,6 +35,7 @@ import numpy as np
 from neuronxcc.walrus import _alloc, placement
 from neuronxcc.walrus.program import program
 from neuronxcc.walrus.contract import WalrusPass
+from neuronxcc.walrus.estimate import costs_of
 
 log = logging.getLogger("neuronxcc.walrus")
 
@@ -122,23 +123,24 @@ def _engine_times(prog, module, ctx):
     """(DMA engine seconds over the DMA engines, the compute engines' busy seconds summed) of the
     whole program: each instruction's ``birpy.cost`` times its executions (While bodies once).
     Instructions of one shape (opcode, engine, attributes, operands' dtypes, patterns, partitions
-    and memories: all a price reads) are priced once: the unrolled layers of a model repeat them."""
+    and memories: all a price reads) are priced once, as the unrolled layers of a model repeat
+    them; the prices go into the ``costs`` analysis, which pre_sched reads next."""
     from neuronxcc.starfish.birpy import cost as C
+    costs = costs_of(ctx, module)
     tm = C.target_model(module, ctx.target)
-    ne = max(1, tm.dma_engines)
     memo = {}
     busy, dma = {}, 0.0
     for site in prog.sites:
         ins = site.instr
-        key = (ins.opcode, ins.engine, repr(sorted(ins.attrs.items())),
-               tuple((ap.dtype, repr(ap.pattern), ap.start_partition, ap.num_partitions, module.memory_of(ap),
-                      getattr(module.target_of(ap), "start_partition", None)) for ap in ins.operands))
-        c = memo.get(key, memo)
-        if c is memo:
-            try:
-                c = memo[key] = C.instruction_cost(ins, module, tm)
-            except Exception:       # an opcode the cost model cannot price counts as free (estimate.Costs)
-                c = memo[key] = None
+        c = costs.cache.get(id(ins), False)
+        if c is False:
+            key = (ins.opcode, ins.engine, repr(sorted(ins.attrs.items())),
+                   tuple((ap.dtype, repr(ap.pattern), ap.start_partition, ap.num_partitions, module.memory_of(ap),
+                          getattr(module.target_of(ap), "start_partition", None)) for ap in ins.operands))
+            c = memo.get(key, memo)
+            if c is memo:
+                c = memo[key] = costs.full(ins)
+            costs.cache[id(ins)] = c
         if c is None:
             continue
         n = prog.dynamic_count(site) or 1
@@ -146,7 +148,7 @@ def _engine_times(prog, module, ctx):
             dma += c.engine_s * n
         else:
             busy[c.track] = busy.get(c.track, 0.0) + c.busy_s * n
-    return dma / ne, sum(busy.values())
+    return dma / max(1, tm.dma_engines), sum(busy.values())
 
 
 def _priority(prog, cand):

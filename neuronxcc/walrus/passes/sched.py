@@ -27,7 +27,7 @@ import logging
 import numpy as np
 
 from neuronxcc.walrus import _sched, depgraph, deps as D
-from neuronxcc.walrus.estimate import Costs, block_graph, replay
+from neuronxcc.walrus.estimate import Costs, block_graph, costs_of, replay
 from neuronxcc.walrus.contract import WalrusPass
 
 log = logging.getLogger("neuronxcc.walrus")
@@ -42,7 +42,9 @@ def schedule(module, ctx, physical):
     g = depgraph.analysis(ctx, module, physical)
     prog = g.prog
     edges = g.block_edges()
-    costs = Costs(module, ctx.target)
+    # before allocation the prices vn_splitter took (the ``costs`` analysis); after it, fresh ones
+    # (an allocated value's start partition decides a DMA's engines)
+    costs = (costs_of(ctx, module) if not physical and ctx is not None else None) or Costs(module, ctx.target)
     streams = g.streams
     changed = 0
     gain = 0.0
