@@ -75,3 +75,14 @@ def test_wide_rows_need_a_row_for_every_partition():
     assert rows.lazy_width_ok(4096, 2048)
     assert not rows.lazy_width_ok(rows.ROW_WIDE_MAX + 1, 2048)
 
+
+
+def test_a_bitcast_of_a_row_read_as_loaded_sees_the_wide_bits():
+    # the widened bf16 row is still a 2-byte tile; a bitcast of it to int32 must read fp32 words
+    def f(x):
+        y = x.astype(jnp.float32)
+        s = jnp.mean(y * y, axis=-1, keepdims=True)
+        b = jax.lax.bitcast_convert_type(y, jnp.int32) >> 16
+        return (y * jax.lax.rsqrt(s + 1e-5)).astype(jnp.bfloat16), b + (s > 0).astype(jnp.int32)
+    x = np.random.default_rng(3).standard_normal((128, 4096)).astype(ml_dtypes.bfloat16)
+    check(f, x)

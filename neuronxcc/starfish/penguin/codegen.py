@@ -293,6 +293,8 @@ class Codegen:
         self.k.elementwise(x, out)
         if ck is not None and purecse.at_top_level(self) and self.m.tensors[out.base].kind == "scratch":
             self.pure_tables[ck] = out
+            # a shared table has no single owner: no while may update it in place as its own state
+            self.scratch_owner.pop(out.base, None)
         return out
 
     def arange_table(self, v):

@@ -578,6 +578,8 @@ class TileEval(TileMath):
             return self.cast(a, dt)
         if op == "bitcast-convert":
             a = self.materialise(args[0])
+            if a.kind == "tile" and a.ap.dtype != a.dtype:      # a narrow tile used as wide: widen its bytes
+                a = self.cast(TV("tile", a.ap.dtype, ap=a.ap), a.dtype)
             if bdt.itemsize(a.dtype) != bdt.itemsize(dt):
                 raise unsupported_node(x, "bitcast between types of different widths")
             return TV("tile", dt, ap=a.ap.copy(dtype=dt))
