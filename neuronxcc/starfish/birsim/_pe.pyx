@@ -14,8 +14,9 @@ Layout: s[k, i] at s + k * ss + i, m[k, j] at m + k * ms + j, r[i, j] at r + i *
 unit-stride fp32). Blocking: 32 columns (two 16-float vectors) by 8, 4, 2 or 1 rows, the K loop
 innermost with the 8 x 32 partial sums in registers; the 32 columns are first copied into a
 K x 32 panel (the WORK argument, K * 32 floats; zero-padded past the last column, whose padding
-lanes are computed and not stored), unless the panel is passed over once (fewer than 8 rows). One clone per vector width (AVX-512, AVX2, baseline), picked at load time;
-the clones differ in speed only.
+lanes are computed and not stored), unless the panel is passed over once (fewer than 8 rows).
+One clone per vector width (AVX-512, AVX2, baseline), picked at load time; the clones differ in
+speed only.
 
 The transpose (``transpose_b32``): d[j, i] = s[i, j] for 4-byte elements, their bits unchanged,
 8 x 8 blocks through AVX registers (shuffles only) in 32 x 32 tiles, the edges element by element.
