@@ -133,3 +133,18 @@ def test_the_compile_check_compares_64_bit_goldens_as_the_device_holds_them():
     assert device_word(u, "uint64").tolist() == [5, 2 ** 32 - 1, 2 ** 31]
     f = np.array([1.5], np.float64)
     assert device_word(f, "float64") is f
+
+
+def test_the_compile_check_says_when_a_64_bit_golden_needs_more_than_its_low_word(caplog):
+    """The low-word comparison passes, and the log names the output whose goldens hold more."""
+    import logging
+    from types import SimpleNamespace
+    from neuronxcc.walrus.passes.simcheck import BirSim
+    module = SimpleNamespace(outputs=["o", "p"], attrs={},
+                             tensors={"o": SimpleNamespace(dtype="int64"), "p": SimpleNamespace(dtype="int64")})
+    small = np.array([3, -4], np.int64)
+    wide = np.array([2 ** 40 + 3, -4], np.int64)
+    with caplog.at_level(logging.WARNING, logger="neuronxcc.walrus"):
+        BirSim._compare(None, module, [small, small], [small, wide], [None, None], "")
+    said = [r.getMessage() for r in caplog.records if "beyond 32 bits" in r.getMessage()]
+    assert len(said) == 1 and "'p'" in said[0], said

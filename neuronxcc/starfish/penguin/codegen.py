@@ -53,6 +53,7 @@ class Codegen:
         self.out_tensor = {}           # penguin value -> output tensor name
         self.scratch_owner = {}        # scratch tensor -> the penguin value target_for made it for
         self.pure_tables = {}          # purecse key -> the View of a top-level input-independent table
+        self.const_hashes = {}         # constant tensor name -> its purecse key part (data hashed once)
         self.iota_extent = 0
         self._arange = None
         self.users = graph.users()

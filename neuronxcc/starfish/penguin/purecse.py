@@ -32,15 +32,24 @@ def key(cg, x, memo=None):
         if x.base == IOTA_BASE:
             base = x.base
         elif t is not None and t.kind == "const" and t.data is not None:
-            # two HLO constants with the same data are the same table
-            data = np.ascontiguousarray(t.data)
-            base = ("c", str(data.dtype), data.shape, hashlib.sha1(data.tobytes()).hexdigest())
+            # two HLO constants with the same data are the same table (each hashed once per compile)
+            hashes = getattr(cg, "const_hashes", None)
+            base = hashes.get(x.base) if hashes is not None else None
+            if base is None:
+                data = np.ascontiguousarray(t.data)
+                base = ("c", str(data.dtype), data.shape, hashlib.sha1(data.tobytes()).hexdigest())
+                if hashes is not None:
+                    hashes[x.base] = base
         else:
             base = None
         k = None if base is None else ("v", base, x.dtype, tuple(x.shape), tuple(x.strides), str(x.offset))
     elif isinstance(x, Node):
-        args = [key(cg, a, memo) for a in x.args]
-        k = None if any(a is None for a in args) else \
+        args = []
+        for a in x.args:               # stop at the first input-dependent argument
+            args.append(key(cg, a, memo))
+            if args[-1] is None:
+                break
+        k = None if args and args[-1] is None else \
             ("n", x.op, repr(sorted(x.attrs.items())), x.dtype, tuple(x.shape), tuple(args))
     else:
         k = None
