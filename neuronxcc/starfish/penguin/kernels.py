@@ -67,8 +67,7 @@ class Kernels:
         return exprs, outs, cshape
 
     def _store(self, te, tv, out, engine=None):
-        """DMA tile value tv into the HBM view out at te's tile position (triggered by ENGINE, by
-        default SP)."""
+        """DMA tile value tv into the HBM view out at te's tile position (triggered by ENGINE)."""
         tv = te.materialise(tv, out.dtype)
         t = self.em.m.tensors[out.base]
         want = onchip_dtype(t.dtype)
@@ -128,10 +127,8 @@ class Kernels:
         axes = [Axis(shape[a], 1, "l") for a in loops] + [Axis(shape[p], choose_tile(shape[p], PMAX), "p"),
                                                            Axis(shape[f], choose_tile(shape[f], free), "f")]
 
-        # rows longer than ROW_MAX reduced inline (an RMSNorm over a 4096-wide hidden state): bf16
-        # rows are read as loaded (no widening copies), and the result's store is triggered by ACT
-        # (whose next instruction, the next tile's sum of squares, needs the next tile anyway) so
-        # SP runs ahead with the next tile's loads
+        # rows longer than ROW_MAX reduced inline (an RMSNorm): bf16 rows read as loaded, the store
+        # triggered by ACT (it starts the next tile anyway) so SP runs ahead with the next loads
         wide = bool(rl) and mmctx is None and shape[f] > rows.ROW_MAX
 
         def body(starts, sizes):

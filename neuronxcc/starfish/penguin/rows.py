@@ -207,6 +207,6 @@ def peak_row_bytes(cg, x):
 
 
 def _itemsize(dtype):
+    from neuronxcc.common.dtypes import onchip_as
     from neuronxcc.starfish.birpy import dtypes as bdt
-    from neuronxcc.starfish.penguin.tiles import onchip_dtype
-    return bdt.itemsize(onchip_dtype(dtype))
+    return bdt.itemsize(onchip_as(dtype))
