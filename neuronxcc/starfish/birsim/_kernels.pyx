@@ -317,68 +317,38 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    /* Integer <-> fp32 and integer <-> int64 runs with the dtype hoisted out of the element loop:
-       decode_f32 / encode_f32 / decode_i64 / encode_i64 element by element, the same C
-       conversions (an integer to fp32 rounds to nearest even; fp32 to an integer truncates and
-       saturates, NaN gives 0; to bool: nonzero and not NaN). STRIDE in bytes; a dense aligned run
-       takes a loop GCC vectorises. */
+    /* Integer <-> fp32 / int64 runs, the dtype hoisted out of the element loop: the element rules'
+       C conversions (to fp32: round to nearest even; from fp32: truncate, saturate, NaN -> 0; to
+       bool: nonzero and not NaN). STRIDE in bytes; dense aligned runs vectorise. Codes: _kernels.pxd. */
     #include <stdint.h>
     #include <string.h>
-    #define NCC_RUN(T, p, stride, n, BODY) \
-        if ((stride) == (Py_ssize_t)sizeof(T) && ((uintptr_t)(p)) % sizeof(T) == 0) { \
-            const T *q_ = (const T *)(p); for (Py_ssize_t i = 0; i < (n); i++) { T v = q_[i]; BODY; } \
-        } else { for (Py_ssize_t i = 0; i < (n); i++) { T v; memcpy(&v, (p) + i * (stride), sizeof(T)); BODY; } }
-    #define NCC_WRUN(T, p, stride, n, EXPR) \
-        if ((stride) == (Py_ssize_t)sizeof(T) && ((uintptr_t)(p)) % sizeof(T) == 0) { \
-            T *q_ = (T *)(p); for (Py_ssize_t i = 0; i < (n); i++) { q_[i] = (T)(EXPR); } \
-        } else { for (Py_ssize_t i = 0; i < (n); i++) { T v_ = (T)(EXPR); memcpy((p) + i * (stride), &v_, sizeof(T)); } }
+    #define NCC_DENSE(T, p, s) ((s) == (Py_ssize_t)sizeof(T) && ((uintptr_t)(p)) % sizeof(T) == 0)
+    #define NCC_RUN(T, p, s, n, BODY) if (NCC_DENSE(T, p, s)) { const T *q_ = (const T *)(p); \
+        for (Py_ssize_t i = 0; i < (n); i++) { T v = q_[i]; BODY; } } else { for (Py_ssize_t i = 0; i < (n); i++) { \
+        T v; memcpy(&v, (p) + i * (s), sizeof(T)); BODY; } } return 1;
+    #define NCC_WRUN(T, p, s, n, E) if (NCC_DENSE(T, p, s)) { T *q_ = (T *)(p); for (Py_ssize_t i = 0; i < (n); i++) \
+        q_[i] = (T)(E); } else { for (Py_ssize_t i = 0; i < (n); i++) { T v_ = (T)(E); memcpy((p) + i * (s), &v_, sizeof(T)); } } return 1;
     static inline int64_t ncc_f2i(double v, double lo, double hi) {
-        if (v != v) return 0;
-        if (v <= lo) return (int64_t)lo;
-        if (v >= hi) return (int64_t)hi;
-        return (int64_t)v;
-    }
-    /* code: 10 int8, 11 uint8, 12 int16, 13 uint16, 14 int32, 15 uint32, 16 bool (_kernels.pxd) */
-    static NCC_HOT int ncc_dec_int_f32(int code, const uint8_t *p, Py_ssize_t stride, Py_ssize_t n, float *__restrict out) {
-        switch (code) {
-        case 10: NCC_RUN(int8_t, p, stride, n, out[i] = (float)v) return 1;
-        case 11: case 16: NCC_RUN(uint8_t, p, stride, n, out[i] = (float)v) return 1;
-        case 12: NCC_RUN(int16_t, p, stride, n, out[i] = (float)v) return 1;
-        case 13: NCC_RUN(uint16_t, p, stride, n, out[i] = (float)v) return 1;
-        case 14: NCC_RUN(int32_t, p, stride, n, out[i] = (float)v) return 1;
-        case 15: NCC_RUN(uint32_t, p, stride, n, out[i] = (float)v) return 1;
-        default: return 0;
-        }
-    }
-    static NCC_HOT int ncc_enc_f32_int(int code, const float *__restrict src, uint8_t *p, Py_ssize_t stride, Py_ssize_t n) {
-        switch (code) {
-        case 10: NCC_WRUN(int8_t, p, stride, n, (int8_t)ncc_f2i(src[i], -128.0, 127.0)) return 1;
-        case 11: NCC_WRUN(uint8_t, p, stride, n, (uint8_t)ncc_f2i(src[i], 0.0, 255.0)) return 1;
-        case 16: NCC_WRUN(uint8_t, p, stride, n, (src[i] != 0.0f && src[i] == src[i]) ? 1 : 0) return 1;
-        case 12: NCC_WRUN(int16_t, p, stride, n, (int16_t)ncc_f2i(src[i], -32768.0, 32767.0)) return 1;
-        case 13: NCC_WRUN(uint16_t, p, stride, n, (uint16_t)ncc_f2i(src[i], 0.0, 65535.0)) return 1;
-        case 14: NCC_WRUN(int32_t, p, stride, n, (int32_t)ncc_f2i(src[i], -2147483648.0, 2147483647.0)) return 1;
-        case 15: NCC_WRUN(uint32_t, p, stride, n, (uint32_t)ncc_f2i(src[i], 0.0, 4294967295.0)) return 1;
-        default: return 0;
-        }
-    }
-    static NCC_HOT int ncc_dec_int_i64(int code, const uint8_t *p, Py_ssize_t stride, Py_ssize_t n, int64_t *__restrict out) {
-        switch (code) {
-        case 10: NCC_RUN(int8_t, p, stride, n, out[i] = v) return 1;
-        case 11: case 16: NCC_RUN(uint8_t, p, stride, n, out[i] = v) return 1;
-        case 12: NCC_RUN(int16_t, p, stride, n, out[i] = v) return 1;
-        case 13: NCC_RUN(uint16_t, p, stride, n, out[i] = v) return 1;
-        default: return 0;
-        }
-    }
-    static NCC_HOT int ncc_enc_i64_int(int code, const int64_t *__restrict src, uint8_t *p, Py_ssize_t stride, Py_ssize_t n) {
-        switch (code) {
-        case 10: case 11: NCC_WRUN(uint8_t, p, stride, n, (uint8_t)src[i]) return 1;
-        case 16: NCC_WRUN(uint8_t, p, stride, n, src[i] != 0 ? 1 : 0) return 1;
-        case 12: case 13: NCC_WRUN(uint16_t, p, stride, n, (uint16_t)src[i]) return 1;
-        default: return 0;
-        }
-    }
+        return v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)v; }
+    static NCC_HOT int ncc_dec_int_f32(int code, const uint8_t *p, Py_ssize_t s, Py_ssize_t n, float *__restrict out) {
+        switch (code) { case 10: NCC_RUN(int8_t, p, s, n, out[i] = (float)v) case 11: case 16: NCC_RUN(uint8_t, p, s, n,
+        out[i] = (float)v) case 12: NCC_RUN(int16_t, p, s, n, out[i] = (float)v) case 13: NCC_RUN(uint16_t, p, s, n,
+        out[i] = (float)v) case 14: NCC_RUN(int32_t, p, s, n, out[i] = (float)v) case 15: NCC_RUN(uint32_t, p, s, n,
+        out[i] = (float)v) default: return 0; } }
+    static NCC_HOT int ncc_enc_f32_int(int code, const float *__restrict x, uint8_t *p, Py_ssize_t s, Py_ssize_t n) {
+        switch (code) { case 10: NCC_WRUN(int8_t, p, s, n, ncc_f2i(x[i], -128.0, 127.0))
+        case 11: NCC_WRUN(uint8_t, p, s, n, ncc_f2i(x[i], 0.0, 255.0))
+        case 16: NCC_WRUN(uint8_t, p, s, n, (x[i] != 0.0f && x[i] == x[i]) ? 1 : 0)
+        case 12: NCC_WRUN(int16_t, p, s, n, ncc_f2i(x[i], -32768.0, 32767.0))
+        case 13: NCC_WRUN(uint16_t, p, s, n, ncc_f2i(x[i], 0.0, 65535.0))
+        case 14: NCC_WRUN(int32_t, p, s, n, ncc_f2i(x[i], -2147483648.0, 2147483647.0))
+        case 15: NCC_WRUN(uint32_t, p, s, n, ncc_f2i(x[i], 0.0, 4294967295.0)) default: return 0; } }
+    static NCC_HOT int ncc_dec_int_i64(int code, const uint8_t *p, Py_ssize_t s, Py_ssize_t n, int64_t *__restrict out) {
+        switch (code) { case 10: NCC_RUN(int8_t, p, s, n, out[i] = v) case 11: case 16: NCC_RUN(uint8_t, p, s, n, out[i] = v)
+        case 12: NCC_RUN(int16_t, p, s, n, out[i] = v) case 13: NCC_RUN(uint16_t, p, s, n, out[i] = v) default: return 0; } }
+    static NCC_HOT int ncc_enc_i64_int(int code, const int64_t *__restrict x, uint8_t *p, Py_ssize_t s, Py_ssize_t n) {
+        switch (code) { case 10: case 11: NCC_WRUN(uint8_t, p, s, n, (uint8_t)x[i]) case 16: NCC_WRUN(uint8_t, p, s, n,
+        x[i] != 0 ? 1 : 0) case 12: case 13: NCC_WRUN(uint16_t, p, s, n, (uint16_t)x[i]) default: return 0; } }
     """
     int _dec_int_f32 "ncc_dec_int_f32" (int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil
     int _enc_f32_int "ncc_enc_f32_int" (int code, const float* src, uint8_t* p, Py_ssize_t stride, Py_ssize_t n) noexcept nogil
@@ -532,36 +502,8 @@ def cast_f32(const float[::1] src, int code, uint8_t[::1] out):
             encode_f32(code, src[i], &out[i * w])
 
 
-# -- scans -----------------------------------------------------------------
-
-cdef inline float _scan_op(int op, float a, float b) noexcept nogil:
-    if op == 0:
-        return a + b
-    if op == 1:
-        return a - b
-    if op == 2:
-        return a * b
-    if op == 3:
-        return a if a > b else b
-    if op == 4:
-        return a if a < b else b
-    return b
-
-
-SCAN_OPS = {"add": 0, "subtract": 1, "mult": 2, "max": 3, "min": 4, "bypass": 5}
-
-
-def scan_f32(const float[:, ::1] d0, const float[:, ::1] d1, const float[::1] init, int op0, int op1,
-             float[:, ::1] out):
-    """out[p, i] = op1(op0(d0[p, i], out[p, i-1]), d1[p, i]), out[p, -1] = init[p] (fp32, in order)."""
-    cdef Py_ssize_t p, i, P = d0.shape[0], N = d0.shape[1]
-    cdef float prev
-    with nogil:
-        for p in range(P):
-            prev = init[p]
-            for i in range(N):
-                prev = _scan_op(op1, _scan_op(op0, d0[p, i], prev), d1[p, i])
-                out[p, i] = prev
+# -- scans: birsim._scan (tensor_tensor_scan's kernel), re-exported here for its callers --
+from neuronxcc.starfish.birsim._scan import SCAN_OPS, scan_f32  # noqa: E402,F401
 
 
 # -- direct copies between two access patterns ------------------------------

@@ -682,31 +682,19 @@ cdef bint _overlaps(_Operand x, Py_ssize_t xb, _Operand y, Py_ssize_t yb) noexce
 cdef bint _same_offsets(list infos):
     """Do these access infos (a row's per-partition slices) compute the same offset, extent and
     bounds in the same target, so that their bases differ by their static bases only?"""
-    cdef APInfo a, b
-    cdef int k
-    if not infos:
+    cdef APInfo a = infos[0] if infos else None, b
+    if a is None:
         return False
-    a = infos[0]
     for b in infos:
-        if b.tgt is not a.tgt or b.itemsize != a.itemsize or b.const_off != a.const_off or b.ext_lo != a.ext_lo \
-                or b.ext_hi != a.ext_hi or b.limit != a.limit or b.ncoef != a.ncoef or b.names != a.names:
+        if b.tgt is not a.tgt or (b.itemsize, b.const_off, b.ext_lo, b.ext_hi, b.limit, b.ncoef, b.names) != \
+                (a.itemsize, a.const_off, a.ext_lo, a.ext_hi, a.limit, a.ncoef, a.names) or \
+                [b.coeffs[k] for k in range(b.ncoef)] != [a.coeffs[k] for k in range(a.ncoef)] or \
+                (b.expr is not a.expr and (a.expr is None or b.expr is None or str(b.expr) != str(a.expr))):
             return False
-        for k in range(a.ncoef):
-            if b.coeffs[k] != a.coeffs[k]:
-                return False
-        if (a.expr is None) != (b.expr is None):
-            return False
-        if a.expr is not None and b.expr is not a.expr:
-            try:
-                if not (b.expr == a.expr) or str(b.expr) != str(a.expr):
-                    return False
-            except Exception:
-                return False
     return True
 
 
-cdef bint _one_run(RawCopy c) noexcept:
-    """Is each side of C one contiguous run of bytes (a memmove copies it)?"""
+cdef bint _one_run(RawCopy c) noexcept:      # is each side of C one contiguous run (a memmove copies it)?
     cdef int k
     for k in range(5):
         if c.snum[k] != 1 or c.dnum[k] != 1:
@@ -755,6 +743,7 @@ cdef class Gather(Plan):
         self.dshift = <Py_ssize_t*>malloc(max(1, self.n) * sizeof(Py_ssize_t))
         if self.deltas == NULL or self.dshift == NULL:
             raise MemoryError()
+        # one offset, extent and target for all on-chip slices: evaluated and bounds-checked once (partition 0)
         self.same_dst = self.direct and _same_offsets([(<RawCopy>c).dst for c in copies])
         self.runs = self.direct and all(_one_run(c) for c in copies)
         if self.same_dst:
@@ -784,8 +773,6 @@ cdef class Gather(Plan):
                 off0 = rs._offset(env)
             finally:
                 env.pop(self.rowvar, None)
-            # the on-chip slices share one offset expression (evaluated and bounds-checked once, for
-            # partition 0: the others have the same extent in the same target) when same_dst
             db0 = (<RawCopy>self.copies[0]).dst.base(env) if self.same_dst else 0
             for p in range(n):
                 c = <RawCopy>self.copies[p]
