@@ -114,9 +114,9 @@ def test_block_instruction_count_does_not_grow_with_sequence():
     # causal: at most MAX_BANDS copies of the query loop (bands of one block take the mask matmul,
     # longer ones the mask expression), so the count is bounded and the same from 2*MAX_BANDS
     # key blocks on
-    from neuronxcc.starfish.penguin import attention as fa
+    from neuronxcc.starfish.penguin import causal as causal_masks
     counts = []
-    for s in (fa.MAX_BANDS * 512, 2 * fa.MAX_BANDS * 512, 4 * fa.MAX_BANDS * 512):
+    for s in (causal_masks.MAX_BANDS * 512, 2 * causal_masks.MAX_BANDS * 512, 4 * causal_masks.MAX_BANDS * 512):
         args = [jax.ShapeDtypeStruct((2, s, 64), jnp.float32)] * 3
         counts.append(len(bir_of(causal, *args).instructions()))
     assert counts[0] <= counts[1] == counts[2], counts
@@ -159,9 +159,9 @@ def test_causal_blocks_skipped_and_match_jax(fn, s, bands, monkeypatch):
     """Causal masks: hidden key blocks are not computed, fully visible ones take no mask work, and
     the diagonal blocks take one mask matmul (bands of one block) or the mask expression (bands of
     several, MAX_BANDS patched to 1); results match jax."""
-    from neuronxcc.starfish.penguin import attention as fa
+    from neuronxcc.starfish.penguin import attention as fa, causal as causal_masks
     if bands is not None:
-        monkeypatch.setattr(fa, "MAX_BANDS", bands)
+        monkeypatch.setattr(causal_masks, "MAX_BANDS", bands)
     rng = np.random.default_rng(s)
     h, d = 1, 64
     args = [_f32(rng, h, s, d) for _ in range(3)]
@@ -176,7 +176,7 @@ def test_causal_blocks_skipped_and_match_jax(fn, s, bands, monkeypatch):
     # b (G blocks per band) computes b*G + G blocks, not all nblk
     from neuronxcc.starfish import birsim
     res = birsim.simulate(mod, [np.asarray(a) for a in args])
-    nband = min(nblk, fa.MAX_BANDS)
+    nband = min(nblk, causal_masks.MAX_BANDS)
     G = nblk // nband
     blocks = sum((i // (4 * G)) * G + G for i in range(s // 128))
     masks = blocks if G == 1 else 0
@@ -185,7 +185,7 @@ def test_causal_blocks_skipped_and_match_jax(fn, s, bands, monkeypatch):
         assert blocks < (s // 128) * nblk
     if bands is None:
         # one per band and query tile of the step (bands of 512 queries: QUERY_TILES tiles)
-        assert len(_mask_matmuls(mod)) == fa.QUERY_TILES * min(nblk, fa.MAX_BANDS)
+        assert len(_mask_matmuls(mod)) == fa.QUERY_TILES * min(nblk, causal_masks.MAX_BANDS)
         assert not [i for i in mod.instructions() if i.opcode == "select"]
     else:
         assert not _mask_matmuls(mod)
