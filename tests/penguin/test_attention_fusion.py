@@ -245,6 +245,11 @@ def test_one_causal_block_takes_the_mask_table(h, s):
     assert not [i for i in mod.instructions() if i.opcode in ("select", "iota", "scalar_tensor_tensor")]
     assert not [i for i in mod.instructions() if i.opcode == "memset"
                 and i.dsts[0].target.startswith(("fa_negmax", "fa_sum", "fa_acc"))]
+    # the scores, their mask and the softmax likewise span only those chunks (unrolled heads)
+    widths = sorted(min(s, 128 * -(-(m0 + mn) // 128)) if h > 1 else s for m0, mn in tiles) * h
+    assert sorted(i.dsts[0].free_size for i in _mask_matmuls(mod)) == sorted(widths)
+    exps = [i for i in mod.instructions() if i.opcode == "activation" and i.attrs.get("func") == "exp"]
+    assert sorted(i.dsts[0].free_size for i in exps) == sorted(widths)
     check(causal, *args)
 
 

@@ -585,17 +585,22 @@ def lower(kern, plan):
         def scores(i, h):       # scores into PSUM, the mask added there, evicted scaled
             mn = h["mn"]
             h["ps"] = psum("fa_s", i, mn, nk)
-            ps_ap = em.chip(h["ps"], f32, mn, [[1, nk]])
+            # unrolled causal heads of one block: only the key chunks the query tile sees (its softmax
+            # over the later keys would add exp(MASK_BIAS) = 0 and never take their max), so a query
+            # tile below the last key chunk costs fewer PE columns and a narrower softmax
+            w = min(nk, visible(h) * PMAX) if (h["single"] and mask == "table" and wave) else nk
+            h["w"] = w
+            ps_ap = em.chip(h["ps"], f32, mn, [[1, w]])
             for j in range(ntk):
                 em.inst("matmul", "PE", [ps_ap], [em.chip(h["qT"], cdt1, TK, [[1, mn]], offset=h["qoff"] + j * mn),
-                                                  em.chip(h["kres"], cdt1, TK, [[1, nk]], offset=n0 + j * N)],
+                                                  em.chip(h["kres"], cdt1, TK, [[1, w]], offset=n0 + j * N)],
                         psum_zero=(j == 0))
             if mask == "table":
                 ident, table, d0 = tables
                 em.inst("matmul", "PE", [ps_ap],
-                        [em.chip(ident.target, "bfloat16", PMAX, [[1, mn]]), em.chip(table.target, "bfloat16", PMAX, [[1, nk]], offset=n0 + d0 - h["m0"])],
+                        [em.chip(ident.target, "bfloat16", PMAX, [[1, mn]]), em.chip(table.target, "bfloat16", PMAX, [[1, w]], offset=n0 + d0 - h["m0"])],
                         psum_zero=False)
-            s_ap = em.chip(em.sbuf("fa_scores", mn, nk, f32), f32, mn, [[1, nk]])
+            s_ap = em.chip(em.sbuf("fa_scores", mn, w, f32), f32, mn, [[1, w]])
             em.inst("activation", "ACT", [s_ap], [ps_ap], func="identity", scale=scale)
             if mask == "expr":
                 te = TileEval(cg, Space(n - 2, n - 1, list(h["starts"]) + [n0], [1] * (n - 2) + [mn, nk]))
@@ -613,7 +618,7 @@ def lower(kern, plan):
             if h["single"]:     # -max, then P = exp(x - max) with its row sum: the whole softmax state
                 negm = col("fa_negm", mn)
                 em.inst("tensor_reduce", "DVE", [negm], [h["x"]], op="max", axes=1, negate=True)
-                p_ap = em.chip(em.sbuf("fa_p", mn, nk, cdt2), cdt2, mn, [[1, nk]])
+                p_ap = em.chip(em.sbuf("fa_p", mn, h["w"], cdt2), cdt2, mn, [[1, h["w"]]])
                 em.inst("activation", "ACT", [p_ap, h["l"]], [h["x"], negm], func="exp", bias_ap=True, reduce="add")
                 h["p"] = p_ap
                 if ot:          # diag(1/l): P^T's transposes multiply by it, so P @ V comes normalised
