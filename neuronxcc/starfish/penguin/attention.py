@@ -379,19 +379,6 @@ def score_expr(cg, plan):
     return rows.resolve(cg, expr), leaf, scale
 
 
-def _projection_reads_transposed(kern, plan, Mi):
-    """True when the attention result's one consumer is a dot that penguin/mmfuse.py evaluates lazily
-    in the row tiles of a later kernel (its weight resident, one value downstream, at most
-    UNROLL_TILES row tiles, so their offsets are constants): that kernel takes O^T's tiles on chip
-    as its L^T chunks (``mmlayout.Handoff.get_transposed``), and O's HBM copy is dropped."""
-    from neuronxcc.starfish.penguin import mmfuse
-    cg = kern.cg
-    dot = mmlayout.transposed_consumer(cg, plan.dot2.outputs[0])
-    if dot is None or -(-Mi // PMAX) > mmfuse.UNROLL_TILES or not getattr(cg, "mm_fusion", True):
-        return False
-    return mmfuse._eligible(kern, dot) is not None and mmfuse.single_exit(kern, dot)
-
-
 def lower(kern, plan):
     """Emit the fused kernel (``kern``: the codegen's Kernels) and bind the second dot's result.
 
@@ -708,7 +695,7 @@ def lower(kern, plan):
                 if 0 <= i < len(hs):
                     fn(i, hs[i])
 
-    from neuronxcc.starfish.penguin import decode_attn
+    from neuronxcc.starfish.penguin import decode_attn, mmfuse
     layout = decode_attn.fit(plan, QX, KX, VX, OX, expr, leaf)
     nbatch = int(np.prod(plan.xshape[:nb]))
     wave = (nb >= 1 and n - 2 == nb and 1 < nbatch and nbatch * -(-Mi // TM) <= WAVE_TILES and Mi <= TQ
@@ -720,7 +707,7 @@ def lower(kern, plan):
     # O's PE transposes nor their evictions are needed; 1/l goes into P^T (diag(1/l) in place of the
     # transposes' identity), fp32 only
     ot = (wave and tables is not None and Dv <= PMAX and cdt2 == f32 and odt == f32 and OX.strides[n - 1] == 1
-          and _projection_reads_transposed(kern, plan, Mi))
+          and mmfuse.reads_transposed(kern, plan.dot2.outputs[0], Mi))
     if layout is not None:      # few query rows per batch element (GQA decode): all rows in one tile
         decode_attn.lower(kern, plan, layout, scale, cdt1, cdt2)
     elif wave:

@@ -112,7 +112,7 @@ def _cdt(cg, L, R):
     return cdt
 
 
-def _eligible(kern, op):
+def eligible(kern, op):
     """(dims, R [K, N]) when the dot can be evaluated row tile by row tile with R resident."""
     cg = kern.cg
     dims = _dims(cg, op)
@@ -144,8 +144,16 @@ def _lazy_user(kern, u, v):
     if cg._row_reduce_user(u):
         return True
     if u.kind == "dot" and u.inputs[0] == v and u.inputs[1] != v and len(u.outputs) == 1:
-        return _eligible(kern, u) is not None
+        return eligible(kern, u) is not None
     return False
+
+
+def reads_transposed(kern, o, rows):
+    """True when fused attention result O (ROWS rows) flows into one dot this module evaluates lazily
+    in a later kernel's row tiles at constant offsets: it takes O^T on chip as its L^T chunks."""
+    dot = mmlayout.transposed_consumer(kern.cg, o)
+    return (dot is not None and -(-rows // 128) <= UNROLL_TILES and getattr(kern.cg, "mm_fusion", True)
+            and eligible(kern, dot) is not None and single_exit(kern, dot))
 
 
 def single_exit(kern, op):
@@ -182,7 +190,7 @@ def lower_dot(kern, op, args, outs):
     cg = kern.cg
     if not getattr(cg, "mm_fusion", True):
         return None
-    el = _eligible(kern, op)
+    el = eligible(kern, op)
     if el is None:
         return None
     (M, K, N, lf, lc, rc, rf), R2 = el
@@ -459,10 +467,9 @@ def tile_value(te, v):
 
 
 class _PsumTile:
-    """A row tile's matmul result (one PSUM bank) whose eviction into SBUF is emitted only when some
-    consumer needs it there: an elementwise op with an SBUF tile (the residual add after the block's
-    projections) reads it in PSUM instead (``TileEval.binary``: one DVE pass of N cycles, not an
-    eviction plus a 2N-cycle SBUF op), and the eviction is never emitted when nothing else reads it."""
+    """A row tile's matmul result (one PSUM bank) evicted into SBUF only when a consumer needs it there:
+    an op with an SBUF tile (the block's residual adds) reads it in PSUM (``TileEval.binary``: one DVE
+    pass of N cycles, not an eviction plus a 2N-cycle SBUF op)."""
 
     def __init__(self, scope, info, rr, row0, pn):
         self.scope, self.info, self.pn = scope, info, pn
@@ -554,7 +561,7 @@ def _lhsT_chunks(scope, info, row0, pn):
     hit = scope.tiles.get(key)
     if hit is not None:
         return hit
-    chunks = _onchip_cols(scope.ctx.kern, info, row0, pn)
+    chunks = mmlayout.cols_on_chip(scope.ctx.kern, info, row0, pn)
     if chunks is None:
         chunks = _transposed_chunks(scope, info, row0, pn)
     if chunks is None:
@@ -569,7 +576,7 @@ def _pe_transposed(scope, info, row0, pn):
     K, cdt = info.K, info.cdt
     TK = kern.k_tile(K)
     nk = -(-K // TK)
-    src = _onchip_rows(kern, info, row0, pn, TK, nk)
+    src = mmlayout.rows_on_chip(kern, info, row0, pn, TK, nk)
     cols = None
     if src is None:
         sub = scope.space(row0, pn, K)
@@ -635,85 +642,10 @@ def _column_scaled(ctx, info, TK, nk):
         if cols is None:
             m = em.sbuf("gcol", TK, nk, "float32")      # column t: g[t*TK : (t+1)*TK]
             cols = [em.chip(m, "float32", min(TK, info.K - t * TK), [[1, 1]], offset=t) for t in range(nk)]
-            _load_columns(ctx.kern, g, info.K, TK, nk, m)
+            rows.load_columns(ctx.kern, g, info.K, TK, nk, m)
             ctx.loads[key] = cols
         return b, cols
     return L, None
-
-
-def _load_columns(kern, g, K, TK, nk, m):
-    """g[0, :K] (a vector broadcast over the rows) into SBUF columns, m[p, t] = g[t*TK + p]. A unit-step
-    vector is loaded as one contiguous row (one descriptor) and turned into columns by PE transposes
-    of its chunks ([1, kn] -> [kn, 1], at the PE's 64-column minimum each) and one PSUM eviction:
-    loaded directly, every element would be a 4-byte descriptor of its own, a few hundred of them
-    queued behind the weights' transfers on the DMA engines while the first tile's L^T waits."""
-    em = kern.em
-    sk, full = g.strides[1], K // TK
-    if sk == 1 and nk * 4 <= em.tm.psum_bank_bytes:
-        row = em.sbuf("grow", 1, K, "float32")
-        em.dma(em.chip(row, "float32", 1, [[1, K]]), em.hbm(g.base, g.offset, [[K, 1], [1, K]]))
-        ps = em.psum("psg", TK, nk)
-        for t in range(nk):
-            kn = min(TK, K - t * TK)
-            em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, 1]], offset=t)],
-                    [em.chip(row, "float32", 1, [[1, kn]], offset=t * TK)])
-        if full:
-            kern._evict_copy(em.chip(m, "float32", TK, [[1, full]]), em.chip(ps, "float32", TK, [[1, full]]))
-        if full < nk:
-            kn = K - full * TK
-            kern._evict_copy(em.chip(m, "float32", kn, [[1, 1]], offset=full),
-                             em.chip(ps, "float32", kn, [[1, 1]], offset=full))
-        return
-    if full:
-        em.dma(em.chip(m, "float32", TK, [[1, full]]), em.hbm(g.base, g.offset, [[sk, TK], [TK * sk, full], [1, 1]]))
-    if full < nk:
-        em.dma(em.chip(m, "float32", K - full * TK, [[1, 1]], offset=full),
-               em.hbm(g.base, g.offset + full * TK * sk, [[sk, K - full * TK], [1, 1]]))
-
-
-def _onchip_rows(kern, info, row0, pn, TK, nk):
-    """The K chunks [pn, kn] of L's row tile as APs of the SBUF tiles an earlier kernel left them in
-    (penguin/mmlayout.py: the fused attention's result), when L is a plain view of such a tensor
-    and the tile's rows are a constant; else None (L is loaded)."""
-    L, cg = info.L, kern.cg
-    if not (isinstance(L, View) and getattr(cg, "onchip", None) and L.base in cg.onchip and L.strides[1] == 1):
-        return None
-    try:
-        off = int(L.offset + row0 * L.strides[0])
-    except (TypeError, ValueError):
-        return None
-    hand = mmlayout.Handoff(cg)
-    out = []
-    for t in range(nk):
-        kn = min(TK, info.K - t * TK)
-        hit = hand.get(L.base, info.cdt, off + t * TK, L.strides[0], pn, 1, kn)
-        if hit is None:
-            return None
-        out.append(kern.em.chip(hit[0], info.cdt, pn, [[1, kn]], offset=hit[1]))
-    return out
-
-
-def _onchip_cols(kern, info, row0, pn):
-    """L^T's K chunks [kn, pn] as APs of SBUF tiles an earlier kernel left transposed
-    (``mmlayout.keep_transposed``: the fused attention's O^T), when L is a plain view of such a
-    tensor and the tile's rows are a constant; else None."""
-    L, cg = info.L, kern.cg
-    if not (isinstance(L, View) and getattr(cg, "onchip", None) and L.base in cg.onchip and L.strides[1] == 1):
-        return None
-    try:
-        off = int(L.offset + row0 * L.strides[0])
-    except (TypeError, ValueError):
-        return None
-    hand = mmlayout.Handoff(cg)
-    TK = kern.k_tile(info.K)
-    out = []
-    for t in range(-(-info.K // TK)):
-        kn = min(TK, info.K - t * TK)
-        hit = hand.get_transposed(L.base, info.cdt, off + t * TK, L.strides[0], pn, kn)
-        if hit is None:
-            return None
-        out.append(kern.em.chip(hit[0], info.cdt, kn, [[1, pn]], offset=hit[1]))
-    return out
 
 
 def _chain_source(scope, info):

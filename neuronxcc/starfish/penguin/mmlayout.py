@@ -248,6 +248,51 @@ class Handoff:
                      if pc == c0 and cols <= w and a <= r0 and r0 + rows <= a + n), None)
 
 
+def rows_on_chip(kern, info, row0, pn, TK, nk):
+    """The K chunks [pn, kn] of L's row tile as APs of the SBUF tiles an earlier kernel left them in
+    (the fused attention's result), when L is a plain view of such a tensor
+    and the tile's rows are a constant; else None (L is loaded)."""
+    L, cg = info.L, kern.cg
+    if not (isinstance(L, View) and getattr(cg, "onchip", None) and L.base in cg.onchip and L.strides[1] == 1):
+        return None
+    try:
+        off = int(L.offset + row0 * L.strides[0])
+    except (TypeError, ValueError):
+        return None
+    hand = Handoff(cg)
+    out = []
+    for t in range(nk):
+        kn = min(TK, info.K - t * TK)
+        hit = hand.get(L.base, info.cdt, off + t * TK, L.strides[0], pn, 1, kn)
+        if hit is None:
+            return None
+        out.append(kern.em.chip(hit[0], info.cdt, pn, [[1, kn]], offset=hit[1]))
+    return out
+
+
+def cols_on_chip(kern, info, row0, pn):
+    """L^T's K chunks [kn, pn] as APs of SBUF tiles an earlier kernel left transposed
+    (``keep_transposed``: the fused attention's O^T), when L is a plain view of such a
+    tensor and the tile's rows are a constant; else None."""
+    L, cg = info.L, kern.cg
+    if not (isinstance(L, View) and getattr(cg, "onchip", None) and L.base in cg.onchip and L.strides[1] == 1):
+        return None
+    try:
+        off = int(L.offset + row0 * L.strides[0])
+    except (TypeError, ValueError):
+        return None
+    hand = Handoff(cg)
+    TK = kern.k_tile(info.K)
+    out = []
+    for t in range(-(-info.K // TK)):
+        kn = min(TK, info.K - t * TK)
+        hit = hand.get_transposed(L.base, info.cdt, off + t * TK, L.strides[0], pn, kn)
+        if hit is None:
+            return None
+        out.append(kern.em.chip(hit[0], info.cdt, kn, [[1, pn]], offset=hit[1]))
+    return out
+
+
 def resident_kv(hand, offs, P, KX, VX, nb, bs, dims, one_block, kdt, vdt):
     """Fused attention's (penguin/attention.py) resident operands of batch element BS still in SBUF:
     (K^T memloc or None, [(memloc, column)] per 128-key tile of V or None). dims = (K, N, Dv)."""

@@ -210,3 +210,33 @@ def _itemsize(dtype):
     from neuronxcc.common.dtypes import onchip_as
     from neuronxcc.starfish.birpy import dtypes as bdt
     return bdt.itemsize(onchip_as(dtype))
+
+
+def load_columns(kern, g, K, TK, nk, m):
+    """g[0, :K] (a vector broadcast over the rows) into SBUF columns, m[p, t] = g[t*TK + p]. A unit-step
+    vector is loaded as one contiguous row (one descriptor) and turned into columns by PE transposes
+    of its chunks ([1, kn] -> [kn, 1], at the PE's 64-column minimum each) and one PSUM eviction:
+    loaded directly, every element would be a 4-byte descriptor of its own, a few hundred of them
+    queued behind the weights' transfers on the DMA engines while the first tile's L^T waits."""
+    em = kern.em
+    sk, full = g.strides[1], K // TK
+    if sk == 1 and nk * 4 <= em.tm.psum_bank_bytes:
+        row = em.sbuf("grow", 1, K, "float32")
+        em.dma(em.chip(row, "float32", 1, [[1, K]]), em.hbm(g.base, g.offset, [[K, 1], [1, K]]))
+        ps = em.psum("psg", TK, nk)
+        for t in range(nk):
+            kn = min(TK, K - t * TK)
+            em.inst("transpose", "PE", [em.chip(ps, "float32", kn, [[1, 1]], offset=t)],
+                    [em.chip(row, "float32", 1, [[1, kn]], offset=t * TK)])
+        if full:
+            kern._evict_copy(em.chip(m, "float32", TK, [[1, full]]), em.chip(ps, "float32", TK, [[1, full]]))
+        if full < nk:
+            kn = K - full * TK
+            kern._evict_copy(em.chip(m, "float32", kn, [[1, 1]], offset=full),
+                             em.chip(ps, "float32", kn, [[1, 1]], offset=full))
+        return
+    if full:
+        em.dma(em.chip(m, "float32", TK, [[1, full]]), em.hbm(g.base, g.offset, [[sk, TK], [TK * sk, full], [1, 1]]))
+    if full < nk:
+        em.dma(em.chip(m, "float32", K - full * TK, [[1, 1]], offset=full),
+               em.hbm(g.base, g.offset + full * TK * sk, [[sk, K - full * TK], [1, 1]]))
