@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from neuronxcc.errors import BirSimError
 from neuronxcc.hwm import get_target
 from neuronxcc.starfish import birpy as B
-from neuronxcc.starfish.birsim import _kernels as K
+from neuronxcc.starfish.birsim import _rawcopy as RC
 from neuronxcc.starfish.birsim.executor import Executor
 from neuronxcc.starfish.birsim.state import MachineState
 from neuronxcc.starfish.birsim.timeline import Timeline
@@ -210,9 +210,9 @@ def test_copy_raw_matches_gather_scatter(case):
     ref_d = db.copy()
     ref_s = ref_d if same else sb.copy()
     tmp = np.empty(n * isz, np.uint8)
-    K.gather_raw(ref_s, isz, s[0], s[1], s[2], tmp)
-    K.scatter_raw(tmp, ref_d, isz, d[0], d[1], d[2])
-    K.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
+    RC.gather_raw(ref_s, isz, s[0], s[1], s[2], tmp)
+    RC.scatter_raw(tmp, ref_d, isz, d[0], d[1], d[2])
+    RC.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
     assert np.array_equal(db, ref_d)
 
 
@@ -236,9 +236,9 @@ def test_blocked_transposing_copies_match_gather_scatter(a, b, isz, s_rowmajor, 
     db = rng.integers(0, 256, size, dtype=np.uint8)
     ref = db.copy()
     tmp = np.empty(a * b * isz, np.uint8)
-    K.gather_raw(sb, isz, s[0], s[1], s[2], tmp)
-    K.scatter_raw(tmp, ref, isz, d[0], d[1], d[2])
-    K.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
+    RC.gather_raw(sb, isz, s[0], s[1], s[2], tmp)
+    RC.scatter_raw(tmp, ref, isz, d[0], d[1], d[2])
+    RC.copy_raw(sb, s[0], s[1], s[2], db, d[0], d[1], d[2], isz)
     assert np.array_equal(db, ref)
 
 
@@ -323,7 +323,7 @@ def test_integer_scalar_select_and_converting_plans_match_the_handlers(op0, op1,
 @pytest.mark.parametrize("free", [[[1, 12]], [[4, 3], [1, 4]]])
 def test_transpose_plan_matches_the_handler(dtype, free):
     # a 5-partition tile with one or two free dims transposed into 12 partitions x 5
-    from neuronxcc.starfish.birsim import _plans
+    from neuronxcc.starfish.birsim import _peplans, _plans
     from neuronxcc.starfish.birpy import dtypes as _dt
     m = B.Module("tr")
     m.add_tensor("x", "input", "uint8", (5, 64))
@@ -342,7 +342,7 @@ def test_transpose_plan_matches_the_handler(dtype, free):
     assert np.array_equal(fast[0], ref[0]) and s1 == s2
     tm = get_target("trn1")
     ex = Executor(m, MachineState(m, tm), Timeline(m, tm))
-    typed = isinstance(ex._prepare(m.instructions()[1])[1], (_plans.RawCopy, _plans.Transpose32))
+    typed = isinstance(ex._prepare(m.instructions()[1])[1], (_plans.RawCopy, _peplans.Transpose32))
     assert typed == (dtype != "bool")
 
 

@@ -12,7 +12,8 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 
 from neuronxcc.starfish.birsim._apinfo cimport APInfo
-from neuronxcc.starfish.birsim._kernels cimport copy_raw_ptr, decode_i64, read_i64_ptr
+from neuronxcc.starfish.birsim._kernels cimport decode_i64, read_i64_ptr
+from neuronxcc.starfish.birsim._rawcopy cimport copy_raw_ptr
 from neuronxcc.starfish.birsim._plans cimport Plan, _Operand
 
 

@@ -78,9 +78,6 @@ cdef float decode_f32(int code, const uint8_t* p) noexcept nogil
 cdef void encode_f32(int code, float v, uint8_t* p) noexcept nogil
 cdef int64_t decode_i64(int code, const uint8_t* p) noexcept nogil
 cdef void encode_i64(int code, int64_t v, uint8_t* p) noexcept nogil
-cdef int copy_raw_ptr(const uint8_t* sp, Py_ssize_t sbase, const Py_ssize_t* sstrides, const Py_ssize_t* snums,
-                      uint8_t* dp, Py_ssize_t dbase, const Py_ssize_t* dstrides, const Py_ssize_t* dnums,
-                      Py_ssize_t itemsize) noexcept nogil
 # one row (a run of n elements STRIDE bytes apart at p) through fp32, as read_f32_ptr / write_f32_ptr
 # handle each row of an access pattern
 cdef void read_run_f32(int code, const uint8_t* p, Py_ssize_t stride, Py_ssize_t n, float* out) noexcept nogil

@@ -18,8 +18,9 @@ from neuronxcc.starfish.birpy.opcodes import ALU_OPS
 from neuronxcc.starfish.birsim import alu
 from neuronxcc.starfish.birsim._ctlplans import RegisterLoad, Scatter
 from neuronxcc.starfish.birsim._elementwise import EW_CMP, EW_FUNCS, EW_MAXMIN, EW_OPS, ElementWise
+from neuronxcc.starfish.birsim._peplans import Matmul, Transpose32
 from neuronxcc.starfish.birsim._plans import (INT_DIVMOD, INT_OPS, AffineSelect, Fill, Gather, IntElementWise, IntSelect,
-                                              Matmul, RawCopy, Select, Transpose32)
+                                              RawCopy, Select)
 
 ROW_VAR = "__row__"        # env entry holding the indexed row offset of dma_gather/dma_scatter
 

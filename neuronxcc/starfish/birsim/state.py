@@ -24,6 +24,7 @@ from neuronxcc.errors import BirSimError
 from neuronxcc.starfish.birpy import dtypes as _dt
 from neuronxcc.starfish.birpy import hbm as _hbm
 from neuronxcc.starfish.birsim import _kernels as K
+from neuronxcc.starfish.birsim import _rawcopy as RC
 from neuronxcc.starfish.birsim._apinfo import APInfo
 
 
@@ -371,14 +372,14 @@ class MachineState:
     def read_raw(self, ap, env):
         s, base = self.resolve(ap, env)
         out = np.empty(s.n * s.itemsize, np.uint8)
-        K.gather_raw(s.tgt.buf, s.itemsize, base, s.strides, s.nums, out)
+        RC.gather_raw(s.tgt.buf, s.itemsize, base, s.strides, s.nums, out)
         return out
 
     def write_raw(self, ap, env, raw):
         s, base = self.resolve(ap, env)
         if raw.shape[0] != s.n * s.itemsize:
             raise BirSimError("raw copy of %d bytes into %s which takes %d" % (raw.shape[0], ap.target, s.n * s.itemsize))
-        K.scatter_raw(raw, s.tgt.buf, s.itemsize, base, s.strides, s.nums)
+        RC.scatter_raw(raw, s.tgt.buf, s.itemsize, base, s.strides, s.nums)
 
     def copy_raw(self, dst, src, env):
         """write_raw(dst, read_raw(src)) in one pass (same dtype; the kernel handles overlap)."""
@@ -387,4 +388,4 @@ class MachineState:
         if s.n != d.n or s.itemsize != d.itemsize:
             raise BirSimError("raw copy of %d bytes into %s which takes %d" % (s.n * s.itemsize, dst.target,
                                                                                d.n * d.itemsize))
-        K.copy_raw(s.tgt.buf, sbase, s.strides, s.nums, d.tgt.buf, dbase, d.strides, d.nums, s.itemsize)
+        RC.copy_raw(s.tgt.buf, sbase, s.strides, s.nums, d.tgt.buf, dbase, d.strides, d.nums, s.itemsize)
