@@ -438,7 +438,7 @@ class TileEval(TileMath):
         pa, pb = getattr(a, "psum", None), getattr(b, "psum", None)
         if (pa is None) != (pb is None) and not (a.is_splat or b.is_splat) \
                 and onchip_dtype(out_dtype) == "float32" and alu in ("add", "subtract", "mult"):
-            # a fused matmul's row tile still in PSUM (mmfuse._LazyTV) with an SBUF tile: DVE reads it
+            # a fused matmul's row tile still in PSUM (mmtile._LazyTV) with an SBUF tile: DVE reads it
             # there, and its eviction is not emitted unless something else needs it in SBUF
             out = self.new_tile(out_dtype)
             self.em.inst("tensor_tensor", "DVE", [out.ap], [pa if pa is not None else a.ap,
