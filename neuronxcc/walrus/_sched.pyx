@@ -176,7 +176,7 @@ cdef inline void _port_hold(const i64[:, ::1] pt, Py_ssize_t v, double until, do
     cdef i64 p
     for j in range(NPORTS):
         p = pt[v, j]
-        if p >= 0:
+        if p >= 0 and until > pfree[p]:       # a port is never freed earlier than it was held
             pfree[p] = until
 
 

@@ -41,3 +41,16 @@ def check(f, *args):
     for k, (a, e) in enumerate(zip(outs, exp)):
         assert_close(a, e, "output%d" % k, row="compiled")
     return mod
+
+
+def rotary(x):
+    """The Llama rotary embedding (rotate-half; cos / sin tables built from positions) of a
+    [tokens, heads, head_dim] tensor, fp32 math, as the model writes it in jax."""
+    import jax.numpy as jnp
+    t, h, d = x.shape
+    inv = 1.0 / (500000.0 ** (np.arange(0, d, 2, dtype=np.float32) / d))
+    ang = jnp.arange(t, dtype=jnp.float32)[:, None] * jnp.asarray(inv)[None, :]
+    cos, sin = jnp.cos(ang)[:, None, :], jnp.sin(ang)[:, None, :]
+    xf = x.astype(jnp.float32)
+    x1, x2 = xf[..., : d // 2], xf[..., d // 2:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)

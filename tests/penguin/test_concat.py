@@ -7,17 +7,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
-from penguin_helpers import check
-
-
-def _rotary(x):
-    t, h, d = x.shape
-    inv = 1.0 / (500000.0 ** (np.arange(0, d, 2, dtype=np.float32) / d))
-    ang = jnp.arange(t, dtype=jnp.float32)[:, None] * jnp.asarray(inv)[None, :]
-    cos, sin = jnp.cos(ang)[:, None, :], jnp.sin(ang)[:, None, :]
-    xf = x.astype(jnp.float32)
-    x1, x2 = xf[..., : d // 2], xf[..., d // 2:]
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+from penguin_helpers import check, rotary as _rotary
 
 
 def _stack(a, b):

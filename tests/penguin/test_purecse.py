@@ -6,17 +6,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
-from penguin_helpers import check
-
-
-def _rotary(x):
-    t, h, d = x.shape
-    inv = 1.0 / (500000.0 ** (np.arange(0, d, 2, dtype=np.float32) / d))
-    ang = jnp.arange(t, dtype=jnp.float32)[:, None] * jnp.asarray(inv)[None, :]
-    cos, sin = jnp.cos(ang)[:, None, :], jnp.sin(ang)[:, None, :]
-    xf = x.astype(jnp.float32)
-    x1, x2 = xf[..., : d // 2], xf[..., d // 2:]
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+from penguin_helpers import check, rotary as _rotary
 
 
 def _qk(q, k):
@@ -35,7 +25,19 @@ def test_rotary_tables_of_q_and_k_are_computed_once():
     assert len(_tables(mod, 256, 32)) == 2, _tables(mod, 256, 32)        # cos and sin, once each
 
 
-def test_tables_of_an_input_are_not_shared():
+def test_tables_of_an_input_are_not_shared(monkeypatch):
+    from neuronxcc.starfish.penguin import purecse
+    from neuronxcc.starfish.penguin.expr import Node
+    keyed = []
+    real = purecse.key
+
+    def spy(cg, x, memo=None):
+        k = real(cg, x, memo)
+        if memo is None and isinstance(x, Node) and k is not None:
+            keyed.append(x.op)
+        return k
+    monkeypatch.setattr(purecse, "key", spy)
+
     def two(x, p):
         a = jnp.cos(p.astype(jnp.float32))[:, None] * x
         b = jnp.cos(p.astype(jnp.float32))[:, None] + x
@@ -44,6 +46,10 @@ def test_tables_of_an_input_are_not_shared():
     x = rng.standard_normal((256, 8)).astype(np.float32)
     p = np.arange(256, dtype=np.int32)
     check(two, x, p)
+    assert keyed == []             # every value reads an input: none is an input-independent table
+    check(_qk, rng.standard_normal((256, 4, 64)).astype(np.float32),
+          rng.standard_normal((256, 2, 64)).astype(np.float32))
+    assert keyed                   # the spy sees the tables that are input-independent
 
 
 def test_key_ignores_constant_names_but_not_their_data():

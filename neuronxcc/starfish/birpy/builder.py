@@ -57,6 +57,11 @@ class Builder:
     def body(self):
         return self._stack[-1]
 
+    @property
+    def depth(self):
+        """How many bodies are open: 1 at the top level of the module, one more per loop or branch."""
+        return len(self._stack)
+
     def inst(self, opcode, engine, dsts=(), srcs=(), waits=(), signals=(), name=None, **attrs):
         i = Instruction(opcode, engine, dsts, srcs, attrs, waits, signals, name=name)
         self.body.append(i)

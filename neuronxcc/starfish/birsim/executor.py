@@ -157,7 +157,7 @@ class Executor:
     def _indirect_regions(self, instr, attrs):
         st, env = self.st, self.env
         ind = instr.srcs[0] if instr.opcode == "dma_gather" else instr.dsts[0]
-        row, _ = self._indirect_aps(instr)
+        row, _ = self.indirect_aps(instr)
         out = []
         for ap, w in [(x, True) for x in instr.dsts] + [(x, False) for x in instr.srcs]:
             if ap is ind:
@@ -408,7 +408,7 @@ class Executor:
         else:
             self.wf(dst, self.rf(src))
 
-    def _indirect_aps(self, instr):
+    def indirect_aps(self, instr):
         """(row AP with offset + __row__, [per-partition slices of the on-chip side]) cached per instruction."""
         c = self._indirect.get(id(instr))
         if c is None or c[0] is not instr:
@@ -427,7 +427,7 @@ class Executor:
         return c[1], c[2]
 
     def op_dma_gather(self, instr, attrs):
-        row, parts = self._indirect_aps(instr)
+        row, parts = self.indirect_aps(instr)
         env = self.env
         rows = self._rows(instr, attrs)
         for p, d in enumerate(rows if isinstance(rows, list) else rows.tolist()):
@@ -438,7 +438,7 @@ class Executor:
         env.pop(ROW_VAR, None)
 
     def op_dma_scatter(self, instr, attrs):
-        row, parts = self._indirect_aps(instr)
+        row, parts = self.indirect_aps(instr)
         acc = attrs.get("accumulate") == "add"
         env = self.env
         rows = self._rows(instr, attrs)

@@ -546,7 +546,7 @@ def _select(ex, instr, attrs):
 
 def _dma_gather(ex, instr, attrs):
     """Same-dtype gathers: one RawCopy per partition (the row's offset has __row__ in it)."""
-    row, parts = ex._indirect_aps(instr)
+    row, parts = ex.indirect_aps(instr)
     if not parts or any(p.dtype != row.dtype for p in parts) or attrs.get("oob", "clamp") != "clamp":
         return None
     st = ex.st
@@ -579,7 +579,7 @@ def _dma_scatter(ex, instr, attrs):
     per partition into the row at __row__), or None (the handler)."""
     if attrs.get("accumulate") == "add" or attrs.get("oob", "clamp") != "clamp":
         return None
-    row, parts = ex._indirect_aps(instr)
+    row, parts = ex.indirect_aps(instr)
     if not parts or any(p.dtype != row.dtype for p in parts):
         return None
     st = ex.st

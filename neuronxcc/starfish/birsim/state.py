@@ -107,8 +107,16 @@ def _lazy_zeros(n):
     wherever a row is touched. The SBUF array is 128 rows of 192 KiB of which a small program uses
     a few KiB per row, so every one of its 2 MiB pages gets touched: 10-150 ms of the first
     simulation in a process (the compile's bir_sim check), against about 1 ms for the pages
-    actually used. Private, so a forked process gets a copy-on-write view, never shared writes."""
-    return np.frombuffer(mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS), np.uint8)
+    actually used. Private, so a forked process gets a copy-on-write view, never shared writes.
+    On a host whose transparent huge pages are "always" the mapping opts out of them, for the same
+    reason (where the platform has no such advice, the pages are what the host gives)."""
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        try:
+            m.madvise(mmap.MADV_NOHUGEPAGE)
+        except OSError:
+            pass
+    return np.frombuffer(m, np.uint8)
 
 
 def _fresh(parts, row_bytes, fill, memlocs, owned, resets):

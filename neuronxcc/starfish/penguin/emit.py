@@ -103,7 +103,7 @@ class Emitter:
         pack each small column into the address a column of another row tile just freed, and that
         false dependence serialises the tiles' statistics chains (a layernorm's mean, rstd and bias
         of tile 1 waiting on tile 0's)."""
-        if len(self.b._stack) > 1 or dtype != "float32" or prefix == "ld":
+        if self.b.depth > 1 or dtype != "float32" or prefix == "ld":
             return self.chip(self.sbuf(prefix, partitions, 1, dtype), dtype, partitions, [[1, 1]])
         pool = self._colpool
         if pool is None or pool[1] >= COL_POOL:

@@ -65,7 +65,7 @@ def _halves(v, rows, N, j, flip):
 def sort_long_rows(wm, src, rows, n, chunk, descending, vdtype, op):
     """(values (rows, n) of vdtype, positions (rows, n) int32) of the stable sort of each row of src
     (a (rows, n) View), in sort_f32's order; ``wm`` is the codegen (its elementwise, materialise and
-    _custom_rows)."""
+    custom_rows)."""
     em = wm.em
     nch = -(-n // chunk)
     M = 1 << (nch - 1).bit_length()
@@ -77,7 +77,7 @@ def sort_long_rows(wm, src, rows, n, chunk, descending, vdtype, op):
                        padded.slice([0, n], [rows, N], [1, 1]))
     wm.elementwise(src if src.dtype == "float32" else Node("convert", [src], {}, "float32", src.shape),
                    padded.slice([0, 0], [rows, n], [1, 1]))
-    V0, I0 = wm._custom_rows(padded.reshape((rows * M, chunk)), rows * M, chunk, chunk, "sort_f32", descending,
+    V0, I0 = wm.custom_rows(padded.reshape((rows * M, chunk)), rows * M, chunk, chunk, "sort_f32", descending,
                              ("float32",), op)
     shape = (rows, N)
     bufs = []

@@ -177,40 +177,39 @@ def drop_dead(cg):
 def keep(cg, tensor, dtype, off, row, fstride, rows, cols, memloc, store):
     """Record that MEMLOC holds rows x cols of 2-D scratch TENSOR [*, row] from element offset OFF
     (a constant; a row per partition), written to HBM by the DMA STORE just emitted."""
+    got = _record_for(cg, tensor, dtype, off, row, cols) if fstride == 1 else None
+    if got is not None:
+        oc, r0, c0 = got
+        oc.add(r0, rows, memloc, store, cg.em.b.body, col=c0, cols=cols)
+
+
+def _record_for(cg, tensor, dtype, off, row, cols):
+    """(the OnChip record of 2-D scratch TENSOR [*, row], first row, first column) for a block of
+    COLS columns from constant element offset OFF, or None when the block cannot be shared."""
     t = cg.m.tensors.get(tensor)
-    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or fstride != 1 \
-            or not shareable(cg):
-        return
+    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or not shareable(cg):
+        return None
     try:
         r0, c0 = divmod(int(off), row)
     except (TypeError, ValueError):
-        return
+        return None
     if c0 + cols > row:
-        return
+        return None
     oc = getattr(cg, "onchip", {}).get(tensor)
     if oc is None:
         oc = OnChip(tensor, dtype, row)
         register(cg, oc)
-    oc.add(r0, rows, memloc, store, cg.em.b.body, col=c0, cols=cols)
+    return oc, r0, c0
 
 
 def keep_transposed(cg, tensor, dtype, off, row, rows, cols, memloc, store):
     """Record that MEMLOC holds the TRANSPOSE of rows x cols of 2-D scratch TENSOR [*, row] from
     element offset OFF (a column per partition: the fused attention's O^T, penguin/attention.py),
     written to HBM by the DMA STORE just emitted."""
-    t = cg.m.tensors.get(tensor)
-    if t is None or t.kind != "scratch" or len(t.shape) != 2 or t.shape[1] != row or not shareable(cg):
+    got = _record_for(cg, tensor, dtype, off, row, cols)
+    if got is None:
         return
-    try:
-        r0, c0 = divmod(int(off), row)
-    except (TypeError, ValueError):
-        return
-    if c0 + cols > row:
-        return
-    oc = getattr(cg, "onchip", {}).get(tensor)
-    if oc is None:
-        oc = OnChip(tensor, dtype, row)
-        register(cg, oc)
+    oc, r0, c0 = got
     oc.tpieces.append((r0, rows, c0, cols, memloc))
     oc.stores.append((cg.em.b.body, store))
 

@@ -60,4 +60,4 @@ def key(cg, x, memo=None):
 def at_top_level(cg):
     """Is code being emitted outside every loop and branch, for one core? (With LNC=2 the kernels
     are split over two cores, and a later kernel on the other core would not wait for the table.)"""
-    return len(cg.em.b._stack) == 1 and getattr(cg, "lnc", None) is None
+    return cg.em.b.depth == 1 and getattr(cg, "lnc", None) is None

@@ -405,7 +405,7 @@ class WindowMixin:
             v = self.cg.materialise(xt, allow_views=False).reshape((rows, n))
         return v, perm, rows, n
 
-    def _custom_rows(self, src, rows, n, k, function, descending, dtypes, op):
+    def custom_rows(self, src, rows, n, k, function, descending, dtypes, op):
         """Run a custom op over row tiles; returns (values view, indices view) of shape (rows, k)."""
         em = self.em
         if n > SORT_MAX_ROW:
@@ -455,7 +455,7 @@ class WindowMixin:
         inv = [perm.index(k) for k in range(len(perm))]
         tshape = tuple(keys.shape[k] for k in perm)
         if nk == 1 and keys.dtype not in WIDE_INT_KEYS:
-            V, I = self._custom_rows(src, rows, n, n, "sort_f32", desc, (outs[0].dtype,), op)
+            V, I = self.custom_rows(src, rows, n, n, "sort_f32", desc, (outs[0].dtype,), op)
         else:
             # lexicographic keys: one stable pass per float32-exact key part, least significant first
             parts = [p for a in args[:nk] for p in _key_parts(a)]
@@ -464,7 +464,7 @@ class WindowMixin:
                 ps, _, _, _ = self._rows_view(part, d)
                 if I is not None:
                     ps = self._permute_rows(ps, 1, I, rows, n, part.dtype)
-                _, Ip = self._custom_rows(ps, rows, n, n, "sort_f32", desc, ("float32",), op)
+                _, Ip = self.custom_rows(ps, rows, n, n, "sort_f32", desc, ("float32",), op)
                 I = Ip if I is None else self._permute_rows(I, 1, Ip, rows, n, "int32")
             V = None
         res = []
@@ -521,12 +521,12 @@ class WindowMixin:
             self.elementwise(src if src.dtype == "float32" else Node("convert", [src], {}, "float32", src.shape),
                              padded.slice([0, 0], [rows, n], [1, 1]))
             src = padded
-        V1, I1 = self._custom_rows(src.reshape((rows * nch, C)), rows * nch, C, k, "topk_f32", True, ("float32",),
+        V1, I1 = self.custom_rows(src.reshape((rows * nch, C)), rows * nch, C, k, "topk_f32", True, ("float32",),
                                    op)
         off = View(IOTA_BASE, "int32", (rows, nch, k), [0, C, 0], 0)
         G1 = self.cg.materialise(Node("add", [I1.reshape((rows, nch, k)), off], {}, "int32", (rows, nch, k)),
                                  allow_views=False).reshape((rows, nch * k))
-        V, I2 = self._custom_rows(V1.reshape((rows, nch * k)), rows, nch * k, k, "topk_f32", True, (odt,), op)
+        V, I2 = self.custom_rows(V1.reshape((rows, nch * k)), rows, nch * k, k, "topk_f32", True, (odt,), op)
         return V, self._permute_rows(G1, 1, I2, rows, k, "int32", width=nch * k)
 
     def op_topk(self, op, args, outs):
@@ -545,7 +545,7 @@ class WindowMixin:
         elif n > SORT_MAX_ROW:
             V, I = self._topk_long_rows(src, rows, n, k, outs[0].dtype, op)
         else:
-            V, I = self._custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)
+            V, I = self.custom_rows(src, rows, n, k, "topk_f32", True, (outs[0].dtype,), op)
         shape = tuple(x.shape[:-1]) + (k,)
         res = [V.reshape(shape), I.reshape(shape)]
         if outs[1].dtype != "int32":
